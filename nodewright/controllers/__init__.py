@@ -1,0 +1,3 @@
+"""controllers: the reconcilers and the composition root (console script ``nodewright``)."""
+
+__all__: list[str] = []

@@ -1,0 +1,355 @@
+"""A real Kubernetes control plane on loopback: etcd plus kube-apiserver, started as processes.
+
+Owns the process lifecycle (start, readiness through ``/readyz``, API-server restart on the same
+port, teardown that leaves no process behind), the throwaway PKI written to a work directory,
+and the admin kubeconfig. The binaries come from ``hack/build-controlplane.sh`` (built from Go
+modules into a cache directory); ``find_binaries`` locates them.
+
+Side effects: spawns processes, writes files under its work directory, opens loopback ports.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+import yaml
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from nodewright.devenv.pki import CertificateAuthority, KeyPair, private_key_pem, public_key_pem
+
+__all__ = ["ControlPlane", "ControlPlaneError", "find_binaries"]
+
+DEFAULT_CACHE = Path(os.environ.get("NODEWRIGHT_CACHE", Path.home() / ".cache" / "nodewright"))
+START_TIMEOUT = 60.0
+SERVICE_CIDR = "10.96.0.0/16"
+
+
+class ControlPlaneError(RuntimeError):
+    """The control plane could not be found, started or stopped."""
+
+
+@dataclass(frozen=True)
+class Binaries:
+    etcd: Path
+    kube_apiserver: Path
+
+
+def find_binaries(bin_dir: Path | None = None) -> Binaries:
+    """Locate etcd and kube-apiserver: ``$NODEWRIGHT_BIN``, else the build cache."""
+    directory = bin_dir or Path(os.environ.get("NODEWRIGHT_BIN", DEFAULT_CACHE / "bin"))
+    etcd, apiserver = directory / "etcd", directory / "kube-apiserver"
+    missing = [str(p) for p in (etcd, apiserver) if not os.access(p, os.X_OK)]
+    if missing:
+        raise ControlPlaneError(
+            f"control-plane binaries not found ({', '.join(missing)}); build them with "
+            "hack/build-controlplane.sh"
+        )
+    return Binaries(etcd=etcd, kube_apiserver=apiserver)
+
+
+def free_port() -> int:
+    """A loopback port that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class ControlPlane:
+    """etcd and kube-apiserver on free loopback ports, with RBAC and an admin kubeconfig.
+
+    ``etcd_compaction_interval`` (seconds) makes the API server compact etcd that often, so
+    that tests can provoke 410 Gone; ``watch_cache`` False sends watches straight to etcd.
+    """
+
+    def __init__(
+        self,
+        *,
+        work_dir: Path | None = None,
+        binaries: Binaries | None = None,
+        etcd_compaction_interval: float | None = None,
+        watch_cache: bool = True,
+        extra_apiserver_args: tuple[str, ...] = (),
+    ) -> None:
+        self._binaries = binaries
+        self._owns_work_dir = work_dir is None
+        self.work_dir = work_dir or Path(tempfile.mkdtemp(prefix="nodewright-cp-"))
+        self.etcd_compaction_interval = etcd_compaction_interval
+        self.watch_cache = watch_cache
+        self.extra_apiserver_args = extra_apiserver_args
+        self.etcd_port = 0
+        self.apiserver_port = 0
+        self.etcd_process: subprocess.Popen[bytes] | None = None
+        self.apiserver_process: subprocess.Popen[bytes] | None = None
+        self._admin: KeyPair | None = None
+        self.ca: CertificateAuthority | None = None
+        self.service_account_key_pem = b""
+
+    # ---- paths and addresses -------------------------------------------------------------
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.apiserver_port}"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.work_dir / "admin.kubeconfig"
+
+    @property
+    def ca_file(self) -> Path:
+        return self.work_dir / "pki" / "ca.crt"
+
+    def pids(self) -> list[int]:
+        return [p.pid for p in (self.etcd_process, self.apiserver_process) if p is not None]
+
+    # ---- lifecycle ------------------------------------------------------------------------
+    def __enter__(self) -> ControlPlane:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def start(self, timeout: float = START_TIMEOUT) -> None:
+        """Start etcd, then kube-apiserver, and wait until ``/readyz`` answers 200."""
+        binaries = self._binaries or find_binaries()
+        self._binaries = binaries
+        deadline = time.monotonic() + timeout
+        try:
+            self._write_pki()
+            self._start_etcd(binaries.etcd, deadline)
+            self.apiserver_port = free_port()
+            self._start_apiserver(deadline)
+            self._write_kubeconfig()
+        except BaseException:
+            self.stop()
+            raise
+
+    def restart_apiserver(self, timeout: float = START_TIMEOUT, down_for: float = 0.0) -> None:
+        """Stop kube-apiserver and start it again on the same port (etcd keeps its data)."""
+        self._terminate(self.apiserver_process)
+        self.apiserver_process = None
+        if down_for:
+            time.sleep(down_for)
+        self._start_apiserver(time.monotonic() + timeout)
+
+    def stop(self) -> None:
+        """Stop both processes and remove the work directory; safe to call twice."""
+        self._terminate(self.apiserver_process)
+        self._terminate(self.etcd_process)
+        self.apiserver_process = None
+        self.etcd_process = None
+        if self._owns_work_dir:
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+
+    # ---- internals ------------------------------------------------------------------------
+    def _write_pki(self) -> None:
+        pki = self.work_dir / "pki"
+        pki.mkdir(parents=True, exist_ok=True)
+        ca = CertificateAuthority()
+        self.ca = ca
+        serving = ca.issue(
+            "kube-apiserver",
+            dns_names=("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"),
+            ip_addresses=("127.0.0.1", "10.96.0.1"),
+            server=True,
+        )
+        self._admin = ca.issue("nodewright-admin", organizations=("system:masters",), client=True)
+        sa_key = ec.generate_private_key(ec.SECP256R1())
+        self.service_account_key_pem = private_key_pem(sa_key)
+        files = {
+            "ca.crt": ca.cert_pem,
+            "apiserver.crt": serving.cert_pem,
+            "apiserver.key": serving.key_pem,
+            "admin.crt": self._admin.cert_pem,
+            "admin.key": self._admin.key_pem,
+            "sa.key": self.service_account_key_pem,
+            "sa.pub": public_key_pem(sa_key),
+        }
+        for name, data in files.items():
+            path = pki / name
+            path.write_bytes(data)
+            path.chmod(0o600)
+
+    def _log(self, name: str) -> int:
+        logs = self.work_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        return os.open(logs / f"{name}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+
+    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
+        log = self._log(name)
+        try:
+            return subprocess.Popen(
+                args, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True
+            )
+        finally:
+            os.close(log)
+
+    def _start_etcd(self, etcd: Path, deadline: float) -> None:
+        self.etcd_port = free_port()
+        peer_port = free_port()
+        client_url = f"http://127.0.0.1:{self.etcd_port}"
+        self.etcd_process = self._spawn(
+            "etcd",
+            [
+                str(etcd),
+                "--name=nodewright",
+                f"--data-dir={self.work_dir / 'etcd'}",
+                f"--listen-client-urls={client_url}",
+                f"--advertise-client-urls={client_url}",
+                f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
+                f"--initial-cluster=nodewright=http://127.0.0.1:{peer_port}",
+                "--unsafe-no-fsync=true",
+                "--quota-backend-bytes=8589934592",
+                "--log-level=warn",
+            ],
+        )
+        self._wait(
+            lambda: _http_ok(f"{client_url}/health", None), deadline, "etcd", self.etcd_process
+        )
+
+    def _start_apiserver(self, deadline: float) -> None:
+        pki = self.work_dir / "pki"
+        assert self._binaries is not None
+        args = [
+            str(self._binaries.kube_apiserver),
+            f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={self.apiserver_port}",
+            f"--tls-cert-file={pki / 'apiserver.crt'}",
+            f"--tls-private-key-file={pki / 'apiserver.key'}",
+            f"--client-ca-file={pki / 'ca.crt'}",
+            "--authorization-mode=RBAC",
+            f"--service-account-key-file={pki / 'sa.pub'}",
+            f"--service-account-signing-key-file={pki / 'sa.key'}",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            "--api-audiences=https://kubernetes.default.svc.cluster.local",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            # No controller-manager runs, so nothing creates the "default" ServiceAccount that
+            # this admission plugin would demand of every Pod.
+            "--disable-admission-plugins=ServiceAccount",
+            "--allow-privileged=true",
+            "--profiling=false",
+            "--v=1",
+        ]
+        if self.etcd_compaction_interval is not None:
+            args.append(f"--etcd-compaction-interval={self.etcd_compaction_interval}s")
+        if not self.watch_cache:
+            args.append("--watch-cache=false")
+        args.extend(self.extra_apiserver_args)
+        self.apiserver_process = self._spawn("kube-apiserver", args)
+        context = self.admin_ssl_context()
+        self._wait(
+            lambda: _http_ok(f"{self.server}/readyz", context),
+            deadline,
+            "kube-apiserver",
+            self.apiserver_process,
+        )
+
+    def admin_ssl_context(self) -> ssl.SSLContext:
+        """A TLS context that trusts the local CA and presents the admin client certificate."""
+        pki = self.work_dir / "pki"
+        context = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+        context.load_cert_chain(str(pki / "admin.crt"), str(pki / "admin.key"))
+        return context
+
+    def _wait(
+        self,
+        probe: object,
+        deadline: float,
+        name: str,
+        process: subprocess.Popen[bytes] | None,
+    ) -> None:
+        assert callable(probe)
+        while time.monotonic() < deadline:
+            if process is not None and process.poll() is not None:
+                raise ControlPlaneError(
+                    f"{name} exited with code {process.returncode}; see {self.work_dir}/logs/{name}.log"
+                    f"\n{self._tail(name)}"
+                )
+            if probe():
+                return
+            time.sleep(0.1)
+        raise ControlPlaneError(f"{name} was not ready in time\n{self._tail(name)}")
+
+    def _tail(self, name: str, lines: int = 20) -> str:
+        path = self.work_dir / "logs" / f"{name}.log"
+        try:
+            return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def _write_kubeconfig(self) -> None:
+        assert self._admin is not None and self.ca is not None
+        import base64
+
+        def b64(data: bytes) -> str:
+            return base64.b64encode(data).decode()
+
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "nodewright-local",
+                    "cluster": {
+                        "server": self.server,
+                        "certificate-authority-data": b64(self.ca.cert_pem),
+                    },
+                }
+            ],
+            "users": [
+                {
+                    "name": "nodewright-admin",
+                    "user": {
+                        "client-certificate-data": b64(self._admin.cert_pem),
+                        "client-key-data": b64(self._admin.key_pem),
+                    },
+                }
+            ],
+            "contexts": [
+                {
+                    "name": "nodewright-local",
+                    "context": {"cluster": "nodewright-local", "user": "nodewright-admin"},
+                }
+            ],
+            "current-context": "nodewright-local",
+        }
+        self.kubeconfig.write_text(yaml.safe_dump(config))
+        self.kubeconfig.chmod(0o600)
+
+    @staticmethod
+    def _terminate(process: subprocess.Popen[bytes] | None, grace: float = 10.0) -> None:
+        if process is None or process.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=grace)
+
+
+def _http_ok(url: str, context: ssl.SSLContext | None) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2, context=context) as response:  # noqa: S310
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False

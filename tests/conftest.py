@@ -1,0 +1,118 @@
+"""Shared fixtures: a real Kubernetes control plane for the test session, and a fresh namespace
+per test.
+
+The cluster is chosen in this order: ``KUBECONFIG`` if set; a k3s container through
+testcontainers when a Docker engine answers and the pinned image is already present; else the
+local etcd + kube-apiserver binaries built by ``hack/build-controlplane.sh``. Tests that use the
+cluster are marked ``cluster`` automatically.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pykube
+import pytest
+
+from nodewright.devenv import ControlPlane
+
+K3S_IMAGE = "rancher/k3s:v1.34.1-k3s1"
+CLUSTER_FIXTURES = {"cluster", "kube_api", "namespace", "control_plane_factory"}
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """How to reach the session's API server."""
+
+    kubeconfig: Path
+    source: str
+    control_plane: ControlPlane | None = None
+
+
+def _docker_k3s() -> contextlib.AbstractContextManager[Path] | None:
+    """A k3s container when a Docker engine answers and the pinned image is present."""
+    if not os.path.exists("/var/run/docker.sock") and "DOCKER_HOST" not in os.environ:
+        return None
+    try:
+        import docker  # type: ignore[import-untyped]
+
+        client = docker.from_env()
+        client.ping()
+        client.images.get(K3S_IMAGE)
+    except Exception:
+        return None
+
+    @contextlib.contextmanager
+    def run(tmp: Path) -> Iterator[Path]:
+        from testcontainers.k3s import K3SContainer
+
+        with K3SContainer(image=K3S_IMAGE) as k3s:
+            path = tmp / "k3s.kubeconfig"
+            path.write_text(k3s.config_yaml())
+            yield path
+
+    factory = run
+    return factory  # type: ignore[return-value]
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """The session's real API server (see the module docstring for how it is chosen)."""
+    env = os.environ.get("KUBECONFIG")
+    if env:
+        yield Cluster(kubeconfig=Path(env), source="KUBECONFIG")
+        return
+    k3s = _docker_k3s()
+    if k3s is not None:
+        with k3s(tmp_path_factory.mktemp("k3s")) as path:  # type: ignore[operator]
+            yield Cluster(kubeconfig=path, source="k3s")
+        return
+    with ControlPlane() as plane:
+        yield Cluster(kubeconfig=plane.kubeconfig, source="local-binaries", control_plane=plane)
+
+
+@pytest.fixture(scope="session")
+def kube_api(cluster: Cluster) -> pykube.HTTPClient:
+    """An admin pykube-ng client for the session's API server."""
+    return pykube.HTTPClient(pykube.KubeConfig.from_file(str(cluster.kubeconfig)))
+
+
+@pytest.fixture
+def namespace(kube_api: pykube.HTTPClient) -> Iterator[str]:
+    """A fresh namespace for one test, deleted afterwards.
+
+    No namespace controller runs in the local control plane, so a deleted namespace stays
+    Terminating with its objects; tests scope their reads to their own namespace.
+    """
+    name = f"nw-{uuid.uuid4().hex[:10]}"
+    pykube.Namespace(kube_api, {"metadata": {"name": name}}).create()
+    yield name
+    with contextlib.suppress(pykube.exceptions.ObjectDoesNotExist):
+        pykube.Namespace(kube_api, {"metadata": {"name": name}}).delete()
+
+
+@pytest.fixture
+def control_plane_factory() -> Iterator[Callable[..., ControlPlane]]:
+    """Start private control planes (for restarts, compaction); all are stopped afterwards."""
+    started: list[ControlPlane] = []
+
+    def start(**options: object) -> ControlPlane:
+        plane = ControlPlane(**options)  # type: ignore[arg-type]
+        started.append(plane)
+        plane.start()
+        return plane
+
+    yield start
+    for plane in started:
+        plane.stop()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.cluster)
