@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the real control-plane binaries (kube-apiserver, etcd) from Go modules into a cache
+# Builds the real control-plane binaries (kube-apiserver, etcd) and kubectl from Go modules into a cache
 # directory outside the repository, once per pinned version. Prints the bin directory.
 # Usage: hack/build-controlplane.sh   (NODEWRIGHT_CACHE overrides ~/.cache/nodewright)
 set -euo pipefail
@@ -41,7 +41,9 @@ done
 
 build etcd "$ETCD_VERSION" "$here/controlplane/etcd" ""
 build kube-apiserver "$KUBE_VERSION" "$here/controlplane/kube-apiserver" "$kflags"
+build kubectl "$KUBE_VERSION" "$here/controlplane/kubectl" "$kflags"
 
 ln -sf "kube-apiserver-$KUBE_VERSION" "$bin/kube-apiserver"
 ln -sf "etcd-$ETCD_VERSION" "$bin/etcd"
+ln -sf "kubectl-$KUBE_VERSION" "$bin/kubectl"
 echo "$bin"

@@ -34,30 +34,29 @@ class Cluster:
     control_plane: ControlPlane | None = None
 
 
-def _docker_k3s() -> contextlib.AbstractContextManager[Path] | None:
-    """A k3s container when a Docker engine answers and the pinned image is present."""
+def _docker_k3s_available() -> bool:
+    """True when a Docker engine answers and the pinned k3s image is already present."""
     if not os.path.exists("/var/run/docker.sock") and "DOCKER_HOST" not in os.environ:
-        return None
+        return False
     try:
-        import docker  # type: ignore[import-untyped]
+        import docker  # type: ignore[import-untyped]  # noqa: PLC0415  # optional, only with an engine
 
         client = docker.from_env()
         client.ping()
         client.images.get(K3S_IMAGE)
     except Exception:
-        return None
+        return False
+    return True
 
-    @contextlib.contextmanager
-    def run(tmp: Path) -> Iterator[Path]:
-        from testcontainers.k3s import K3SContainer
 
-        with K3SContainer(image=K3S_IMAGE) as k3s:
-            path = tmp / "k3s.kubeconfig"
-            path.write_text(k3s.config_yaml())
-            yield path
+@contextlib.contextmanager
+def _k3s_cluster(tmp: Path) -> Iterator[Path]:
+    from testcontainers.k3s import K3SContainer  # noqa: PLC0415  # optional, only with an engine
 
-    factory = run
-    return factory  # type: ignore[return-value]
+    with K3SContainer(image=K3S_IMAGE) as k3s:
+        path = tmp / "k3s.kubeconfig"
+        path.write_text(k3s.config_yaml())
+        yield path
 
 
 @pytest.fixture(scope="session")
@@ -67,9 +66,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     if env:
         yield Cluster(kubeconfig=Path(env), source="KUBECONFIG")
         return
-    k3s = _docker_k3s()
-    if k3s is not None:
-        with k3s(tmp_path_factory.mktemp("k3s")) as path:  # type: ignore[operator]
+    if _docker_k3s_available():
+        with _k3s_cluster(tmp_path_factory.mktemp("k3s")) as path:
             yield Cluster(kubeconfig=path, source="k3s")
         return
     with ControlPlane() as plane:

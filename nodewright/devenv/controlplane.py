@@ -10,6 +10,7 @@ Side effects: spawns processes, writes files under its work directory, opens loo
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 import shutil
@@ -218,9 +219,7 @@ class ControlPlane:
                 "--log-level=warn",
             ],
         )
-        self._wait(
-            lambda: _http_ok(f"{client_url}/health", None), deadline, "etcd", self.etcd_process
-        )
+        self._wait(lambda: _http_ok(f"{client_url}/health", None), deadline, "etcd", self.etcd_process)
 
     def _start_apiserver(self, deadline: float) -> None:
         pki = self.work_dir / "pki"
@@ -295,8 +294,8 @@ class ControlPlane:
             return ""
 
     def _write_kubeconfig(self) -> None:
-        assert self._admin is not None and self.ca is not None
-        import base64
+        assert self._admin is not None
+        assert self.ca is not None
 
         def b64(data: bytes) -> str:
             return base64.b64encode(data).decode()

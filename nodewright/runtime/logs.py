@@ -14,12 +14,14 @@ import json
 import logging
 import sys
 from collections.abc import Iterator, Mapping
+from types import MappingProxyType
 from typing import Any
 
 __all__ = ["JsonFormatter", "Logger", "configure", "get_logger", "log_context"]
 
+_NO_PAIRS: Mapping[str, Any] = MappingProxyType({})
 _context: contextvars.ContextVar[Mapping[str, Any]] = contextvars.ContextVar(
-    "nodewright_log_context", default={}
+    "nodewright_log_context", default=_NO_PAIRS
 )
 
 

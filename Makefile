@@ -1,0 +1,75 @@
+# nodewright developer tasks. `make help` lists them.
+SHELL := /usr/bin/env bash
+.DEFAULT_GOAL := help
+
+VENV      ?= .venv
+PYTHON    := $(VENV)/bin/python
+CACHE     ?= $(HOME)/.cache/nodewright
+BIN       := $(CACHE)/bin
+PYTEST_ARGS ?=
+FULL      ?=
+
+export NODEWRIGHT_CACHE := $(CACHE)
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+$(PYTHON): pyproject.toml requirements-dev.lock
+	python3 -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is required")'
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check "uv==0.13.9"
+	$(VENV)/bin/uv pip install --quiet --python $(PYTHON) -r requirements-dev.lock
+	$(VENV)/bin/uv pip install --quiet --python $(PYTHON) --no-deps -e .
+	@touch $(PYTHON)
+
+.PHONY: install-dev
+install-dev: $(PYTHON) ## Create .venv with the pinned development dependencies.
+
+.PHONY: controlplane
+controlplane: ## Build kube-apiserver, etcd and kubectl from Go modules (once, into the cache).
+	@bash hack/build-controlplane.sh >/dev/null
+
+.PHONY: lint
+lint: $(PYTHON) ## ruff, mypy --strict and the import-linter layer contracts.
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-cache
+
+.PHONY: fmt
+fmt: $(PYTHON) ## Format and autofix with ruff.
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+.PHONY: test
+test: $(PYTHON) controlplane ## Run every test against a real local control plane.
+	$(PYTHON) -m pytest $(PYTEST_ARGS)
+
+.PHONY: test-unit
+test-unit: $(PYTHON) ## Run only the tests that need no cluster.
+	$(PYTHON) -m pytest -m "not cluster" $(PYTEST_ARGS)
+
+.PHONY: run
+run: $(PYTHON) controlplane ## Start the local environment and print how to reach it (Ctrl-C stops it).
+	$(PYTHON) -m nodewright.devenv up
+
+.PHONY: bench
+bench: $(PYTHON) controlplane ## Run the benchmarks (quick; FULL=1 for the full sizes).
+	$(PYTHON) -m bench $(if $(FULL),--full,)
+
+.PHONY: manifests
+manifests: $(PYTHON) ## Generate CRD YAML under config/crd from the api/ models.
+	$(PYTHON) -m hack.manifests
+
+.PHONY: install
+install: controlplane ## Install the CRDs into the cluster of $$KUBECONFIG.
+	$(BIN)/kubectl apply -k config/crd
+
+.PHONY: deploy
+deploy: controlplane ## Deploy the manager into the cluster of $$KUBECONFIG.
+	$(BIN)/kubectl apply -k config/default
+
+.PHONY: docker-build
+docker-build: ## Build the manager image (needs a Docker engine; none runs on our dev machines).
+	docker build -t nodewright:dev .
