@@ -31,11 +31,12 @@ controlplane: ## Build kube-apiserver, etcd and kubectl from Go modules (once, i
 	@bash hack/build-controlplane.sh >/dev/null
 
 .PHONY: lint
-lint: $(PYTHON) ## ruff, mypy --strict and the import-linter layer contracts.
+lint: $(PYTHON) ## ruff, mypy --strict, import-linter layer contracts, CRDs up to date.
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache
+	$(PYTHON) -m hack.manifests --check
 
 .PHONY: fmt
 fmt: $(PYTHON) ## Format and autofix with ruff.
