@@ -1,0 +1,1 @@
+"""CRD group package; versions live in subpackages."""

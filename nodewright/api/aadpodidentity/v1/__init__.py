@@ -1,0 +1,7 @@
+"""aadpodidentity.k8s.io/v1 (aad-pod-identity v1.8 wire-compatible): AzureIdentity, AzureIdentityBinding, AzureAssignedIdentity, AzurePodIdentityException."""
+
+from nodewright.api.base import Resource
+
+RESOURCES: tuple[type[Resource], ...] = ()
+
+__all__ = ["RESOURCES"]
