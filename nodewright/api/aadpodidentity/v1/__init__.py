@@ -1,4 +1,5 @@
-"""aadpodidentity.k8s.io/v1 (aad-pod-identity v1.8 wire-compatible): AzureIdentity, AzureIdentityBinding, AzureAssignedIdentity, AzurePodIdentityException."""
+"""aadpodidentity.k8s.io/v1, wire-compatible with aad-pod-identity v1.8: AzureIdentity,
+AzureIdentityBinding, AzureAssignedIdentity, AzurePodIdentityException."""
 
 from nodewright.api.base import Resource
 
