@@ -4,7 +4,79 @@ Knows Kubernetes in general and nothing of Azure or our custom resources. Public
 re-exported here as modules land.
 """
 
+from nodewright.runtime.builder import Builder
+from nodewright.runtime.cache import Cache, field_indexer
+from nodewright.runtime.client import Client, ObjectList
+from nodewright.runtime.config import ConfigError, ManagerConfig, load_config
+from nodewright.runtime.controller import Controller
+from nodewright.runtime.events import EventRecorder
+from nodewright.runtime.handlers import Handler, enqueue_for_object, enqueue_mapped, enqueue_owner
+from nodewright.runtime.health import HealthServer
+from nodewright.runtime.informer import EventHandler, Informer, Store, object_key
 from nodewright.runtime.kinds import Kind
+from nodewright.runtime.leaderelection import LeaderElector
+from nodewright.runtime.manager import Manager
+from nodewright.runtime.metrics import Metrics, get_meter
+from nodewright.runtime.predicates import (
+    Predicate,
+    and_,
+    annotations_changed,
+    generation_changed,
+    labels_changed,
+    not_,
+    or_,
+    predicate,
+    resource_version_changed,
+)
+from nodewright.runtime.ratelimit import RateLimiter, default_controller_rate_limiter
 from nodewright.runtime.reconcile import Reconciler, Request, Result, TerminalError
+from nodewright.runtime.registry import ReconcilerRegistry
+from nodewright.runtime.retry import DEFAULT_BACKOFF, DEFAULT_RETRY, retry_on_conflict
+from nodewright.runtime.workqueue import WorkQueue
 
-__all__ = ["Kind", "Reconciler", "Request", "Result", "TerminalError"]
+__all__ = [
+    "DEFAULT_BACKOFF",
+    "DEFAULT_RETRY",
+    "Builder",
+    "Cache",
+    "Client",
+    "ConfigError",
+    "Controller",
+    "EventHandler",
+    "EventRecorder",
+    "Handler",
+    "HealthServer",
+    "Informer",
+    "Kind",
+    "LeaderElector",
+    "Manager",
+    "ManagerConfig",
+    "Metrics",
+    "ObjectList",
+    "Predicate",
+    "RateLimiter",
+    "Reconciler",
+    "ReconcilerRegistry",
+    "Request",
+    "Result",
+    "Store",
+    "TerminalError",
+    "WorkQueue",
+    "and_",
+    "annotations_changed",
+    "default_controller_rate_limiter",
+    "enqueue_for_object",
+    "enqueue_mapped",
+    "enqueue_owner",
+    "field_indexer",
+    "generation_changed",
+    "get_meter",
+    "labels_changed",
+    "load_config",
+    "not_",
+    "object_key",
+    "or_",
+    "predicate",
+    "resource_version_changed",
+    "retry_on_conflict",
+]

@@ -1,0 +1,142 @@
+"""The fluent builder that wires a controller into a manager.
+
+Owns ``Builder``: ``manager.controller("nodeimage").for_(NODE_IMAGE).owns(PENDING_NODE)
+.watches(NODE, map_function, predicate=ready_changed).with_options(max_concurrent_reconciles=4)
+.complete(reconciler)``. ``for_`` reconciles the object itself, ``owns`` reconciles the
+controlling owner of a dependent object, ``watches`` reconciles whatever a map function names.
+Informers come from the manager's shared cache; the finished ``Controller`` is handed to the
+manager, which starts it while leading. A ``max_concurrent_reconciles`` set for this name in the
+manager's config wins over the one given in code.
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from nodewright.runtime.controller import Controller
+from nodewright.runtime.handlers import (
+    Handler,
+    MapFunction,
+    enqueue_for_object,
+    enqueue_mapped,
+    enqueue_owner,
+)
+from nodewright.runtime.kinds import Kind
+from nodewright.runtime.predicates import Predicate
+from nodewright.runtime.ratelimit import RateLimiter
+from nodewright.runtime.reconcile import Reconciler, ReconcilerFunc
+
+if TYPE_CHECKING:
+    from nodewright.runtime.manager import Manager
+
+__all__ = ["Builder"]
+
+
+@dataclass(frozen=True, slots=True)
+class _WatchSpec:
+    kind: Kind
+    handler: Handler | None  # None: the owner handler of the for_ kind, resolved in complete
+    predicates: tuple[Predicate, ...]
+    namespace: str | None
+    label_selector: str | None
+
+
+class Builder:
+    """Collects a controller's watches and options; ``complete`` builds and registers it."""
+
+    def __init__(self, manager: Manager, name: str) -> None:
+        self._manager = manager
+        self._name = name
+        self._for: _WatchSpec | None = None
+        self._watches: list[_WatchSpec] = []
+        self._predicates: list[Predicate] = []
+        self._max_concurrent_reconciles = 1
+        self._rate_limiter: RateLimiter | None = None
+
+    def for_(
+        self,
+        kind: Kind,
+        *,
+        predicate: Predicate | None = None,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+    ) -> Builder:
+        """Reconcile objects of ``kind`` themselves (once per controller)."""
+        if self._for is not None:
+            raise ValueError(f"controller {self._name!r}: for_ already called")
+        self._for = _WatchSpec(kind, enqueue_for_object(), _tuple(predicate), namespace, label_selector)
+        return self
+
+    def owns(
+        self, kind: Kind, *, predicate: Predicate | None = None, namespace: str | None = None
+    ) -> Builder:
+        """Reconcile the ``for_`` object that controls (ownerReference) a changed ``kind``."""
+        self._watches.append(_WatchSpec(kind, None, _tuple(predicate), namespace, None))
+        return self
+
+    def watches(
+        self,
+        kind: Kind,
+        map_function: MapFunction | Handler,
+        *,
+        predicate: Predicate | None = None,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+    ) -> Builder:
+        """Reconcile the requests that ``map_function(obj)`` returns for a changed ``kind``."""
+        handler: Handler = (
+            typing.cast(Handler, map_function)
+            if _is_handler(map_function)
+            else enqueue_mapped(typing.cast(MapFunction, map_function))
+        )
+        self._watches.append(_WatchSpec(kind, handler, _tuple(predicate), namespace, label_selector))
+        return self
+
+    def with_predicates(self, *predicates: Predicate) -> Builder:
+        """Predicates applied to every watch of this controller."""
+        self._predicates.extend(predicates)
+        return self
+
+    def with_options(
+        self, *, max_concurrent_reconciles: int | None = None, rate_limiter: RateLimiter | None = None
+    ) -> Builder:
+        if max_concurrent_reconciles is not None:
+            self._max_concurrent_reconciles = max_concurrent_reconciles
+        if rate_limiter is not None:
+            self._rate_limiter = rate_limiter
+        return self
+
+    def complete(self, reconciler: Reconciler | ReconcilerFunc | Callable[..., object]) -> Controller:
+        """Build the controller, attach its watches to shared informers, register it."""
+        if self._for is None:
+            raise ValueError(f"controller {self._name!r}: call for_(kind) before complete()")
+        configured = self._manager.reconciler_config(self._name)
+        workers = self._max_concurrent_reconciles
+        if configured is not None and configured.max_concurrent_reconciles is not None:
+            workers = configured.max_concurrent_reconciles
+        controller = Controller(
+            self._name,
+            reconciler,  # type: ignore[arg-type]
+            max_concurrent_reconciles=workers,
+            rate_limiter=self._rate_limiter,
+            metrics=self._manager.metrics,
+        )
+        for spec in (self._for, *self._watches):
+            handler = spec.handler or enqueue_owner(self._for.kind)
+            informer = self._manager.cache.informer(
+                spec.kind, namespace=spec.namespace, label_selector=spec.label_selector
+            )
+            controller.watch(informer, handler, (*self._predicates, *spec.predicates))
+        self._manager.add_controller(controller)
+        return controller
+
+
+def _is_handler(value: object) -> bool:
+    return all(callable(getattr(value, method, None)) for method in ("create", "update", "delete"))
+
+
+def _tuple(predicate: Predicate | None) -> tuple[Predicate, ...]:
+    return () if predicate is None else (predicate,)

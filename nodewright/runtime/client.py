@@ -1,0 +1,480 @@
+"""The API client: every write, and the few reads that must be fresh, go through here.
+
+Owns ``Client``, a thin typed layer over a pykube-ng ``HTTPClient`` and its ``requests`` session:
+get, list (paginated), create, update (PUT with ``metadata.resourceVersion``), status update,
+patch (merge, JSON, strategic and server-side apply), delete, eviction, and the raw ``watch``
+stream that the reflector in ``informer.py`` builds on. Objects are plain dictionaries. Every
+failure is raised as a typed error from ``errors.py``; transport failures become
+``ConnectionFailed``.
+
+The client is the "uncached reader": reads through it go to the API server. Controllers read
+from the shared cache (``cache.py``) and use the client for writes.
+
+Side effects: network I/O to the API server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal
+
+import pykube
+import requests
+
+from nodewright.runtime import errors
+from nodewright.runtime.kinds import Kind
+
+__all__ = [
+    "DEFAULT_FIELD_MANAGER",
+    "DEFAULT_POOL_SIZE",
+    "DEFAULT_TIMEOUT",
+    "Client",
+    "ObjectList",
+    "PatchType",
+    "WatchEvent",
+    "WatchStream",
+]
+
+PatchType = Literal["merge", "json", "strategic", "apply"]
+
+DEFAULT_FIELD_MANAGER = "nodewright"
+DEFAULT_POOL_SIZE = 64
+"""Connections kept per host: enough for many worker threads plus one watch per informer."""
+DEFAULT_TIMEOUT: tuple[float, float] = (10.0, 60.0)
+"""(connect, read) seconds for ordinary requests. Watches set their own read timeout."""
+WATCH_READ_MARGIN = 60.0
+"""A watch's socket read timeout is the server's timeoutSeconds plus this margin."""
+LIST_PAGE_SIZE = 500
+
+_CONTENT_TYPES: dict[str, str] = {
+    "merge": "application/merge-patch+json",
+    "json": "application/json-patch+json",
+    "strategic": "application/strategic-merge-patch+json",
+    "apply": "application/apply-patch+yaml",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectList:
+    """The items of one list call and the resourceVersion to watch from."""
+
+    items: list[dict[str, Any]]
+    resource_version: str
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    """One watch event: ``type`` is ADDED, MODIFIED, DELETED or BOOKMARK."""
+
+    type: str
+    object: dict[str, Any]
+
+
+class WatchStream:
+    """An open watch: iterate for events; ``close()`` from any thread ends the iteration.
+
+    An ``ERROR`` event is raised as its typed error (``errors.Gone`` for an expired
+    resourceVersion) instead of being yielded. The iteration ends normally when the server
+    closes the stream (its timeoutSeconds elapsed); a broken connection or a read timeout raises
+    ``errors.ConnectionFailed``.
+    """
+
+    def __init__(self, response: requests.Response) -> None:
+        self._response = response
+        self._closed = threading.Event()
+
+    def __enter__(self) -> WatchStream:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __iter__(self) -> Iterator[WatchEvent]:
+        try:
+            for line in self._response.iter_lines(chunk_size=65536):
+                if not line:
+                    continue
+                event = json.loads(line)
+                event_type = event.get("type", "")
+                payload = event.get("object") or {}
+                if event_type == "ERROR":
+                    raise errors.error_from_status(payload)
+                yield WatchEvent(event_type, payload)
+        except requests.RequestException as error:
+            if self._closed.is_set():
+                return
+            raise errors.ConnectionFailed(f"watch stream failed: {error}") from error
+        except (OSError, ValueError, AttributeError) as error:
+            # A socket shut down by close() surfaces as OSError (or, inside urllib3, as an
+            # AttributeError on the released connection); anything else is a broken stream.
+            if self._closed.is_set():
+                return
+            raise errors.ConnectionFailed(f"watch stream failed: {error}") from error
+
+    def close(self) -> None:
+        """End the stream; a thread blocked reading it wakes up and stops iterating."""
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        sock = _socket_of(self._response)
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(Exception):
+            self._response.close()
+
+
+def _socket_of(response: requests.Response) -> socket.socket | None:
+    raw = response.raw
+    connection = getattr(raw, "connection", None) or getattr(raw, "_connection", None)
+    sock = getattr(connection, "sock", None)
+    if isinstance(sock, socket.socket):
+        return sock
+    with contextlib.suppress(AttributeError):
+        candidate = raw._fp.fp.raw._sock  # type: ignore[union-attr]
+        if isinstance(candidate, socket.socket):
+            return candidate
+    return None
+
+
+class Client:
+    """Typed access to the Kubernetes API over a pykube-ng ``HTTPClient``.
+
+    Thread-safe: one client is shared by all informers and workers. ``field_manager`` names us
+    in managedFields for every write (required by server-side apply).
+    """
+
+    def __init__(
+        self,
+        http: pykube.HTTPClient,
+        *,
+        field_manager: str = DEFAULT_FIELD_MANAGER,
+        timeout: tuple[float, float] = DEFAULT_TIMEOUT,
+    ) -> None:
+        self.http = http
+        self.field_manager = field_manager
+        self.timeout = timeout
+        self._session: requests.Session = http.session
+        self._base_url: str = http.url.rstrip("/")
+
+    # ---- construction ---------------------------------------------------------------------
+    @classmethod
+    def from_config(
+        cls,
+        config: pykube.KubeConfig,
+        *,
+        pool_size: int = DEFAULT_POOL_SIZE,
+        field_manager: str = DEFAULT_FIELD_MANAGER,
+    ) -> Client:
+        """A client for a loaded kubeconfig with a connection pool of ``pool_size``."""
+        adapter = pykube.http.KubernetesHTTPAdapter(config, pool_connections=4, pool_maxsize=pool_size)
+        http = pykube.HTTPClient(config, http_adapter=adapter)
+        http.session.headers["User-Agent"] = "nodewright"
+        return cls(http, field_manager=field_manager)
+
+    @classmethod
+    def from_kubeconfig(
+        cls,
+        path: str | Path,
+        *,
+        pool_size: int = DEFAULT_POOL_SIZE,
+        field_manager: str = DEFAULT_FIELD_MANAGER,
+    ) -> Client:
+        """A client for the current context of the kubeconfig file at ``path``."""
+        config = pykube.KubeConfig.from_file(str(path))
+        return cls.from_config(config, pool_size=pool_size, field_manager=field_manager)
+
+    @classmethod
+    def from_environment(
+        cls, *, pool_size: int = DEFAULT_POOL_SIZE, field_manager: str = DEFAULT_FIELD_MANAGER
+    ) -> Client:
+        """``$KUBECONFIG`` when set, else the in-cluster service account, else ~/.kube/config."""
+        path = os.environ.get("KUBECONFIG")
+        if path:
+            return cls.from_kubeconfig(path, pool_size=pool_size, field_manager=field_manager)
+        if os.environ.get("KUBERNETES_SERVICE_HOST"):
+            config = pykube.KubeConfig.from_service_account()
+        else:
+            config = pykube.KubeConfig.from_file()
+        return cls.from_config(config, pool_size=pool_size, field_manager=field_manager)
+
+    # ---- raw requests ---------------------------------------------------------------------
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: tuple[float, float | None] | None = None,
+        stream: bool = False,
+    ) -> requests.Response:
+        """Send one request to ``path`` (for example ``/api/v1/pods``); raise a typed error on
+        failure. The raw building block of every other method."""
+        headers = {"Accept": "application/json"}
+        data: bytes | None = None
+        if body is not None:
+            data = json.dumps(body, separators=(",", ":")).encode()
+            headers["Content-Type"] = content_type
+        try:
+            response = self._session.request(
+                method,
+                self._base_url + path,
+                params=params,
+                data=data,
+                headers=headers,
+                timeout=timeout or self.timeout,
+                stream=stream,
+            )
+        except requests.RequestException as error:
+            raise errors.ConnectionFailed(f"{method} {path} failed: {error}") from error
+        if response.status_code >= 400:
+            try:
+                errors.raise_for_status(response)
+            finally:
+                response.close()
+        return response
+
+    def _json(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> dict[str, Any]:
+        response = self.request(method, path, params=params, body=body, content_type=content_type)
+        try:
+            result = json.loads(response.content)
+        except ValueError as error:
+            raise errors.ApiError(
+                f"{method} {path} answered with a body that is not JSON", code=response.status_code
+            ) from error
+        if not isinstance(result, dict):
+            raise errors.ApiError(f"{method} {path} answered with a non-object", code=200)
+        return result
+
+    @staticmethod
+    def _namespace_of(kind: Kind, obj: dict[str, Any], namespace: str | None) -> str | None:
+        if not kind.namespaced:
+            return None
+        return namespace or obj.get("metadata", {}).get("namespace") or None
+
+    # ---- reads ----------------------------------------------------------------------------
+    def get(self, kind: Kind, name: str, namespace: str | None = None) -> dict[str, Any]:
+        """Read one object from the API server (uncached). Raises ``errors.NotFound``."""
+        return self._json("GET", kind.path(namespace, name))
+
+    def list_pages(
+        self,
+        kind: Kind,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        *,
+        limit: int = LIST_PAGE_SIZE,
+        resource_version: str | None = None,
+    ) -> Iterator[ObjectList]:
+        """List page by page (``limit``/``continue``); each page carries the list's RV so far.
+
+        Items get ``apiVersion`` and ``kind`` filled in (list responses omit them). Raises
+        ``errors.Gone`` when a continue token expires between pages; the caller starts over.
+        """
+        params: dict[str, Any] = {"limit": limit}
+        if label_selector:
+            params["labelSelector"] = label_selector
+        if field_selector:
+            params["fieldSelector"] = field_selector
+        if resource_version is not None:
+            params["resourceVersion"] = resource_version
+        path = kind.path(namespace)
+        while True:
+            page = self._json("GET", path, params=params)
+            items = page.get("items") or []
+            for item in items:
+                item["apiVersion"] = kind.api_version
+                item["kind"] = kind.kind
+            metadata = page.get("metadata") or {}
+            yield ObjectList(items, str(metadata.get("resourceVersion", "")))
+            token = metadata.get("continue")
+            if not token:
+                return
+            params = {key: value for key, value in params.items() if key != "resourceVersion"}
+            params["continue"] = token
+
+    def list(
+        self,
+        kind: Kind,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> ObjectList:
+        """List every matching object (all pages) with a consistent read; uncached."""
+        items: list[dict[str, Any]] = []
+        resource_version = ""
+        for page in self.list_pages(kind, namespace, label_selector, field_selector):
+            items.extend(page.items)
+            resource_version = page.resource_version
+        return ObjectList(items, resource_version)
+
+    # ---- writes ---------------------------------------------------------------------------
+    def _write_params(self, field_manager: str | None, dry_run: bool) -> dict[str, Any]:
+        params: dict[str, Any] = {"fieldManager": field_manager or self.field_manager}
+        if dry_run:
+            params["dryRun"] = "All"
+        return params
+
+    def create(
+        self,
+        kind: Kind,
+        obj: dict[str, Any],
+        namespace: str | None = None,
+        *,
+        field_manager: str | None = None,
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
+        """Create ``obj``; returns the stored object. Raises ``errors.AlreadyExists``."""
+        body = {"apiVersion": kind.api_version, "kind": kind.kind, **obj}
+        path = kind.path(self._namespace_of(kind, obj, namespace))
+        return self._json("POST", path, params=self._write_params(field_manager, dry_run), body=body)
+
+    def update(self, kind: Kind, obj: dict[str, Any], *, field_manager: str | None = None) -> dict[str, Any]:
+        """Replace ``obj`` (PUT). Its ``metadata.resourceVersion`` guards against lost updates:
+        a stale one raises ``errors.Conflict``."""
+        return self._put(kind, obj, "", field_manager)
+
+    def update_status(
+        self, kind: Kind, obj: dict[str, Any], *, field_manager: str | None = None
+    ) -> dict[str, Any]:
+        """Replace the status subresource of ``obj`` (PUT ``.../status``)."""
+        return self._put(kind, obj, "/status", field_manager)
+
+    def _put(self, kind: Kind, obj: dict[str, Any], suffix: str, field_manager: str | None) -> dict[str, Any]:
+        name = obj["metadata"]["name"]
+        path = kind.path(self._namespace_of(kind, obj, None), name) + suffix
+        body = {"apiVersion": kind.api_version, "kind": kind.kind, **obj}
+        return self._json("PUT", path, params=self._write_params(field_manager, False), body=body)
+
+    def patch(
+        self,
+        kind: Kind,
+        name: str,
+        body: Any,
+        namespace: str | None = None,
+        *,
+        patch_type: PatchType = "merge",
+        field_manager: str | None = None,
+        force: bool = False,
+        subresource: str | None = None,
+    ) -> dict[str, Any]:
+        """Patch one object; returns the result.
+
+        ``patch_type``: ``merge`` (RFC 7386), ``json`` (RFC 6902, ``body`` is a list of
+        operations), ``strategic`` (built-in kinds only) or ``apply`` (server-side apply; ``body``
+        is the full intent with apiVersion and kind, ``force`` takes fields from other managers).
+        ``subresource`` is for example ``"status"``.
+        """
+        path = kind.path(namespace if kind.namespaced else None, name)
+        if subresource:
+            path = f"{path}/{subresource}"
+        params = self._write_params(field_manager, False)
+        if patch_type == "apply":
+            if force:
+                params["force"] = "true"
+            if isinstance(body, dict):
+                body = {"apiVersion": kind.api_version, "kind": kind.kind, **body}
+        return self._json("PATCH", path, params=params, body=body, content_type=_CONTENT_TYPES[patch_type])
+
+    def delete(
+        self,
+        kind: Kind,
+        name: str,
+        namespace: str | None = None,
+        *,
+        propagation_policy: Literal["Foreground", "Background", "Orphan"] | None = None,
+        grace_period_seconds: int | None = None,
+        preconditions: dict[str, str] | None = None,
+        ignore_not_found: bool = False,
+    ) -> dict[str, Any] | None:
+        """Delete one object; returns what the server answered (the object while finalizers
+        hold it, else a Status). ``preconditions`` is ``{"uid": ...}`` and/or
+        ``{"resourceVersion": ...}``. With ``ignore_not_found`` a missing object returns None."""
+        options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if propagation_policy:
+            options["propagationPolicy"] = propagation_policy
+        if grace_period_seconds is not None:
+            options["gracePeriodSeconds"] = grace_period_seconds
+        if preconditions:
+            options["preconditions"] = preconditions
+        try:
+            return self._json("DELETE", kind.path(namespace if kind.namespaced else None, name), body=options)
+        except errors.NotFound:
+            if ignore_not_found:
+                return None
+            raise
+
+    def evict(self, name: str, namespace: str, delete_options: dict[str, Any] | None = None) -> None:
+        """Evict a Pod through the policy/v1 Eviction subresource, honouring disruption budgets.
+
+        A budget that forbids the eviction raises ``errors.TooManyRequests``.
+        """
+        body: dict[str, Any] = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": name, "namespace": namespace},
+        }
+        if delete_options:
+            body["deleteOptions"] = delete_options
+        response = self.request("POST", f"/api/v1/namespaces/{namespace}/pods/{name}/eviction", body=body)
+        response.close()
+
+    # ---- watch ----------------------------------------------------------------------------
+    def watch(
+        self,
+        kind: Kind,
+        namespace: str | None = None,
+        *,
+        resource_version: str,
+        timeout_seconds: int,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        allow_bookmarks: bool = True,
+        read_timeout: float | None = None,
+    ) -> WatchStream:
+        """Open a watch from ``resource_version`` that the server ends after ``timeout_seconds``.
+
+        The socket read timeout defaults to the server timeout plus a margin, so only a stream
+        that stays silent past the server's own deadline (a dead connection) fails the read.
+        """
+        params: dict[str, Any] = {
+            "watch": "1",
+            "resourceVersion": resource_version,
+            "timeoutSeconds": str(timeout_seconds),
+        }
+        if allow_bookmarks:
+            params["allowWatchBookmarks"] = "true"
+        if label_selector:
+            params["labelSelector"] = label_selector
+        if field_selector:
+            params["fieldSelector"] = field_selector
+        read = read_timeout if read_timeout is not None else timeout_seconds + WATCH_READ_MARGIN
+        response = self.request(
+            "GET",
+            kind.path(namespace),
+            params=params,
+            timeout=(self.timeout[0], read),
+            stream=True,
+        )
+        return WatchStream(response)

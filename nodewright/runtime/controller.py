@@ -1,0 +1,227 @@
+"""The controller: watch sources feed a work queue that N worker threads drain through a reconciler.
+
+Owns ``Controller``. Each watch pairs an informer with predicates (``predicates.py``) and a
+handler (``handlers.py``); events that pass become ``Request``s in the controller's
+``WorkQueue``. Workers enforce the reconcile contract of ``reconcile.py``:
+
+- an exception -> counted as an error, re-added through the rate limiter (backoff);
+- ``Result(requeue_after=d)`` -> backoff forgotten, re-added after ``d`` seconds;
+- ``Result(requeue=True)`` -> re-added through the rate limiter;
+- success -> backoff forgotten;
+- ``TerminalError`` -> logged and counted, never re-added.
+
+Nothing a reconciler raises ends a worker: ``BaseException``s that are not ``Exception``s (and
+non-``Result`` return values) are counted as panics and retried like errors. Every reconcile
+runs inside one OpenTelemetry span and a log context carrying a fresh reconcile ID.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from opentelemetry.trace import Status, StatusCode
+
+from nodewright.runtime.handlers import Handler
+from nodewright.runtime.informer import Informer
+from nodewright.runtime.logs import get_logger, log_context
+from nodewright.runtime.metrics import Metrics
+from nodewright.runtime.predicates import Predicate
+from nodewright.runtime.ratelimit import RateLimiter
+from nodewright.runtime.reconcile import Reconciler, ReconcilerFunc, Request, Result, TerminalError
+from nodewright.runtime.tracing import tracer
+from nodewright.runtime.workqueue import WorkQueue
+
+__all__ = ["Controller", "Watch"]
+
+log = get_logger(__name__)
+
+Object = dict[str, Any]
+
+
+class Watch:
+    """One source of requests: an informer's events, filtered by predicates, mapped by a handler.
+
+    Implements the informer's ``EventHandler`` protocol; it enqueues into the controller's queue.
+    """
+
+    def __init__(
+        self, informer: Informer, handler: Handler, predicates: Sequence[Predicate], queue: WorkQueue[Request]
+    ) -> None:
+        self.informer = informer
+        self.handler = handler
+        self.predicates = tuple(predicates)
+        self.queue = queue
+
+    def _enqueue(self, requests: Iterable[Request]) -> None:
+        for request in requests:
+            self.queue.add(request)
+
+    def on_add(self, obj: Object) -> None:
+        if all(p.create(obj) for p in self.predicates):
+            self._enqueue(self.handler.create(obj))
+
+    def on_update(self, old: Object, new: Object) -> None:
+        if all(p.update(old, new) for p in self.predicates):
+            self._enqueue(self.handler.update(old, new))
+
+    def on_delete(self, obj: Object) -> None:
+        if all(p.delete(obj) for p in self.predicates):
+            self._enqueue(self.handler.delete(obj))
+
+
+class Controller:
+    """Runs one reconciler with ``max_concurrent_reconciles`` worker threads."""
+
+    def __init__(
+        self,
+        name: str,
+        reconciler: Reconciler | ReconcilerFunc,
+        *,
+        max_concurrent_reconciles: int = 1,
+        rate_limiter: RateLimiter | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
+        if max_concurrent_reconciles < 1:
+            raise ValueError("max_concurrent_reconciles must be at least 1")
+        self.name = name
+        self.reconciler = reconciler
+        self._reconcile: ReconcilerFunc = (
+            reconciler.reconcile if isinstance(reconciler, Reconciler) else reconciler
+        )
+        self.max_concurrent_reconciles = max_concurrent_reconciles
+        self.metrics = metrics if metrics is not None else Metrics()
+        self.queue: WorkQueue[Request] = WorkQueue(
+            name, rate_limiter=rate_limiter, metrics=self.metrics.queue_metrics(name)
+        )
+        self.metrics.watch_queue(self.queue)
+        self.metrics.controller_registered(name, max_concurrent_reconciles)
+        self._watches: list[Watch] = []
+        self._workers: list[threading.Thread] = []
+        self._started = False
+        self._attributes = {"controller": name}
+
+    def watch(self, informer: Informer, handler: Handler, predicates: Sequence[Predicate] = ()) -> None:
+        """Feed the informer's events, filtered and mapped, into this controller's queue.
+
+        Handlers are attached at ``start``, so a controller that never starts (not leading)
+        queues nothing; attaching replays the informer's current objects as adds.
+        """
+        watch = Watch(informer, handler, predicates, self.queue)
+        self._watches.append(watch)
+        if self._started:
+            informer.add_event_handler(watch)
+
+    def start(self) -> None:
+        """Attach the watches and start the workers (idempotent)."""
+        if self._started:
+            return
+        self._started = True
+        for watch in self._watches:
+            watch.informer.add_event_handler(watch)
+        for index in range(self.max_concurrent_reconciles):
+            worker = threading.Thread(target=self._work, name=f"{self.name}-worker-{index}", daemon=True)
+            self._workers.append(worker)
+            worker.start()
+        log.info("Started workers", controller=self.name, count=self.max_concurrent_reconciles)
+
+    def stop(self, timeout: float | None = None) -> bool:
+        """Stop intake and wait up to ``timeout`` for in-flight reconciles; True if all finished."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        drained = self.queue.shut_down_with_drain(timeout)
+        for worker in self._workers:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            worker.join(remaining)
+        if drained:
+            log.info("Stopped workers", controller=self.name)
+        else:
+            log.warning("Stopped with reconciles still running", controller=self.name)
+        return drained
+
+    def enqueue(self, request: Request) -> None:
+        """Ask for a reconcile of ``request`` (for tests and generic triggers)."""
+        self.queue.add(request)
+
+    # -- workers -------------------------------------------------------------------------
+
+    def _work(self) -> None:
+        while (request := self.queue.get()) is not None:
+            self.metrics.active_workers.add(1, self._attributes)
+            try:
+                self._process(request)
+            except BaseException:  # a bug in the bookkeeping below must not end the worker either
+                log.exception("Failed to process request", controller=self.name, request=request.key)
+            finally:
+                self.metrics.active_workers.add(-1, self._attributes)
+                self.queue.done(request)
+
+    def _process(self, request: Request) -> None:
+        reconcile_id = uuid.uuid4().hex
+        started = time.monotonic()
+        with (
+            log_context(
+                controller=self.name,
+                namespace=request.namespace,
+                name=request.name,
+                reconcile_id=reconcile_id,
+            ),
+            tracer().start_as_current_span(
+                f"reconcile {self.name}",
+                attributes={
+                    "controller": self.name,
+                    "namespace": request.namespace,
+                    "name": request.name,
+                    "reconcile_id": reconcile_id,
+                },
+                record_exception=False,
+                set_status_on_exception=False,
+            ) as span,
+        ):
+            outcome: str
+            try:
+                result = self._reconcile(request)
+                if not isinstance(result, Result):
+                    raise _ContractViolationError(f"reconcile returned {type(result).__name__}, not Result")
+            except TerminalError as error:
+                outcome = "error"
+                self.queue.forget(request)
+                self.metrics.reconcile_errors.add(1, self._attributes)
+                self.metrics.terminal_reconcile_errors.add(1, self._attributes)
+                span.record_exception(error)
+                span.set_status(Status(StatusCode.ERROR, str(error)))
+                log.error("Reconcile failed terminally, not retrying", error=str(error))
+            except BaseException as error:
+                outcome = "error"
+                panic = isinstance(error, _ContractViolationError) or not isinstance(error, Exception)
+                self.queue.add_rate_limited(request)
+                self.metrics.reconcile_errors.add(1, self._attributes)
+                if panic:
+                    self.metrics.reconcile_panics.add(1, self._attributes)
+                span.record_exception(error)
+                span.set_status(Status(StatusCode.ERROR, str(error)))
+                log.error(
+                    "Reconcile panicked" if panic else "Reconcile failed",
+                    exc_info=True,
+                    retries=self.queue.num_requeues(request),
+                )
+            else:
+                if result.requeue_after is not None and result.requeue_after > 0:
+                    outcome = "requeue_after"
+                    self.queue.forget(request)
+                    self.queue.add_after(request, result.requeue_after)
+                elif result.requeue:
+                    outcome = "requeue"
+                    self.queue.add_rate_limited(request)
+                else:
+                    outcome = "success"
+                    self.queue.forget(request)
+                span.set_attribute("result", outcome)
+            self.metrics.reconcile_total.add(1, {**self._attributes, "result": outcome})
+            self.metrics.reconcile_time.record(time.monotonic() - started, self._attributes)
+
+
+class _ContractViolationError(Exception):
+    """A reconciler broke its contract (returned something other than a ``Result``)."""

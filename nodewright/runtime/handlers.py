@@ -1,0 +1,100 @@
+"""Handlers: turn a watched object's events into reconcile ``Request``s.
+
+Owns the ``Handler`` protocol and its three common forms: ``enqueue_for_object`` (the object's
+own namespace/name), ``enqueue_owner(kind)`` (the controlling owner of that kind, read from
+``metadata.ownerReferences``) and ``enqueue_mapped(map_function)`` (any function from an object
+to a list of requests). The controller runs them after its predicates and adds the requests to
+its work queue. Pure functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from nodewright.runtime.kinds import Kind
+from nodewright.runtime.reconcile import Request
+
+__all__ = [
+    "Handler",
+    "MapFunction",
+    "enqueue_for_object",
+    "enqueue_mapped",
+    "enqueue_owner",
+    "request_for",
+]
+
+Object = dict[str, Any]
+MapFunction = Callable[[Object], Iterable[Request]]
+
+
+class Handler(Protocol):
+    """Which requests an event on a watched object produces."""
+
+    def create(self, obj: Object) -> Iterable[Request]: ...
+
+    def update(self, old: Object, new: Object) -> Iterable[Request]: ...
+
+    def delete(self, obj: Object) -> Iterable[Request]: ...
+
+
+def request_for(obj: Object) -> Request:
+    """The request naming the object itself."""
+    metadata = obj.get("metadata") or {}
+    return Request(metadata.get("namespace") or "", metadata.get("name") or "")
+
+
+@dataclass(frozen=True, slots=True)
+class MapHandler:
+    """A handler made of one map function; updates map the new object, and the old one too
+    when ``map_old_on_update`` (so a request moved away from still sees the change)."""
+
+    map_function: MapFunction
+    map_old_on_update: bool = True
+
+    def create(self, obj: Object) -> Iterable[Request]:
+        return list(self.map_function(obj))
+
+    def update(self, old: Object, new: Object) -> Iterable[Request]:
+        requests = list(self.map_function(new))
+        if self.map_old_on_update:
+            requests.extend(r for r in self.map_function(old) if r not in requests)
+        return requests
+
+    def delete(self, obj: Object) -> Iterable[Request]:
+        return list(self.map_function(obj))
+
+
+def enqueue_for_object() -> Handler:
+    """Reconcile the object that changed (what ``for_`` uses)."""
+    return MapHandler(lambda obj: [request_for(obj)], map_old_on_update=False)
+
+
+def enqueue_owner(owner: Kind, *, only_controller: bool = True) -> Handler:
+    """Reconcile the owner of kind ``owner`` named in the object's ownerReferences.
+
+    Matches on API group and kind (any version), and by default only the reference with
+    ``controller: true``, as ``owns`` in the builder does.
+    """
+
+    def owners(obj: Object) -> list[Request]:
+        metadata = obj.get("metadata") or {}
+        namespace = (metadata.get("namespace") or "") if owner.namespaced else ""
+        requests: list[Request] = []
+        for reference in metadata.get("ownerReferences") or []:
+            if reference.get("kind") != owner.kind:
+                continue
+            if str(reference.get("apiVersion", "")).rpartition("/")[0] != owner.group:
+                continue
+            if only_controller and not reference.get("controller"):
+                continue
+            requests.append(Request(namespace, reference.get("name", "")))
+        return requests
+
+    return MapHandler(owners)
+
+
+def enqueue_mapped(map_function: MapFunction) -> Handler:
+    """Reconcile whatever ``map_function(obj)`` names (for ``watches``)."""
+    return MapHandler(map_function)

@@ -1,0 +1,525 @@
+"""Informers: a reflector that mirrors one resource type into a thread-safe, indexed store and
+tells event handlers about every change.
+
+Owns ``Informer`` (one reflector thread per watched kind and selector), ``Store`` (objects by
+key, plus indexes), the ``EventHandler`` protocol, ``object_key`` and the default transform.
+The shared cache (``cache.py``) creates and shares informers; controllers register handlers
+that turn events into work-queue keys.
+
+The reflector lists (paginated), then watches from the list's resourceVersion with bookmarks
+and a randomised server timeout, resumes from the last resourceVersion it saw whenever a
+stream ends or breaks, backs off 0.8 s to 30 s on errors, and relists when the server says the
+resourceVersion is gone (410 as a response or as an ERROR event). A relist reconciles the store
+with the fresh list: objects that vanished meanwhile are reported through ``on_delete`` (with
+their last known state), changed ones through ``on_update``. It does not use pykube-ng's
+``WatchQuery``, which neither resumes nor reports ERROR events and dies on a 10 s read timeout.
+
+Objects handed to handlers and returned by the store are shared, not copied: callers must
+never mutate them (``copy.deepcopy`` first). The default transform drops
+``metadata.managedFields`` and interns keys and short strings to keep the store lean.
+
+Side effects: a background thread per informer, network I/O through the client.
+"""
+
+from __future__ import annotations
+
+import builtins
+import random
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from nodewright.runtime import errors
+from nodewright.runtime.client import Client, WatchEvent, WatchStream
+from nodewright.runtime.kinds import Kind
+from nodewright.runtime.logs import get_logger
+
+__all__ = [
+    "EventHandler",
+    "IndexFunc",
+    "Informer",
+    "ReflectorStats",
+    "Store",
+    "Transform",
+    "compact_object",
+    "default_transform",
+    "object_key",
+]
+
+log = get_logger(__name__)
+
+IndexFunc = Callable[[dict[str, Any]], list[str]]
+Transform = Callable[[dict[str, Any]], dict[str, Any]]
+
+WATCH_TIMEOUT_RANGE: tuple[int, int] = (300, 600)
+"""Server-side watch timeout, seconds, drawn at random per watch (client-go: 5 to 10 minutes)."""
+INITIAL_BACKOFF = 0.8
+MAX_BACKOFF = 30.0
+INTERN_MAX_LENGTH = 64
+
+
+class EventHandler(Protocol):
+    """Receives an informer's events, on the informer's thread, in order.
+
+    An exception raised here is logged and does not stop the informer. The objects are shared
+    with the store: do not mutate them.
+    """
+
+    def on_add(self, obj: dict[str, Any]) -> None: ...
+    def on_update(self, old: dict[str, Any], new: dict[str, Any]) -> None: ...
+    def on_delete(self, obj: dict[str, Any]) -> None: ...
+
+
+def object_key(obj: dict[str, Any]) -> str:
+    """``namespace/name`` for namespaced objects, ``name`` otherwise (as ``Request.key``)."""
+    metadata = obj.get("metadata") or {}
+    namespace = metadata.get("namespace")
+    name = metadata.get("name", "")
+    return f"{namespace}/{name}" if namespace else str(name)
+
+
+def _resource_version(obj: dict[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion", ""))
+
+
+def compact_object(value: Any) -> Any:
+    """``value`` with every dictionary key and every short string interned.
+
+    Thousands of cached objects repeat the same keys ("metadata", "containerPort") and values
+    ("True", "IfNotPresent", node and image names); interning stores each once.
+    """
+    if isinstance(value, dict):
+        return {sys.intern(key): compact_object(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [compact_object(item) for item in value]
+    if isinstance(value, str) and len(value) <= INTERN_MAX_LENGTH:
+        return sys.intern(value)
+    return value
+
+
+def default_transform(obj: dict[str, Any]) -> dict[str, Any]:
+    """Drop ``metadata.managedFields`` (often half an object's size) and intern strings."""
+    metadata = obj.get("metadata")
+    if isinstance(metadata, dict):
+        metadata.pop("managedFields", None)
+    result: dict[str, Any] = compact_object(obj)
+    return result
+
+
+class Store:
+    """Objects by key with secondary indexes; thread-safe. Reads return shared objects.
+
+    Only the owning informer writes to it.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._items: dict[str, dict[str, Any]] = {}
+        self._indexers: dict[str, IndexFunc] = {}
+        self._indices: dict[str, dict[str, set[str]]] = {}
+
+    # ---- reads ----------------------------------------------------------------------------
+    def get(self, key: str) -> dict[str, Any] | None:
+        with self._lock:
+            return self._items.get(key)
+
+    def list(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self._items.values())
+
+    def keys(self) -> builtins.list[str]:
+        with self._lock:
+            return list(self._items)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
+
+    def by_index(self, index_name: str, value: str) -> builtins.list[dict[str, Any]]:
+        """Objects whose ``index_name`` function returned ``value``. Raises KeyError for an
+        unknown index."""
+        with self._lock:
+            if index_name not in self._indexers:
+                raise KeyError(f"no index named {index_name!r}")
+            keys = self._indices[index_name].get(value, ())
+            return [self._items[key] for key in keys]
+
+    def index_names(self) -> builtins.list[str]:
+        with self._lock:
+            return list(self._indexers)
+
+    # ---- writes (the informer's) ----------------------------------------------------------
+    def add_indexer(self, name: str, function: IndexFunc) -> None:
+        """Add an index and build it over the objects already stored."""
+        with self._lock:
+            if name in self._indexers:
+                raise ValueError(f"index {name!r} already exists")
+            self._indexers[name] = function
+            self._indices[name] = {}
+            for key, obj in self._items.items():
+                self._index_one(name, function, key, obj)
+
+    def put(self, key: str, obj: dict[str, Any]) -> dict[str, Any] | None:
+        """Store ``obj`` under ``key``; returns the object it replaced."""
+        with self._lock:
+            old = self._items.get(key)
+            if old is not None:
+                self._unindex(key, old)
+            self._items[key] = obj
+            for name, function in self._indexers.items():
+                self._index_one(name, function, key, obj)
+            return old
+
+    def remove(self, key: str) -> dict[str, Any] | None:
+        with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self._unindex(key, old)
+            return old
+
+    def replace(self, items: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """Swap in a complete new set of objects; returns the previous set."""
+        with self._lock:
+            previous = self._items
+            self._items = items
+            for name, function in self._indexers.items():
+                self._indices[name] = {}
+                for key, obj in items.items():
+                    self._index_one(name, function, key, obj)
+            return previous
+
+    def _index_values(self, function: IndexFunc, obj: dict[str, Any]) -> Iterable[str]:
+        try:
+            return function(obj)
+        except Exception:
+            log.exception("Index function failed", key=object_key(obj))
+            return ()
+
+    def _index_one(self, name: str, function: IndexFunc, key: str, obj: dict[str, Any]) -> None:
+        index = self._indices[name]
+        for value in self._index_values(function, obj):
+            index.setdefault(value, set()).add(key)
+
+    def _unindex(self, key: str, obj: dict[str, Any]) -> None:
+        for name, function in self._indexers.items():
+            index = self._indices[name]
+            for value in self._index_values(function, obj):
+                keys = index.get(value)
+                if keys is not None:
+                    keys.discard(key)
+                    if not keys:
+                        del index[value]
+
+
+@dataclass(slots=True)
+class ReflectorStats:
+    """Counters that describe what the reflector did (for tests, metrics and debugging)."""
+
+    lists: int = 0
+    watches: int = 0
+    watch_errors: int = 0
+    resource_version: str = ""
+    watch_resource_versions: list[str] | None = None
+
+
+class _Backoff:
+    """Exponential backoff with jitter, 0.8 s doubling to 30 s."""
+
+    def __init__(self, initial: float = INITIAL_BACKOFF, maximum: float = MAX_BACKOFF) -> None:
+        self.initial = initial
+        self.maximum = maximum
+        self._next = initial
+
+    def next_delay(self) -> float:
+        delay = self._next
+        self._next = min(self._next * 2, self.maximum)
+        return delay * (1 + random.random() * 0.1)  # noqa: S311 - jitter, not cryptography
+
+    def reset(self) -> None:
+        self._next = self.initial
+
+
+class Informer:
+    """Mirrors one kind (optionally one namespace and selectors) into ``store`` and fans out
+    events to handlers.
+
+    ``transform`` runs on every object before it is stored (default: ``default_transform``).
+    ``resync_period`` (seconds) re-delivers ``on_update(obj, obj)`` for every stored object.
+    ``watch_timeout`` is the (min, max) server timeout drawn per watch.
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        kind: Kind,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        transform: Transform | None = default_transform,
+        resync_period: float | None = None,
+        watch_timeout: tuple[int, int] = WATCH_TIMEOUT_RANGE,
+        page_size: int = 500,
+        initial_backoff: float = INITIAL_BACKOFF,
+        max_backoff: float = MAX_BACKOFF,
+    ) -> None:
+        self.client = client
+        self.kind = kind
+        self.namespace = namespace
+        self.label_selector = label_selector
+        self.field_selector = field_selector
+        self.store = Store()
+        self.stats = ReflectorStats(watch_resource_versions=[])
+        self._transform = transform
+        self._resync_period = resync_period
+        self._watch_timeout = watch_timeout
+        self._page_size = page_size
+        self._backoff = _Backoff(initial_backoff, max_backoff)
+        self._handlers: list[EventHandler] = []
+        self._dispatch_lock = threading.RLock()
+        self._synced = threading.Event()
+        self._stopping = threading.Event()
+        self._stream_lock = threading.Lock()
+        self._stream: WatchStream | None = None
+        self._threads: list[threading.Thread] = []
+        self._started = False
+        self._resource_version = ""
+
+    def __repr__(self) -> str:
+        scope = f" namespace={self.namespace}" if self.namespace else ""
+        return f"<Informer {self.kind}{scope}>"
+
+    # ---- public API -----------------------------------------------------------------------
+    def add_event_handler(self, handler: EventHandler) -> None:
+        """Register ``handler``. Once the informer has synced, the handler first receives
+        ``on_add`` for every stored object, then every later event, in order."""
+        with self._dispatch_lock:
+            if self._synced.is_set():
+                for obj in self.store.list():
+                    self._call(handler.on_add, obj)
+            self._handlers.append(handler)
+
+    def add_indexer(self, name: str, fn: IndexFunc) -> None:
+        """Add an index over the store; ``fn(obj)`` returns the index values of one object."""
+        self.store.add_indexer(name, fn)
+
+    def start(self) -> None:
+        """Start the reflector thread (and the resync thread); idempotent."""
+        if self._started:
+            return
+        self._started = True
+        thread = threading.Thread(target=self._run, name=f"informer-{self.kind.plural}", daemon=True)
+        self._threads.append(thread)
+        thread.start()
+        if self._resync_period:
+            resync = threading.Thread(
+                target=self._resync_loop, name=f"resync-{self.kind.plural}", daemon=True
+            )
+            self._threads.append(resync)
+            resync.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the reflector: close the open watch and join the threads."""
+        self._stopping.set()
+        with self._stream_lock:
+            if self._stream is not None:
+                self._stream.close()
+        for thread in self._threads:
+            if thread is not threading.current_thread():
+                thread.join(timeout)
+
+    def has_synced(self) -> bool:
+        """Whether the first list has been stored and delivered to the handlers."""
+        return self._synced.is_set()
+
+    def wait_for_sync(self, timeout: float) -> bool:
+        return self._synced.wait(timeout)
+
+    @property
+    def resource_version(self) -> str:
+        """The last resourceVersion the reflector has seen (list, event or bookmark)."""
+        return self._resource_version
+
+    # ---- the reflector --------------------------------------------------------------------
+    def _run(self) -> None:
+        need_list = True
+        while not self._stopping.is_set():
+            try:
+                if need_list:
+                    self._list_and_replace()
+                    need_list = False
+                self._watch()
+            except errors.Gone as error:
+                log.info(
+                    "Relisted after expired resource version",
+                    kind=self.kind.kind,
+                    resource_version=self._resource_version,
+                    reason=error.reason,
+                )
+                need_list = True
+            except errors.ApiError as error:
+                if self._stopping.is_set():
+                    break
+                if errors.is_resource_version_too_large(error):
+                    need_list = True
+                self.stats.watch_errors += 1
+                delay = self._backoff.next_delay()
+                log.warning(
+                    "Watch failed",
+                    kind=self.kind.kind,
+                    error=str(error),
+                    retry_in=round(delay, 2),
+                    relist=need_list,
+                )
+                self._stopping.wait(delay)
+            except Exception:
+                if self._stopping.is_set():
+                    break
+                self.stats.watch_errors += 1
+                delay = self._backoff.next_delay()
+                log.exception("Reflector failed", kind=self.kind.kind, retry_in=round(delay, 2))
+                self._stopping.wait(delay)
+        log.debug("Stopped informer", kind=self.kind.kind)
+
+    def _list_and_replace(self) -> None:
+        """List everything and make the store equal to it, reporting the differences."""
+        try:
+            items, resource_version = self._list(self._page_size)
+        except errors.Gone:
+            # A continue token expired between pages: one unpaginated list instead.
+            items, resource_version = self._list(None)
+        with self._dispatch_lock:
+            previous = self.store.replace(items)
+            for key, obj in items.items():
+                old = previous.get(key)
+                if old is None:
+                    self._dispatch("on_add", obj)
+                elif _resource_version(old) != _resource_version(obj):
+                    self._dispatch("on_update", old, obj)
+            for key, old in previous.items():
+                if key not in items:
+                    self._dispatch("on_delete", old)
+            self._resource_version = resource_version
+            self.stats.resource_version = resource_version
+            self.stats.lists += 1
+            first = not self._synced.is_set()
+            self._synced.set()
+        log.info(
+            "Listed objects" if first else "Relisted objects",
+            kind=self.kind.kind,
+            count=len(items),
+            resource_version=resource_version,
+            added=sum(1 for key in items if key not in previous) if not first else len(items),
+            deleted=sum(1 for key in previous if key not in items),
+        )
+        self._backoff.reset()
+
+    def _list(self, page_size: int | None) -> tuple[dict[str, dict[str, Any]], str]:
+        items: dict[str, dict[str, Any]] = {}
+        resource_version = ""
+        for page in self.client.list_pages(
+            self.kind,
+            self.namespace,
+            self.label_selector,
+            self.field_selector,
+            limit=page_size or 0,
+        ):
+            for item in page.items:
+                obj = self._transform(item) if self._transform else item
+                items[object_key(obj)] = obj
+            page.items.clear()
+            resource_version = page.resource_version
+        return items, resource_version
+
+    def _watch(self) -> None:
+        """One watch from the current resourceVersion until the server ends it (or stop)."""
+        low, high = self._watch_timeout
+        timeout_seconds = random.randint(low, high)  # noqa: S311 - spreading load, not secrets
+        stream = self.client.watch(
+            self.kind,
+            self.namespace,
+            resource_version=self._resource_version,
+            timeout_seconds=timeout_seconds,
+            label_selector=self.label_selector,
+            field_selector=self.field_selector,
+        )
+        with self._stream_lock:
+            self._stream = stream
+            if self._stopping.is_set():
+                stream.close()
+        self.stats.watches += 1
+        if self.stats.watch_resource_versions is not None:
+            self.stats.watch_resource_versions.append(self._resource_version)
+        try:
+            for event in stream:
+                self._backoff.reset()
+                if self._stopping.is_set():
+                    return
+                self._apply(event)
+        finally:
+            with self._stream_lock:
+                self._stream = None
+            stream.close()
+
+    def _apply(self, event: WatchEvent) -> None:
+        if event.type == "BOOKMARK":
+            self._set_resource_version(_resource_version(event.object))
+            return
+        obj = self._transform(event.object) if self._transform else event.object
+        key = object_key(obj)
+        with self._dispatch_lock:
+            if event.type in ("ADDED", "MODIFIED"):
+                old = self.store.put(key, obj)
+                if old is None:
+                    self._dispatch("on_add", obj)
+                else:
+                    self._dispatch("on_update", old, obj)
+            elif event.type == "DELETED":
+                # The event carries the final state; report it even if we never stored the
+                # object (a delete right after a relist races nothing: handlers are idempotent).
+                self.store.remove(key)
+                self._dispatch("on_delete", obj)
+            else:
+                log.warning("Ignored unknown watch event", kind=self.kind.kind, type=event.type)
+            self._set_resource_version(_resource_version(obj))
+
+    def _set_resource_version(self, resource_version: str) -> None:
+        if resource_version:
+            self._resource_version = resource_version
+            self.stats.resource_version = resource_version
+
+    # ---- fan-out --------------------------------------------------------------------------
+    def _dispatch(self, method: str, *objects: dict[str, Any]) -> None:
+        for handler in self._handlers:
+            self._call(getattr(handler, method), *objects)
+
+    def _call(self, function: Callable[..., None], *objects: dict[str, Any]) -> None:
+        try:
+            function(*objects)
+        except Exception:
+            log.exception(
+                "Event handler failed",
+                kind=self.kind.kind,
+                key=object_key(objects[-1]),
+                handler=getattr(function, "__qualname__", repr(function)),
+            )
+
+    def _resync_loop(self) -> None:
+        assert self._resync_period is not None
+        while not self._stopping.wait(self._resync_period):
+            if not self._synced.is_set():
+                continue
+            started = time.monotonic()
+            with self._dispatch_lock:
+                objects = self.store.list()
+                for obj in objects:
+                    self._dispatch("on_update", obj, obj)
+            log.debug(
+                "Resynced objects",
+                kind=self.kind.kind,
+                count=len(objects),
+                seconds=round(time.monotonic() - started, 3),
+            )

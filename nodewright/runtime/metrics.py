@@ -1,0 +1,259 @@
+"""Prometheus metrics through OpenTelemetry, under controller-runtime's metric names.
+
+Owns ``Metrics``: one OpenTelemetry ``MeterProvider`` whose ``PrometheusMetricReader`` writes
+into a private ``prometheus_client`` registry, so two managers in one process never share or
+clash over series. It creates the controller-runtime and client-go work-queue instruments,
+hands a work queue its ``QueueMetrics`` hooks (``queue_metrics``), observes queue depth and
+running times at scrape time (``watch_queue``), and serves ``/metrics`` over HTTP (``serve``).
+Other layers create their own instruments with ``get_meter()``.
+
+Scraped names equal controller-runtime's: counters are created with the ``_total`` name (the
+exporter keeps it), histograms and gauges carry no OpenTelemetry unit so nothing is appended,
+and scope labels and ``target_info`` are turned off.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Iterable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry.exporter.prometheus import PrometheusMetricReader
+from opentelemetry.metrics import CallbackOptions, Meter, Observation
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.resources import Resource
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from nodewright.runtime.logs import get_logger
+
+if TYPE_CHECKING:
+    from nodewright.runtime.workqueue import WorkQueue
+
+__all__ = ["HttpServer", "Metrics", "PlainHandler", "QueueMetricsRecorder", "get_meter", "parse_address"]
+
+log = get_logger(__name__)
+
+RECONCILE_TIME_BUCKETS = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8, 0.9,
+    1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 15.0, 20.0,
+    25.0, 30.0, 40.0, 50.0, 60.0,
+)  # fmt: skip
+QUEUE_BUCKETS = tuple(1e-8 * 10**exponent for exponent in range(12))  # 10 ns .. 1000 s
+RESULTS = ("success", "error", "requeue", "requeue_after")
+
+
+class QueueMetricsRecorder:
+    """The ``QueueMetrics`` hooks of one named queue."""
+
+    def __init__(self, metrics: Metrics, name: str) -> None:
+        self._metrics = metrics
+        self._attributes = {"name": name}
+
+    def added(self) -> None:
+        self._metrics.workqueue_adds.add(1, self._attributes)
+
+    def started(self, queued_seconds: float) -> None:
+        self._metrics.workqueue_queue_duration.record(queued_seconds, self._attributes)
+
+    def finished(self, work_seconds: float) -> None:
+        self._metrics.workqueue_work_duration.record(work_seconds, self._attributes)
+
+    def retried(self) -> None:
+        self._metrics.workqueue_retries.add(1, self._attributes)
+
+
+class Metrics:
+    """The instruments of one manager and the private registry they are scraped from."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._reader = PrometheusMetricReader(
+            disable_target_info=True, scope_info_enabled=False, registry=self.registry
+        )
+        self.provider = MeterProvider(
+            metric_readers=[self._reader],
+            resource=Resource.create({"service.name": "nodewright"}),
+            shutdown_on_exit=False,
+        )
+        self.meter = self.provider.get_meter("nodewright.runtime")
+        self._queues: weakref.WeakSet[WorkQueue[Any]] = weakref.WeakSet()
+        meter = self.meter
+        self.reconcile_total = meter.create_counter(
+            "controller_runtime_reconcile_total", description="Total reconciliations per controller"
+        )
+        self.reconcile_errors = meter.create_counter(
+            "controller_runtime_reconcile_errors_total", description="Reconciliation errors"
+        )
+        self.terminal_reconcile_errors = meter.create_counter(
+            "controller_runtime_terminal_reconcile_errors_total",
+            description="Terminal reconciliation errors",
+        )
+        self.reconcile_panics = meter.create_counter(
+            "controller_runtime_reconcile_panics_total", description="Reconciliation panics"
+        )
+        self.reconcile_time = meter.create_histogram(
+            "controller_runtime_reconcile_time_seconds",
+            description="Length of time per reconciliation",
+            explicit_bucket_boundaries_advisory=RECONCILE_TIME_BUCKETS,
+        )
+        self.max_concurrent_reconciles = meter.create_gauge(
+            "controller_runtime_max_concurrent_reconciles",
+            description="Maximum number of concurrent reconciles per controller",
+        )
+        self.active_workers = meter.create_up_down_counter(
+            "controller_runtime_active_workers",
+            description="Number of currently used workers per controller",
+        )
+        self.workqueue_adds = meter.create_counter(
+            "workqueue_adds_total", description="Total adds handled by the work queue"
+        )
+        self.workqueue_retries = meter.create_counter(
+            "workqueue_retries_total", description="Total retries handled by the work queue"
+        )
+        self.workqueue_queue_duration = meter.create_histogram(
+            "workqueue_queue_duration_seconds",
+            description="Seconds an item stays in the work queue before being requested",
+            explicit_bucket_boundaries_advisory=QUEUE_BUCKETS,
+        )
+        self.workqueue_work_duration = meter.create_histogram(
+            "workqueue_work_duration_seconds",
+            description="Seconds processing an item from the work queue takes",
+            explicit_bucket_boundaries_advisory=QUEUE_BUCKETS,
+        )
+        meter.create_observable_gauge(
+            "workqueue_depth",
+            callbacks=[self._observe(lambda queue: float(len(queue)))],
+            description="Current depth of the work queue",
+        )
+        meter.create_observable_gauge(
+            "workqueue_unfinished_work_seconds",
+            callbacks=[self._observe(lambda queue: queue.unfinished_work_seconds())],
+            description="Seconds of work in progress not yet observed by work_duration",
+        )
+        meter.create_observable_gauge(
+            "workqueue_longest_running_processor_seconds",
+            callbacks=[self._observe(lambda queue: queue.longest_running_seconds())],
+            description="Seconds the longest running processor has been running",
+        )
+        self.leader_election_status = meter.create_gauge(
+            "leader_election_master_status",
+            description="1 while this process leads the named lease, else 0",
+        )
+
+    def _observe(self, read: Any) -> Any:
+        def callback(_: CallbackOptions) -> Iterable[Observation]:
+            return [Observation(read(queue), {"name": queue.name}) for queue in list(self._queues)]
+
+        return callback
+
+    def queue_metrics(self, name: str) -> QueueMetricsRecorder:
+        """The hooks a ``WorkQueue`` named ``name`` calls."""
+        return QueueMetricsRecorder(self, name)
+
+    def watch_queue(self, queue: WorkQueue[Any]) -> None:
+        """Report the queue's depth and running times at every scrape."""
+        self._queues.add(queue)
+
+    def controller_registered(self, controller: str, max_concurrent_reconciles: int) -> None:
+        """Publish a controller's series at zero, as controller-runtime does at start."""
+        attributes = {"controller": controller}
+        for result in RESULTS:
+            self.reconcile_total.add(0, {**attributes, "result": result})
+        self.reconcile_errors.add(0, attributes)
+        self.terminal_reconcile_errors.add(0, attributes)
+        self.reconcile_panics.add(0, attributes)
+        self.active_workers.add(0, attributes)
+        self.max_concurrent_reconciles.set(max_concurrent_reconciles, attributes)
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition of every series (what ``/metrics`` serves)."""
+        return generate_latest(self.registry)
+
+    def serve(self, address: str) -> HttpServer:
+        """Serve ``/metrics`` on ``address`` ("host:port", ":port"); started before returning."""
+        metrics = self
+
+        class Handler(PlainHandler):
+            def do_GET(self) -> None:
+                if self.path.split("?")[0] != "/metrics":
+                    self.reply(404, b"not found\n")
+                    return
+                self.reply(200, metrics.render(), CONTENT_TYPE_LATEST)
+
+        return HttpServer(address, Handler, "metrics")
+
+    def shutdown(self) -> None:
+        self.provider.shutdown()
+
+
+class PlainHandler(BaseHTTPRequestHandler):
+    """A request handler that logs through our logger at debug level only."""
+
+    protocol_version = "HTTP/1.0"
+
+    def reply(self, status: int, body: bytes, content_type: str = "text/plain; charset=utf-8") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("Served HTTP request", request=format % args)
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    """``":8080"`` -> ("0.0.0.0", 8080); ``"127.0.0.1:0"`` -> ("127.0.0.1", 0)."""
+    host, _, port = address.rpartition(":")
+    return host or "0.0.0.0", int(port)  # noqa: S104 - serving on all interfaces is the default
+
+
+class HttpServer:
+    """A threaded HTTP server running in a daemon thread until ``stop``."""
+
+    def __init__(self, address: str, handler: type[BaseHTTPRequestHandler], name: str) -> None:
+        self._server = ThreadingHTTPServer(parse_address(address), handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name=f"{name}-server", daemon=True)
+        self._thread.start()
+        log.info("Started HTTP server", server=name, address=f"{self.host}:{self.port}")
+
+    @property
+    def host(self) -> str:
+        return str(self._server.server_address[0])
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+
+_default_lock = threading.Lock()
+_default: Metrics | None = None
+
+
+def default_metrics() -> Metrics:
+    """The process's current ``Metrics``: the last one a manager activated, else a new one."""
+    global _default  # noqa: PLW0603 - one process-wide fallback, replaced by each manager
+    with _default_lock:
+        if _default is None:
+            _default = Metrics()
+        return _default
+
+
+def activate(metrics: Metrics) -> None:
+    """Make ``metrics`` the one ``get_meter`` serves (the manager calls this when it runs)."""
+    global _default  # noqa: PLW0603
+    with _default_lock:
+        _default = metrics
+
+
+def get_meter(name: str = "nodewright") -> Meter:
+    """A meter on the current manager's provider, for other layers' own instruments."""
+    return default_metrics().provider.get_meter(name)

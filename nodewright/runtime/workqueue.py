@@ -1,0 +1,217 @@
+"""The work queue between event handlers and reconcile workers, with client-go semantics.
+
+Owns ``WorkQueue``: a key is never handed to two workers at once; adding a key that is already
+queued is a no-op; adding a key while a worker holds it marks it dirty and re-queues it when
+the worker calls ``done``; ``add_after`` delays an add (one heap, one timer thread, earliest
+deadline first); ``add_rate_limited`` delays by the rate limiter from ``ratelimit.py``.
+
+Shutdown differs from client-go in one deliberate way: after ``shut_down`` the queue stops
+intake at once (``get`` returns ``None`` even if keys are still queued), so a manager that
+is stopping finishes only the reconciles already in flight; ``shut_down_with_drain`` also
+waits for those. Metrics are reported through the ``QueueMetrics`` hooks (``metrics.py``
+implements them); the queue itself knows nothing of OpenTelemetry.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Hashable
+from typing import Generic, Protocol, TypeVar
+
+from nodewright.runtime.ratelimit import RateLimiter, default_controller_rate_limiter
+
+__all__ = ["QueueMetrics", "WorkQueue"]
+
+T = TypeVar("T", bound=Hashable)
+
+
+class QueueMetrics(Protocol):
+    """Hooks a queue calls as keys move through it (depth and running times are read on demand)."""
+
+    def added(self) -> None: ...
+
+    def started(self, queued_seconds: float) -> None: ...
+
+    def finished(self, work_seconds: float) -> None: ...
+
+    def retried(self) -> None: ...
+
+
+class WorkQueue(Generic[T]):
+    """A deduplicating, delaying, rate-limited FIFO of keys shared by N workers."""
+
+    def __init__(
+        self,
+        name: str = "",
+        *,
+        rate_limiter: RateLimiter | None = None,
+        metrics: QueueMetrics | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.name = name
+        self.rate_limiter = rate_limiter or default_controller_rate_limiter()
+        self._metrics = metrics
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._ready = threading.Condition(self._lock)  # signals workers and drainers
+        self._timer_wakeup = threading.Condition(self._lock)  # signals the timer thread
+        self._queue: deque[T] = deque()
+        self._dirty: set[T] = set()  # queued, or to be re-queued when its worker is done
+        self._processing: dict[T, float] = {}  # key -> start time
+        self._queued_at: dict[T, float] = {}
+        self._waiting: list[tuple[float, int, T]] = []  # (ready time, sequence, key)
+        self._waiting_until: dict[T, float] = {}  # earliest pending ready time per key
+        self._sequence = itertools.count()
+        self._timer: threading.Thread | None = None
+        self._shutting_down = False
+
+    # -- intake --------------------------------------------------------------------------
+
+    def add(self, item: T) -> None:
+        """Queue the key unless it is queued already; if a worker holds it, re-queue it later."""
+        with self._lock:
+            added = self._add_locked(item)
+        if added and self._metrics is not None:
+            self._metrics.added()  # outside the lock: metrics must not slow the workers down
+
+    def _add_locked(self, item: T) -> bool:
+        if self._shutting_down or item in self._dirty:
+            return False
+        self._dirty.add(item)
+        self._queued_at[item] = self._clock()
+        if item not in self._processing:
+            self._queue.append(item)
+            self._ready.notify()
+        return True
+
+    def add_after(self, item: T, delay: float) -> None:
+        """Add the key once ``delay`` seconds have passed; the earliest pending deadline wins."""
+        if delay <= 0:
+            self.add(item)
+            return
+        with self._lock:
+            if self._shutting_down:
+                return
+            ready_at = self._clock() + delay
+            current = self._waiting_until.get(item)
+            if current is not None and current <= ready_at:
+                return
+            self._waiting_until[item] = ready_at
+            heapq.heappush(self._waiting, (ready_at, next(self._sequence), item))
+            if self._timer is None:
+                self._timer = threading.Thread(
+                    target=self._run_timer, name=f"workqueue-timer-{self.name}", daemon=True
+                )
+                self._timer.start()
+            self._timer_wakeup.notify()
+
+    def add_rate_limited(self, item: T) -> None:
+        """Add the key after the delay its rate limiter gives (a retry after a failure)."""
+        if self._metrics is not None:
+            self._metrics.retried()
+        self.add_after(item, self.rate_limiter.when(item))
+
+    def forget(self, item: T) -> None:
+        """Reset the key's backoff (after a success)."""
+        self.rate_limiter.forget(item)
+
+    def num_requeues(self, item: T) -> int:
+        return self.rate_limiter.retries(item)
+
+    def _run_timer(self) -> None:
+        with self._lock:
+            while not self._shutting_down:
+                now = self._clock()
+                while self._waiting and self._waiting[0][0] <= now:
+                    ready_at, _, item = heapq.heappop(self._waiting)
+                    if self._waiting_until.get(item) == ready_at:
+                        del self._waiting_until[item]
+                        if self._add_locked(item) and self._metrics is not None:
+                            self._metrics.added()
+                timeout = self._waiting[0][0] - now if self._waiting else None
+                self._timer_wakeup.wait(timeout)
+
+    # -- workers -------------------------------------------------------------------------
+
+    def get(self, timeout: float | None = None) -> T | None:
+        """Block until a key is ready and hand it to the caller; ``None`` once shut down.
+
+        The caller must call ``done(key)`` when finished. With ``timeout``, ``None`` also means
+        that nothing became ready in time.
+        """
+        with self._lock:
+            if not self._ready.wait_for(lambda: self._queue or self._shutting_down, timeout):
+                return None
+            if self._shutting_down:
+                return None
+            item = self._queue.popleft()
+            now = self._clock()
+            self._processing[item] = now
+            self._dirty.discard(item)
+            queued_seconds = now - self._queued_at.pop(item, now)
+        if self._metrics is not None:
+            self._metrics.started(queued_seconds)
+        return item
+
+    def done(self, item: T) -> None:
+        """Release the key; if it was added while held, it goes back in the queue now."""
+        with self._lock:
+            started = self._processing.pop(item, None)
+            finished = self._clock()
+            if item in self._dirty and not self._shutting_down:
+                self._queue.append(item)
+                self._ready.notify()
+            elif not self._processing:
+                self._ready.notify_all()
+        if started is not None and self._metrics is not None:
+            self._metrics.finished(finished - started)
+
+    # -- shutdown and inspection ---------------------------------------------------------
+
+    def shut_down(self) -> None:
+        """Stop intake: ``add`` is ignored and ``get`` returns ``None`` from now on."""
+        with self._lock:
+            self._shutting_down = True
+            self._ready.notify_all()
+            self._timer_wakeup.notify_all()
+
+    def shut_down_with_drain(self, timeout: float | None = None) -> bool:
+        """Shut down, then wait until every key handed out has been marked done.
+
+        Returns False when ``timeout`` passed with keys still being processed.
+        """
+        self.shut_down()
+        with self._lock:
+            return self._ready.wait_for(lambda: not self._processing, timeout)
+
+    @property
+    def shutting_down(self) -> bool:
+        return self._shutting_down
+
+    def __len__(self) -> int:
+        """Keys waiting for a worker (not counting delayed or in-flight ones)."""
+        with self._lock:
+            return len(self._queue)
+
+    def len(self) -> int:
+        return len(self)
+
+    def processing(self) -> int:
+        with self._lock:
+            return len(self._processing)
+
+    def unfinished_work_seconds(self) -> float:
+        """Total seconds that in-flight keys have been processed so far."""
+        with self._lock:
+            now = self._clock()
+            return sum(now - started for started in self._processing.values())
+
+    def longest_running_seconds(self) -> float:
+        """Seconds the longest in-flight key has been processed so far."""
+        with self._lock:
+            now = self._clock()
+            return max((now - started for started in self._processing.values()), default=0.0)

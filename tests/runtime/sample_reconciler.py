@@ -1,0 +1,35 @@
+"""A sample reconciler: the whole extension story in one module plus one config entry.
+
+    reconcilers:
+      sample: {module: tests.runtime.sample_reconciler, options: {greeting: hello}}
+
+It writes ``options.greeting`` into ``data.greeting`` of every ConfigMap labelled ``sample=yes``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from nodewright.runtime.kinds import CONFIG_MAP
+from nodewright.runtime.manager import Manager
+from nodewright.runtime.reconcile import Request, Result
+
+SELECTOR = "sample=yes"
+
+
+def setup(manager: Manager, options: Mapping[str, Any]) -> None:
+    """Wire the controller: reconcile labelled ConfigMaps (side effect: registers it)."""
+    greeting = str(options.get("greeting", "hello"))
+    config_maps = manager.cache.informer(CONFIG_MAP, label_selector=SELECTOR)
+
+    def reconcile(request: Request) -> Result:
+        config_map = config_maps.store.get(request.key)
+        if config_map is None:  # deleted: nothing to do
+            return Result()
+        if (config_map.get("data") or {}).get("greeting") != greeting:
+            body = {"data": {"greeting": greeting}}
+            manager.client.patch(CONFIG_MAP, request.name, body, request.namespace)
+        return Result()
+
+    manager.controller("sample").for_(CONFIG_MAP, label_selector=SELECTOR).complete(reconcile)

@@ -1,0 +1,119 @@
+"""Builder against a real API server: for_, owns, watches with map functions and predicates."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pykube
+import pytest
+
+from nodewright.runtime.kinds import CONFIG_MAP, SECRET
+from nodewright.runtime.predicates import labels_changed
+from nodewright.runtime.reconcile import Request, Result
+from tests.runtime.manager_helpers import RunningManager, make_manager, wait_for
+
+
+class Recorder:
+    """A Reconciler object that records the requests it saw."""
+
+    def __init__(self) -> None:
+        self.seen: list[Request] = []
+        self.lock = threading.Lock()
+
+    def reconcile(self, request: Request) -> Result:
+        with self.lock:
+            self.seen.append(request)
+        return Result()
+
+    def count(self, request: Request) -> int:
+        with self.lock:
+            return self.seen.count(request)
+
+
+def test_for_owns_and_watches(cluster: Any, namespace: str, kube_api: pykube.HTTPClient) -> None:
+    """for_ reconciles the object; owns reconciles a Secret's controlling ConfigMap; watches
+    maps Secrets to requests, filtered by a predicate on updates."""
+    recorder = Recorder()
+    manager = make_manager(cluster, namespace, leaderElection={"enabled": False})
+    (
+        manager.controller("wiring")
+        .for_(CONFIG_MAP, namespace=namespace)
+        .owns(SECRET, namespace=namespace)
+        .watches(
+            SECRET,
+            lambda obj: [Request(namespace, "mapped-" + obj["metadata"]["name"])],
+            predicate=labels_changed,
+            namespace=namespace,
+        )
+        .with_options(max_concurrent_reconciles=2)
+        .complete(recorder)
+    )
+    assert manager.controllers[0].max_concurrent_reconciles == 2
+    running = RunningManager(manager)
+    try:
+        wait_for(manager.started.is_set)
+        owner = pykube.ConfigMap(kube_api, {"metadata": {"name": "owner", "namespace": namespace}})
+        owner.create()
+        wait_for(lambda: recorder.count(Request(namespace, "owner")) >= 1, message="for_")
+        owned = pykube.Secret(
+            kube_api,
+            {
+                "metadata": {
+                    "name": "child",
+                    "namespace": namespace,
+                    "ownerReferences": [
+                        {
+                            "apiVersion": "v1",
+                            "kind": "ConfigMap",
+                            "name": "owner",
+                            "uid": owner.obj["metadata"]["uid"],
+                            "controller": True,
+                        }
+                    ],
+                },
+                "stringData": {"k": "v"},
+            },
+        )
+        before = recorder.count(Request(namespace, "owner"))
+        owned.create()
+        wait_for(lambda: recorder.count(Request(namespace, "owner")) > before, message="owns")
+        wait_for(lambda: recorder.count(Request(namespace, "mapped-child")) == 1, message="watches on create")
+        owned.reload()
+        owned.obj["stringData"] = {"k": "changed"}  # not a label change: filtered out
+        owned.update()
+        time.sleep(0.5)
+        assert recorder.count(Request(namespace, "mapped-child")) == 1
+        owned.reload()
+        owned.obj["metadata"].setdefault("labels", {})["tier"] = "x"
+        owned.update()
+        wait_for(lambda: recorder.count(Request(namespace, "mapped-child")) == 2, message="label change")
+    finally:
+        running.stop()
+
+
+def test_config_max_concurrent_reconciles_wins(cluster: Any, namespace: str) -> None:
+    """maxConcurrentReconciles in the config overrides the code's with_options."""
+    manager = make_manager(
+        cluster, namespace, reconcilers={"tuned": {"maxConcurrentReconciles": 5, "module": "json"}}
+    )
+    controller = (
+        manager.controller("tuned")
+        .for_(CONFIG_MAP)
+        .with_options(max_concurrent_reconciles=2)
+        .complete(lambda _request: Result())
+    )
+    assert controller.max_concurrent_reconciles == 5
+
+
+def test_builder_misuse_is_reported(cluster: Any, namespace: str) -> None:
+    """complete() without for_, a second for_, and duplicate controller names are errors."""
+    manager = make_manager(cluster, namespace)
+    with pytest.raises(ValueError, match="for_"):
+        manager.controller("x").complete(lambda _request: Result())
+    with pytest.raises(ValueError, match="already"):
+        manager.controller("x").for_(CONFIG_MAP).for_(SECRET)
+    manager.controller("dup").for_(CONFIG_MAP).complete(lambda _request: Result())
+    with pytest.raises(ValueError, match="exists"):
+        manager.controller("dup").for_(CONFIG_MAP).complete(lambda _request: Result())

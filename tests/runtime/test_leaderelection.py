@@ -1,0 +1,129 @@
+"""LeaderElector against a real API server: one leader per Lease, fail-over, release, loss."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from nodewright.runtime.client import Client
+from nodewright.runtime.kinds import LEASE
+from nodewright.runtime.leaderelection import LeaderElector
+from nodewright.runtime.metrics import Metrics
+
+LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD = 2.0, 1.5, 0.25
+
+
+class Candidate:
+    def __init__(self, client: Client, namespace: str, identity: str) -> None:
+        self.started = threading.Event()
+        self.stopped = threading.Event()
+        self.metrics = Metrics()
+        self.elector = LeaderElector(
+            client,
+            namespace=namespace,
+            name="test-lease",
+            identity=identity,
+            lease_duration=LEASE_DURATION,
+            renew_deadline=RENEW_DEADLINE,
+            retry_period=RETRY_PERIOD,
+            on_started_leading=self.started.set,
+            on_stopped_leading=self.stopped.set,
+            metrics=self.metrics,
+        )
+
+
+@pytest.fixture
+def client(cluster: object) -> Client:
+    return Client.from_kubeconfig(Path(cluster.kubeconfig))  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def candidates(client: Client, namespace: str) -> Iterator[Callable[[str], Candidate]]:
+    made: list[Candidate] = []
+
+    def make(identity: str) -> Candidate:
+        candidate = Candidate(client, namespace, identity)
+        made.append(candidate)
+        return candidate
+
+    yield make
+    for candidate in made:
+        candidate.elector.stop()
+
+
+def wait_any(*events: threading.Event, timeout: float) -> float:
+    started = time.monotonic()
+    while not any(event.is_set() for event in events):
+        assert time.monotonic() - started < timeout, "no leader in time"
+        time.sleep(0.02)
+    return time.monotonic() - started
+
+
+def test_durations_are_validated(client: Client) -> None:
+    """lease > renew > 1.2 x retry, as client-go requires."""
+    with pytest.raises(ValueError, match="lease_duration"):
+        LeaderElector(client, namespace="a", name="b", lease_duration=5, renew_deadline=5)
+    with pytest.raises(ValueError, match=r"1\.2"):
+        LeaderElector(client, namespace="a", name="b", renew_deadline=2.3, retry_period=2)
+
+
+@pytest.mark.slow
+def test_one_leader_then_release_hands_over_at_once(
+    candidates: Callable[[str], Candidate], client: Client, namespace: str
+) -> None:
+    """Of two candidates only one leads; release() lets the other lead within a retry period."""
+    first, second = candidates("first"), candidates("second")
+    first.elector.start()
+    second.elector.start()
+    wait_any(first.started, second.started, timeout=10)
+    time.sleep(LEASE_DURATION + RETRY_PERIOD)  # the standby keeps waiting while the leader renews
+    leader, standby = (first, second) if first.started.is_set() else (second, first)
+    assert not standby.started.is_set()
+    assert leader.elector.is_leader()
+    assert not standby.elector.is_leader()
+    lease = client.get(LEASE, "test-lease", namespace)
+    assert lease["spec"]["holderIdentity"] == leader.elector.identity
+    assert 'leader_election_master_status{name="test-lease"} 1.0' in leader.metrics.render().decode()
+
+    assert leader.elector.release() is True
+    released = client.get(LEASE, "test-lease", namespace)["spec"]
+    assert released["holderIdentity"] == "" or released["holderIdentity"] == standby.elector.identity
+    took = wait_any(standby.started, timeout=LEASE_DURATION)
+    assert took < RETRY_PERIOD * 1.2 + 0.5  # not a lease expiry: an immediate take-over
+    assert client.get(LEASE, "test-lease", namespace)["spec"]["leaseTransitions"] >= 1
+    assert 'leader_election_master_status{name="test-lease"} 0.0' in leader.metrics.render().decode()
+
+
+@pytest.mark.slow
+def test_crashed_leader_is_replaced_after_lease_expiry(candidates: Callable[[str], Candidate]) -> None:
+    """A leader that stops renewing (no release) is replaced after about one lease duration."""
+    first = candidates("first")
+    first.elector.start()
+    wait_any(first.started, timeout=10)
+    second = candidates("second")
+    second.elector.start()
+    time.sleep(RETRY_PERIOD * 2)
+    first.elector.stop()  # as if the process died: the Lease still names it
+    took = wait_any(second.started, timeout=LEASE_DURATION * 3)
+    assert LEASE_DURATION - RETRY_PERIOD * 3 <= took <= LEASE_DURATION + RETRY_PERIOD * 3
+
+
+@pytest.mark.slow
+def test_leader_that_cannot_renew_stops_leading(
+    candidates: Callable[[str], Candidate], client: Client, namespace: str
+) -> None:
+    """When another holder takes the Lease by force, the leader stops within the renew deadline."""
+    leader = candidates("leader")
+    leader.elector.start()
+    wait_any(leader.started, timeout=10)
+    lease = client.get(LEASE, "test-lease", namespace)
+    lease["spec"]["holderIdentity"] = "usurper"
+    lease["spec"]["leaseDurationSeconds"] = 60
+    client.update(LEASE, lease)
+    took = wait_any(leader.stopped, timeout=RENEW_DEADLINE + 2)
+    assert took <= RENEW_DEADLINE + RETRY_PERIOD * 2
+    assert not leader.elector.is_leader()

@@ -1,0 +1,173 @@
+"""WorkQueue: client-go semantics under many concurrent workers."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import Counter
+
+import pytest
+
+from nodewright.runtime.ratelimit import ItemExponentialRateLimiter
+from nodewright.runtime.workqueue import WorkQueue
+
+
+def test_add_of_queued_key_is_a_noop() -> None:
+    """Adding a key that waits in the queue does not queue it twice."""
+    queue: WorkQueue[str] = WorkQueue("dedup")
+    for key in ["a", "b", "a", "a", "b", "c"]:
+        queue.add(key)
+    assert len(queue) == 3
+    assert [queue.get(), queue.get(), queue.get()] == ["a", "b", "c"]
+
+
+def test_add_while_processing_requeues_after_done() -> None:
+    """A key added while a worker holds it is not handed out until done, then comes back once."""
+    queue: WorkQueue[str] = WorkQueue("inflight")
+    queue.add("a")
+    assert queue.get() == "a"
+    queue.add("a")
+    queue.add("a")
+    assert len(queue) == 0
+    assert queue.get(timeout=0.05) is None  # not handed to a second worker
+    queue.done("a")
+    assert len(queue) == 1
+    assert queue.get(timeout=1) == "a"
+    queue.done("a")
+    assert len(queue) == 0
+
+
+def test_get_returns_none_after_shutdown() -> None:
+    """Shutdown wakes blocked workers with None and ignores further adds."""
+    queue: WorkQueue[str] = WorkQueue("shutdown")
+    results: list[str | None] = []
+    worker = threading.Thread(target=lambda: results.append(queue.get()))
+    worker.start()
+    time.sleep(0.05)
+    queue.shut_down()
+    worker.join(2)
+    assert results == [None]
+    queue.add("late")
+    assert len(queue) == 0
+
+
+def test_shutdown_with_drain_waits_for_in_flight_keys() -> None:
+    """Drain returns only after every handed-out key is done (or after the timeout)."""
+    queue: WorkQueue[str] = WorkQueue("drain")
+    queue.add("a")
+    key = queue.get()
+    assert key == "a"
+    assert queue.shut_down_with_drain(timeout=0.1) is False
+    threading.Timer(0.1, queue.done, args=("a",)).start()
+    started = time.monotonic()
+    assert queue.shut_down_with_drain(timeout=5) is True
+    assert time.monotonic() - started >= 0.05
+
+
+def test_add_after_fires_in_deadline_order() -> None:
+    """Delayed keys arrive ordered by deadline, not by the order they were added."""
+    queue: WorkQueue[str] = WorkQueue("delayed")
+    queue.add_after("c", 0.30)
+    queue.add_after("a", 0.10)
+    queue.add_after("b", 0.20)
+    started = time.monotonic()
+    order = []
+    for _ in range(3):
+        key = queue.get(timeout=2)
+        assert key is not None
+        order.append((key, time.monotonic() - started))
+        queue.done(key)
+    assert [key for key, _ in order] == ["a", "b", "c"]
+    assert order[0][1] >= 0.09
+    assert order[2][1] >= 0.29
+
+
+def test_add_after_keeps_the_earliest_deadline() -> None:
+    """A second add_after of the same key only ever brings it forward, and it arrives once."""
+    queue: WorkQueue[str] = WorkQueue("earliest")
+    queue.add_after("a", 5.0)
+    queue.add_after("a", 0.05)
+    queue.add_after("a", 3.0)
+    assert queue.get(timeout=1) == "a"
+    queue.done("a")
+    assert queue.get(timeout=0.3) is None
+
+
+def test_rate_limited_backoff_grows_and_forget_resets() -> None:
+    """add_rate_limited waits 2^n x base; forget drops the count; num_requeues reports it."""
+    queue: WorkQueue[str] = WorkQueue("backoff", rate_limiter=ItemExponentialRateLimiter(0.02, 10.0))
+    waits = []
+    for _ in range(4):
+        started = time.monotonic()
+        queue.add_rate_limited("a")
+        assert queue.get(timeout=5) == "a"
+        waits.append(time.monotonic() - started)
+        queue.done("a")
+    assert queue.num_requeues("a") == 4
+    assert waits[0] >= 0.019
+    assert waits[3] >= 0.159  # 0.02 x 2^3
+    assert waits[3] > waits[0] * 4
+    queue.forget("a")
+    assert queue.num_requeues("a") == 0
+    started = time.monotonic()
+    queue.add_rate_limited("a")
+    assert queue.get(timeout=5) == "a"
+    assert time.monotonic() - started < 0.1
+
+
+@pytest.mark.parametrize("workers", [8, 32], ids=["8-workers", "32-workers"])
+def test_stress_no_key_processed_concurrently(workers: int) -> None:
+    """Many workers, many producers re-adding hot keys: never two workers on one key at once,
+    and every key added after its last processing started gets processed again."""
+    queue: WorkQueue[int] = WorkQueue("stress")
+    keys = list(range(20))
+    active: set[int] = set()
+    active_lock = threading.Lock()
+    violations: list[int] = []
+    processed: Counter[int] = Counter()
+    last_add: dict[int, float] = {}
+    last_start: dict[int, float] = {}
+    stop_producers = threading.Event()
+
+    def work() -> None:
+        while (key := queue.get()) is not None:
+            with active_lock:
+                if key in active:
+                    violations.append(key)
+                active.add(key)
+                last_start[key] = time.monotonic()
+                processed[key] += 1
+            time.sleep(random.uniform(0, 0.002))
+            with active_lock:
+                active.discard(key)
+            queue.done(key)
+
+    def produce() -> None:
+        while not stop_producers.is_set():
+            key = random.choice(keys)
+            with active_lock:
+                last_add[key] = time.monotonic()
+            queue.add(key)
+            if random.random() < 0.1:
+                queue.add_after(random.choice(keys), random.uniform(0, 0.01))
+
+    threads = [threading.Thread(target=work) for _ in range(workers)]
+    producers = [threading.Thread(target=produce) for _ in range(4)]
+    for thread in threads + producers:
+        thread.start()
+    time.sleep(1.0)
+    stop_producers.set()
+    for producer in producers:
+        producer.join()
+    time.sleep(0.1)  # let delayed adds fire
+    deadline = time.monotonic() + 5
+    while (len(queue) or queue.processing()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    queue.shut_down()
+    for thread in threads:
+        thread.join(5)
+    assert violations == []
+    assert sum(processed.values()) > len(keys)
+    for key, added in last_add.items():  # the last add of every key led to a processing after it
+        assert last_start[key] >= added
