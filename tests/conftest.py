@@ -114,3 +114,28 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.cluster)
+
+
+# --- ARM emulator fixtures (owned by cloud/emulator; appended section) -------------------------
+# ``arm_emulator``: a fresh Azure Resource Manager emulator per test, on 127.0.0.1, port 0.
+# See ``nodewright.cloud.emulator`` for its API (estate, faults, requests, client_options()).
+
+from nodewright.cloud.emulator import ArmEmulator  # noqa: E402 - appended section
+from nodewright.cloud.emulator.certificates import (  # noqa: E402 - appended section
+    LoopbackCertificates,
+    issue_loopback_certificates,
+)
+
+
+@pytest.fixture(scope="session")
+def arm_emulator_certificates() -> LoopbackCertificates:
+    """One CA and serving certificate for every emulator of the session (cheap reuse)."""
+    return issue_loopback_certificates()
+
+
+@pytest.fixture
+def arm_emulator(arm_emulator_certificates: LoopbackCertificates, tmp_path: Path) -> Iterator[ArmEmulator]:
+    """A started ARM emulator with empty state, no faults and an empty request log."""
+    emulator = ArmEmulator(state_dir=tmp_path / "arm-emulator", certificates=arm_emulator_certificates)
+    with emulator:
+        yield emulator

@@ -1,3 +1,133 @@
-"""cloud: Azure access through the real SDKs, and a local ARM emulator. Knows nothing of Kubernetes."""
+"""cloud: Azure access through the real SDKs, and a local ARM emulator. Knows nothing of Kubernetes.
 
-__all__: list[str] = []
+Build everything with ``build_cloud(CloudSettings(...))``; the services it returns
+(``ComputeService``, ``NetworkService``, ``IdentityService``) take and return this package's own
+frozen values (``resource_ids``, ``models``) and raise ``CloudError`` subclasses.
+"""
+
+from nodewright.cloud.compute import ComputeService, IdentityUpdateIncompleteError
+from nodewright.cloud.config import (
+    CloudSettings,
+    CredentialKind,
+    CredentialSettings,
+    StaticTokenCredential,
+    build_credential,
+)
+from nodewright.cloud.errors import (
+    CloudError,
+    ConflictError,
+    IdentityRejectedError,
+    LimitExceededError,
+    NotFoundError,
+    PreconditionFailed,
+    PreconditionFailedError,
+    SubnetFullError,
+    ThrottledError,
+)
+from nodewright.cloud.factory import Cloud, CloudClients, build_clients, build_cloud
+from nodewright.cloud.identity_updates import IdentityPatch, plan_identity_patches
+from nodewright.cloud.models import (
+    IdentityAssignment,
+    IdentityInfo,
+    IdentityRejection,
+    IdentityUpdateResult,
+    ImageReference,
+    InstanceInfo,
+    IpConfigurationInfo,
+    NicInfo,
+    NodeState,
+    ResourceIdentities,
+    SubnetInfo,
+    node_state_from_status_codes,
+)
+from nodewright.cloud.msi import IdentityService
+from nodewright.cloud.network import NetworkService
+from nodewright.cloud.resource_ids import (
+    InvalidResourceIdError,
+    MachineId,
+    NetworkInterfaceId,
+    ResourceId,
+    ScaleSetId,
+    ScaleSetInstanceId,
+    SubnetId,
+    UserAssignedIdentityId,
+    VirtualMachineId,
+    normalize_identity_id,
+    parse_machine_id,
+    parse_network_interface_id,
+    parse_provider_id,
+    parse_resource_id,
+    parse_scale_set_id,
+    parse_subnet_id,
+    parse_user_assigned_identity_id,
+)
+from nodewright.cloud.throttle import (
+    CallEvent,
+    CallObserver,
+    InMemoryCallCounter,
+    NullObserver,
+    RetryAfterGate,
+    TokenBucket,
+)
+
+__all__ = [
+    "CallEvent",
+    "CallObserver",
+    "Cloud",
+    "CloudClients",
+    "CloudError",
+    "CloudSettings",
+    "ComputeService",
+    "ConflictError",
+    "CredentialKind",
+    "CredentialSettings",
+    "IdentityAssignment",
+    "IdentityInfo",
+    "IdentityPatch",
+    "IdentityRejectedError",
+    "IdentityRejection",
+    "IdentityService",
+    "IdentityUpdateIncompleteError",
+    "IdentityUpdateResult",
+    "ImageReference",
+    "InMemoryCallCounter",
+    "InstanceInfo",
+    "InvalidResourceIdError",
+    "IpConfigurationInfo",
+    "LimitExceededError",
+    "MachineId",
+    "NetworkInterfaceId",
+    "NetworkService",
+    "NicInfo",
+    "NodeState",
+    "NotFoundError",
+    "NullObserver",
+    "PreconditionFailed",
+    "PreconditionFailedError",
+    "ResourceId",
+    "ResourceIdentities",
+    "RetryAfterGate",
+    "ScaleSetId",
+    "ScaleSetInstanceId",
+    "StaticTokenCredential",
+    "SubnetFullError",
+    "SubnetId",
+    "SubnetInfo",
+    "ThrottledError",
+    "TokenBucket",
+    "UserAssignedIdentityId",
+    "VirtualMachineId",
+    "build_clients",
+    "build_cloud",
+    "build_credential",
+    "node_state_from_status_codes",
+    "normalize_identity_id",
+    "parse_machine_id",
+    "parse_network_interface_id",
+    "parse_provider_id",
+    "parse_resource_id",
+    "parse_scale_set_id",
+    "parse_subnet_id",
+    "parse_user_assigned_identity_id",
+    "plan_identity_patches",
+]

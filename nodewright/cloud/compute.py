@@ -1,0 +1,490 @@
+"""Compute operations on VMs, VM scale sets and their instances, through azure-mgmt-compute.
+
+Owns: user-assigned identities of a VM or scale set (read; delta PATCH planned by
+``identity_updates``, at most 150 per request, a rejected identity isolated and the rest
+retried, what landed re-read on failure); a scale set's model image (get and set); scale out by
+one and identify the new instance; delete an instance; instance view to ``NodeState``; an
+instance's image; and secondary IP configurations of a uniform scale-set instance (GET the
+instance, edit its ``networkInterfaceConfigurations``, clear ``storageProfile.imageReference``,
+PUT it back). Every method does I/O and may raise a ``CloudError``; each call is counted on the
+``CallObserver``. ``network`` uses the scale-set instance path; ``factory`` builds this service.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+from azure.core import MatchConditions
+from azure.core.exceptions import AzureError
+from azure.mgmt.compute import ComputeManagementClient
+from azure.mgmt.compute import models as compute_models
+
+from nodewright.cloud.errors import CloudError, IdentityRejectedError, NotFoundError, translate_error
+from nodewright.cloud.identity_updates import (
+    MAX_IDENTITIES_PER_REQUEST,
+    IdentityPatch,
+    apply_patch,
+    plan_identity_patches,
+)
+from nodewright.cloud.ip_configurations import (
+    MAX_IP_CONFIGURATIONS_PER_NIC,
+    changed,
+    with_configurations_added,
+    with_configurations_removed,
+)
+from nodewright.cloud.locks import KeyedLocks
+from nodewright.cloud.models import (
+    IdentityRejection,
+    IdentityUpdateResult,
+    ImageReference,
+    InstanceInfo,
+    NodeState,
+    ResourceIdentities,
+    node_state_from_status_codes,
+)
+from nodewright.cloud.resource_ids import (
+    PROVIDER_ID_PREFIX,
+    MachineId,
+    ScaleSetId,
+    ScaleSetInstanceId,
+    VirtualMachineId,
+)
+from nodewright.cloud.throttle import CallObserver, NullObserver, observe_call
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+IdentityTarget = VirtualMachineId | ScaleSetId
+
+
+class IdentityUpdateIncompleteError(CloudError):
+    """An identity update stopped part-way. ``identities`` is what was re-read afterwards (``None``
+    if that read failed too), ``rejected`` the identities isolated before the failure; the
+    original error is ``cause`` (and ``__cause__``)."""
+
+    def __init__(
+        self,
+        cause: CloudError,
+        identities: ResourceIdentities | None,
+        rejected: tuple[IdentityRejection, ...],
+    ) -> None:
+        super().__init__(
+            f"Identity update stopped: {cause.message}", status_code=cause.status_code, code=cause.code
+        )
+        self.cause = cause
+        self.identities = identities
+        self.rejected = rejected
+
+
+def image_from_sdk(reference: compute_models.ImageReference | None) -> ImageReference | None:
+    """Our ``ImageReference`` from the SDK's (``None`` when the machine names no image)."""
+    if reference is None:
+        return None
+    result = ImageReference(
+        id=reference.id,
+        community_gallery_image_id=reference.community_gallery_image_id,
+        shared_gallery_image_id=reference.shared_gallery_image_id,
+        publisher=reference.publisher,
+        offer=reference.offer,
+        sku=reference.sku,
+        version=reference.version,
+    )
+    if result == ImageReference():
+        return None
+    return result
+
+
+def identities_from_sdk(identity: Any) -> ResourceIdentities:
+    """Our ``ResourceIdentities`` from an SDK identity block (VM or scale set)."""
+    if identity is None:
+        return ResourceIdentities.from_parts("None", ())
+    user_assigned = identity.user_assigned_identities or {}
+    return ResourceIdentities.from_parts(identity.type, user_assigned.keys())
+
+
+def _status_codes(instance_view: Any) -> list[str]:
+    if instance_view is None:
+        return []
+    return [status.code for status in (instance_view.statuses or []) if status.code]
+
+
+class ComputeService:
+    """Compute operations for nodewright (see the module docstring)."""
+
+    def __init__(
+        self,
+        compute: ComputeManagementClient,
+        *,
+        observer: CallObserver | None = None,
+        max_identities_per_request: int = MAX_IDENTITIES_PER_REQUEST,
+        max_ip_configurations_per_nic: int = MAX_IP_CONFIGURATIONS_PER_NIC,
+    ) -> None:
+        self._compute = compute
+        self._observer: CallObserver = observer or NullObserver()
+        self.max_identities_per_request = max_identities_per_request
+        self.max_ip_configurations_per_nic = max_ip_configurations_per_nic
+        self._scale_set_locks = KeyedLocks()
+        self._machine_locks = KeyedLocks()
+
+    def _call(self, operation: str, function: Callable[[], T]) -> T:
+        """Run one SDK call: counted, azure-core errors translated to ``CloudError``."""
+        with observe_call(self._observer, operation):
+            try:
+                return function()
+            except AzureError as error:
+                raise translate_error(error) from error
+
+    # Identities -------------------------------------------------------------------------------
+
+    def get_identities(self, target: IdentityTarget) -> ResourceIdentities:
+        """The identity block of a VM or scale set (GET)."""
+        if isinstance(target, ScaleSetId):
+            scale_set = self._call(
+                "compute.get_scale_set",
+                lambda: self._compute.virtual_machine_scale_sets.get(target.resource_group, target.name),
+            )
+            return identities_from_sdk(scale_set.identity)
+        machine = self._call(
+            "compute.get_virtual_machine",
+            lambda: self._compute.virtual_machines.get(target.resource_group, target.name),
+        )
+        return identities_from_sdk(machine.identity)
+
+    def _send_identity_patch(self, target: IdentityTarget, patch: IdentityPatch) -> ResourceIdentities | None:
+        body = {"identity": patch.body()}
+        if isinstance(target, ScaleSetId):
+            scale_set = self._call(
+                "compute.patch_scale_set_identities",
+                lambda: self._compute.virtual_machine_scale_sets.begin_update(
+                    target.resource_group, target.name, compute_models.VirtualMachineScaleSetUpdate(body)
+                ).result(),
+            )
+            return identities_from_sdk(scale_set.identity) if scale_set is not None else None
+        machine = self._call(
+            "compute.patch_virtual_machine_identities",
+            lambda: self._compute.virtual_machines.begin_update(
+                target.resource_group, target.name, compute_models.VirtualMachineUpdate(body)
+            ).result(),
+        )
+        return identities_from_sdk(machine.identity) if machine is not None else None
+
+    def update_identities(
+        self, target: IdentityTarget, add: Iterable[str] = (), remove: Iterable[str] = ()
+    ) -> IdentityUpdateResult:
+        """Add and remove user-assigned identities on a VM or scale set; a system-assigned
+        identity is kept. Side effects: GET, then PATCHes of ``identity`` only (150 entries at
+        most each). An identity ARM rejects by name (LinkedAuthorizationFailed,
+        FailedIdentityOperation) is dropped and the rest retried; the result lists rejections.
+        Any other failure re-reads what landed and raises ``IdentityUpdateIncompleteError``.
+        """
+        wanted = {identity_id.lower() for identity_id in add}
+        unwanted = {identity_id.lower() for identity_id in remove}
+        with self._scale_set_locks.hold(str(target)):
+            current = self.get_identities(target)
+            excluded: set[str] = set()
+            rejected: list[IdentityRejection] = []
+            requests = 0
+            while True:
+                patches = plan_identity_patches(
+                    current, wanted - excluded, unwanted - excluded, self.max_identities_per_request
+                )
+                if not patches:
+                    break
+                patch = patches[0]
+                requests += 1
+                try:
+                    landed = self._send_identity_patch(target, patch)
+                except IdentityRejectedError as error:
+                    in_patch = {identity_id for identity_id, _ in patch.changes}
+                    named = [identity_id for identity_id in error.identity_ids if identity_id in in_patch]
+                    if not named and len(in_patch) == 1:
+                        named = list(in_patch)
+                    if not named:
+                        raise self._incomplete(target, error, rejected) from error
+                    for identity_id in named:
+                        rejected.append(IdentityRejection(identity_id, error.code or "", error.message))
+                        excluded.add(identity_id)
+                    log.warning(
+                        "Identity rejected by ARM, retrying without it: target=%s identities=%s code=%s",
+                        target,
+                        named,
+                        error.code,
+                    )
+                    current = self.get_identities(target)
+                    continue
+                except CloudError as error:
+                    raise self._incomplete(target, error, rejected) from error
+                current = landed if landed is not None else apply_patch(current, patch)
+            return IdentityUpdateResult(identities=current, rejected=tuple(rejected), requests=requests)
+
+    def _incomplete(
+        self, target: IdentityTarget, error: CloudError, rejected: list[IdentityRejection]
+    ) -> IdentityUpdateIncompleteError:
+        try:
+            landed: ResourceIdentities | None = self.get_identities(target)
+        except CloudError:
+            landed = None
+        return IdentityUpdateIncompleteError(error, landed, tuple(rejected))
+
+    # Scale set model image ---------------------------------------------------------------------
+
+    def get_scale_set_image(self, scale_set: ScaleSetId) -> ImageReference | None:
+        """The image of the scale set's model (new instances get it)."""
+        model = self._call(
+            "compute.get_scale_set",
+            lambda: self._compute.virtual_machine_scale_sets.get(scale_set.resource_group, scale_set.name),
+        )
+        profile = model.virtual_machine_profile
+        storage = profile.storage_profile if profile is not None else None
+        return image_from_sdk(storage.image_reference if storage is not None else None)
+
+    def set_scale_set_image(self, scale_set: ScaleSetId, image: ImageReference) -> None:
+        """PATCH the scale set's model image; waits for the operation. Existing instances keep theirs."""
+        body = {
+            "properties": {"virtualMachineProfile": {"storageProfile": {"imageReference": image.to_arm()}}}
+        }
+        self._call(
+            "compute.set_scale_set_image",
+            lambda: self._compute.virtual_machine_scale_sets.begin_update(
+                scale_set.resource_group, scale_set.name, compute_models.VirtualMachineScaleSetUpdate(body)
+            ).result(),
+        )
+
+    # Instances ---------------------------------------------------------------------------------
+
+    def list_instance_ids(self, scale_set: ScaleSetId) -> list[str]:
+        """The instance IDs of a scale set (one paged list)."""
+
+        def list_all() -> list[str]:
+            return [
+                str(instance.instance_id)
+                for instance in self._compute.virtual_machine_scale_set_vms.list(
+                    scale_set.resource_group, scale_set.name
+                )
+                if instance.instance_id is not None
+            ]
+
+        return self._call("compute.list_scale_set_instances", list_all)
+
+    def list_instances(self, scale_set: ScaleSetId) -> list[InstanceInfo]:
+        """Every instance of a scale set, with its state from the instance view when listed."""
+
+        def list_all() -> list[InstanceInfo]:
+            return [
+                self._instance_info(instance)
+                for instance in self._compute.virtual_machine_scale_set_vms.list(
+                    scale_set.resource_group, scale_set.name, expand="instanceView"
+                )
+            ]
+
+        return self._call("compute.list_scale_set_instances", list_all)
+
+    def scale_out_by_one(self, scale_set: ScaleSetId) -> InstanceInfo:
+        """Raise the scale set's capacity by one and return the instance that was not there before.
+
+        Side effects: list, GET, PATCH ``sku.capacity`` (waits for the operation), list again.
+        Serialised per scale set within this process so concurrent callers each get their own
+        instance. Raises ``CloudError`` if not exactly one new instance appeared.
+        """
+        with self._scale_set_locks.hold(str(scale_set)):
+            before = set(self.list_instance_ids(scale_set))
+            model = self._call(
+                "compute.get_scale_set",
+                lambda: self._compute.virtual_machine_scale_sets.get(
+                    scale_set.resource_group, scale_set.name
+                ),
+            )
+            capacity = int(model.sku.capacity or 0) if model.sku is not None else 0
+            body = {"sku": {"capacity": capacity + 1}}
+            self._call(
+                "compute.scale_out",
+                lambda: self._compute.virtual_machine_scale_sets.begin_update(
+                    scale_set.resource_group,
+                    scale_set.name,
+                    compute_models.VirtualMachineScaleSetUpdate(body),
+                ).result(),
+            )
+            new = sorted(set(self.list_instance_ids(scale_set)) - before, key=_instance_sort_key)
+            if len(new) != 1:
+                raise CloudError(
+                    f"Scale-out of {scale_set.name} to {capacity + 1} left {len(new)} new instances: {new}"
+                )
+            log.info(
+                "Scaled out scale set: scale_set=%s capacity=%d instance=%s", scale_set, capacity + 1, new[0]
+            )
+            return self.get_instance(scale_set.instance(new[0]))
+
+    def get_instance(self, machine: MachineId) -> InstanceInfo:
+        """A VM or scale-set instance with its state (from the instance view) and image."""
+        if isinstance(machine, ScaleSetInstanceId):
+            instance = self._call(
+                "compute.get_scale_set_instance",
+                lambda: self._compute.virtual_machine_scale_set_vms.get(
+                    machine.resource_group, machine.scale_set_name, machine.instance_id, expand="instanceView"
+                ),
+            )
+            return self._instance_info(instance)
+        vm = self._call(
+            "compute.get_virtual_machine",
+            lambda: self._compute.virtual_machines.get(
+                machine.resource_group, machine.name, expand="instanceView"
+            ),
+        )
+        return self._instance_info(vm)
+
+    def _instance_info(self, machine: Any) -> InstanceInfo:
+        os_profile = machine.os_profile
+        computer_name = (
+            str(os_profile.computer_name) if os_profile is not None and os_profile.computer_name else ""
+        )
+        codes = _status_codes(machine.instance_view)
+        if (
+            not any(code.lower().startswith("provisioningstate/") for code in codes)
+            and machine.provisioning_state
+        ):
+            codes.insert(0, f"ProvisioningState/{machine.provisioning_state}")
+        storage = machine.storage_profile
+        return InstanceInfo(
+            id=str(machine.id),
+            name=(computer_name or str(machine.name)).lower(),
+            computer_name=computer_name,
+            provider_id=PROVIDER_ID_PREFIX + str(machine.id),
+            state=node_state_from_status_codes(codes),
+            image=image_from_sdk(storage.image_reference if storage is not None else None),
+            instance_id=getattr(machine, "instance_id", None),
+        )
+
+    def get_node_state(self, machine: MachineId) -> NodeState:
+        """The machine's state from its instance view; a machine that is gone is ``TERMINATED``."""
+        try:
+            if isinstance(machine, ScaleSetInstanceId):
+                view: Any = self._call(
+                    "compute.get_instance_view",
+                    lambda: self._compute.virtual_machine_scale_set_vms.get_instance_view(
+                        machine.resource_group, machine.scale_set_name, machine.instance_id
+                    ),
+                )
+            else:
+                view = self._call(
+                    "compute.get_instance_view",
+                    lambda: self._compute.virtual_machines.instance_view(
+                        machine.resource_group, machine.name
+                    ),
+                )
+        except NotFoundError:
+            return NodeState.TERMINATED
+        return node_state_from_status_codes(_status_codes(view))
+
+    def get_instance_image(self, machine: MachineId) -> ImageReference | None:
+        """The image the machine runs."""
+        return self.get_instance(machine).image
+
+    def delete_instance(self, machine: MachineId) -> None:
+        """Delete a scale-set instance or a VM and wait; one already gone counts as deleted."""
+        try:
+            if isinstance(machine, ScaleSetInstanceId):
+                self._call(
+                    "compute.delete_scale_set_instance",
+                    lambda: self._compute.virtual_machine_scale_set_vms.begin_delete(
+                        machine.resource_group, machine.scale_set_name, machine.instance_id
+                    ).result(),
+                )
+            else:
+                self._call(
+                    "compute.delete_virtual_machine",
+                    lambda: self._compute.virtual_machines.begin_delete(
+                        machine.resource_group, machine.name
+                    ).result(),
+                )
+        except NotFoundError:
+            log.info("Instance already deleted: machine=%s", machine)
+            return
+        log.info("Deleted instance: machine=%s", machine)
+
+    # Uniform scale-set instance IP configurations ---------------------------------------------
+
+    def edit_scale_set_instance_ip_configurations(
+        self,
+        instance: ScaleSetInstanceId,
+        nic_name: str,
+        edit: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
+    ) -> bool:
+        """Apply ``edit`` to the instance model's IP configurations of NIC ``nic_name`` and PUT the
+        instance (with its etag, image reference cleared). Returns whether anything changed.
+        Serialised per instance. Raises ``NotFoundError`` when the NIC is not in the model."""
+        with self._machine_locks.hold(str(instance)):
+            model = self._call(
+                "compute.get_scale_set_instance",
+                lambda: self._compute.virtual_machine_scale_set_vms.get(
+                    instance.resource_group, instance.scale_set_name, instance.instance_id
+                ),
+            )
+            body = model.as_dict()
+            properties = body.setdefault("properties", {})
+            network_profile = properties.get("networkProfileConfiguration") or {}
+            nic_configurations: list[dict[str, Any]] = (
+                network_profile.get("networkInterfaceConfigurations") or []
+            )
+            nic = next(
+                (
+                    entry
+                    for entry in nic_configurations
+                    if str(entry.get("name", "")).lower() == nic_name.lower()
+                ),
+                None,
+            )
+            if nic is None:
+                raise NotFoundError(f"Scale-set instance {instance} has no NIC configuration {nic_name!r}")
+            nic_properties = nic.setdefault("properties", {})
+            before: list[dict[str, Any]] = nic_properties.get("ipConfigurations") or []
+            after = edit(before)
+            if not changed(before, after):
+                return False
+            nic_properties["ipConfigurations"] = after
+            storage = properties.get("storageProfile")
+            if isinstance(storage, dict):
+                storage.pop("imageReference", None)
+            etag = model.etag
+            self._call(
+                "compute.put_scale_set_instance",
+                lambda: self._compute.virtual_machine_scale_set_vms.begin_update(
+                    instance.resource_group,
+                    instance.scale_set_name,
+                    instance.instance_id,
+                    compute_models.VirtualMachineScaleSetVM(body),
+                    etag=etag,
+                    match_condition=MatchConditions.IfNotModified if etag else None,
+                ).result(),
+            )
+            return True
+
+    def add_scale_set_instance_ip_configurations(
+        self, instance: ScaleSetInstanceId, nic_name: str, names: Sequence[str], subnet_id: str | None = None
+    ) -> bool:
+        """Append secondary IP configurations (ARM picks the addresses) to an instance's NIC."""
+        return self.edit_scale_set_instance_ip_configurations(
+            instance,
+            nic_name,
+            lambda configurations: with_configurations_added(
+                configurations,
+                names,
+                subnet_id,
+                scale_set_instance=True,
+                limit=self.max_ip_configurations_per_nic,
+            ),
+        )
+
+    def remove_scale_set_instance_ip_configurations(
+        self, instance: ScaleSetInstanceId, nic_name: str, names: Sequence[str]
+    ) -> bool:
+        """Remove secondary IP configurations from an instance's NIC (the array is sent without them)."""
+        return self.edit_scale_set_instance_ip_configurations(
+            instance, nic_name, lambda configurations: with_configurations_removed(configurations, names)
+        )
+
+
+def _instance_sort_key(instance_id: str) -> tuple[int, str]:
+    return (int(instance_id), instance_id) if instance_id.isdigit() else (1 << 62, instance_id)

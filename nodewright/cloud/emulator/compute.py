@@ -1,0 +1,365 @@
+"""Microsoft.Compute virtual machines, and what all Compute writes share: the merge semantics
+(omitted properties kept, arrays replaced whole, ``imageReference`` replaced as a unit), the
+identity delta, the linked-scope check, instance views and long-running operations.
+
+A write that links an image or identity under a scope denied by
+:meth:`EmulatorState.deny_linked_access` fails with 403 LinkedAuthorizationFailed. Scale sets and
+their instances live in :mod:`scale_sets`, which builds on these helpers.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from nodewright.cloud.emulator.errors import ArmError, ErrorCode
+from nodewright.cloud.emulator.identities import apply_identity
+from nodewright.cloud.emulator.long_running import OperationError
+from nodewright.cloud.emulator.routing import ArmRequest, ArmResponse, Router, start_operation
+from nodewright.cloud.emulator.state import EmulatorState, Resource, resource_id
+
+__all__ = [
+    "check_linked_image",
+    "computer_name",
+    "expand_instance_view",
+    "group_name",
+    "instance_view",
+    "merge",
+    "new_virtual_machine",
+    "now_iso",
+    "register",
+    "resource_location",
+    "start_compute_operation",
+    "update_machine",
+    "writable_fields",
+]
+
+_NAMESPACE = "Microsoft.Compute"
+_VM_TYPE = "Microsoft.Compute/virtualMachines"
+_READ_ONLY_TOP = {"id", "name", "type", "etag", "instanceId", "resources", "identity"}
+_READ_ONLY_PROPERTIES = {
+    "provisioningState",
+    "vmId",
+    "instanceView",
+    "uniqueId",
+    "latestModelApplied",
+    "timeCreated",
+}
+_BASE36 = "0123456789abcdefghijklmnopqrstuvwxyz"
+_REPLACED_AS_A_UNIT = {"imageReference"}
+_POWER_DISPLAY = {
+    "running": "VM running",
+    "starting": "VM starting",
+    "stopping": "VM stopping",
+    "stopped": "VM stopped",
+    "deallocating": "VM deallocating",
+    "deallocated": "VM deallocated",
+}
+
+
+def now_iso() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
+
+
+def computer_name(prefix: str, index: int) -> str:
+    """Uniform scale-set computer name: prefix plus the instance ID in base 36, six digits."""
+    digits = ""
+    value = index
+    while True:
+        value, remainder = divmod(value, 36)
+        digits = _BASE36[remainder] + digits
+        if value == 0:
+            break
+    return prefix + digits.rjust(6, "0")
+
+
+def merge(target: dict[str, Any], incoming: dict[str, Any]) -> None:
+    """Compute merge: objects merge recursively, arrays and scalars replace, nulls are ignored.
+    ``imageReference`` is replaced as one object (without its null keys), as ARM validates and
+    stores it whole: switching from a marketplace image to an image ID drops publisher/offer/..."""
+    for key, value in incoming.items():
+        if value is None:
+            continue
+        if key in _REPLACED_AS_A_UNIT and isinstance(value, dict):
+            target[key] = {name: copy.deepcopy(item) for name, item in value.items() if item is not None}
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            merge(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)
+
+
+def writable_fields(body: dict[str, Any]) -> dict[str, Any]:
+    """The body without read-only fields (top level and properties)."""
+    result = {key: value for key, value in body.items() if key not in _READ_ONLY_TOP}
+    properties = body.get("properties")
+    if isinstance(properties, dict):
+        result["properties"] = {
+            key: value for key, value in properties.items() if key not in _READ_ONLY_PROPERTIES
+        }
+    return result
+
+
+def check_linked_image(state: EmulatorState, target_id: str, storage_profile: Any) -> None:
+    if not isinstance(storage_profile, dict):
+        return
+    image_id = (storage_profile.get("imageReference") or {}).get("id")
+    if image_id and state.linked_access_denied(str(image_id)):
+        raise ArmError(
+            403,
+            ErrorCode.LINKED_AUTHORIZATION_FAILED,
+            f"The client '{state.tenant_id}' has permission to perform action on scope '{target_id}'; "
+            "however, it does not have permission to perform action "
+            "'Microsoft.Compute/galleries/images/versions/read' "
+            f"on the linked scope(s) '{image_id}' or the linked scope(s) are invalid.",
+        )
+
+
+def instance_view(machine: Resource) -> dict[str, Any]:
+    """The instance view of a VM or scale-set instance: provisioning and power statuses."""
+    provisioning = machine.provisioning_state
+    statuses: list[dict[str, Any]] = [
+        {
+            "code": f"ProvisioningState/{provisioning.lower()}",
+            "level": "Error" if provisioning.lower() == "failed" else "Info",
+            "displayStatus": "Provisioning succeeded" if provisioning == "Succeeded" else provisioning,
+            "time": now_iso(),
+        }
+    ]
+    power = "starting" if provisioning.lower() == "creating" else machine.power_state
+    statuses.append(
+        {"code": f"PowerState/{power}", "level": "Info", "displayStatus": _POWER_DISPLAY.get(power, power)}
+    )
+    os_profile = machine.properties.get("osProfile") or {}
+    return {
+        "computerName": os_profile.get("computerName"),
+        "osName": "ubuntu",
+        "osVersion": "22.04",
+        "statuses": statuses,
+    }
+
+
+def new_virtual_machine(
+    state: EmulatorState,
+    *,
+    subscription: str,
+    resource_group: str,
+    name: str,
+    location: str,
+    properties: dict[str, Any],
+    identity: dict[str, Any] | None = None,
+    tags: dict[str, str] | None = None,
+    zones: list[str] | None = None,
+) -> Resource:
+    """Store a VM built from ``properties`` (networkProfile must name existing NICs); the NICs are
+    linked back to it. Call under the state lock."""
+    arm_id = resource_id(subscription, resource_group, _NAMESPACE, "virtualMachines", name)
+    properties = copy.deepcopy(properties)
+    properties.setdefault("provisioningState", "Succeeded")
+    properties["vmId"] = str(uuid.uuid4())
+    properties.setdefault("osProfile", {}).setdefault("computerName", name)
+    properties["timeCreated"] = now_iso()
+    document: dict[str, Any] = {
+        "id": arm_id,
+        "name": name,
+        "type": _VM_TYPE,
+        "location": location,
+        "tags": dict(tags or {}),
+        "properties": properties,
+    }
+    if zones:
+        document["zones"] = list(zones)
+    if identity:
+        document["identity"] = identity
+    machine = Resource(document)
+    state.virtual_machines[arm_id.lower()] = machine
+    for reference in (properties.get("networkProfile") or {}).get("networkInterfaces") or []:
+        nic = state.network_interfaces.get(str(reference.get("id", "")).lower())
+        if nic is not None:
+            nic.properties["virtualMachine"] = {"id": arm_id}
+            nic.touch()
+    return machine
+
+
+def group_name(state: EmulatorState, request: ArmRequest) -> str:
+    return state.require_resource_group(
+        request.parameters["subscriptionId"], request.parameters["resourceGroupName"]
+    ).name
+
+
+def _vm_id(request: ArmRequest) -> str:
+    return resource_id(
+        request.parameters["subscriptionId"],
+        request.parameters["resourceGroupName"],
+        _NAMESPACE,
+        "virtualMachines",
+        request.parameters["vmName"],
+    )
+
+
+def _find_vm(state: EmulatorState, request: ArmRequest) -> Resource:
+    group = group_name(state, request)
+    machine = state.virtual_machines.get(_vm_id(request).lower())
+    if machine is None:
+        raise ArmError.resource_not_found(_VM_TYPE, request.parameters["vmName"], group)
+    return machine
+
+
+def expand_instance_view(request: ArmRequest) -> bool:
+    return "instanceview" in (request.query_value("$expand") or "").lower()
+
+
+def resource_location(resource: Resource) -> str:
+    return str(resource.document.get("location") or "eastus")
+
+
+def start_compute_operation(
+    state: EmulatorState,
+    request: ArmRequest,
+    location: str,
+    on_success: Callable[[], None],
+    on_failure: Callable[[OperationError], None],
+) -> dict[str, str]:
+    return start_operation(
+        state, request, namespace=_NAMESPACE, location=location, on_success=on_success, on_failure=on_failure
+    )
+
+
+def get_vm(state: EmulatorState, request: ArmRequest) -> ArmResponse:
+    machine = _find_vm(state, request)
+    response = ArmResponse.of(machine)
+    if expand_instance_view(request):
+        response.body["properties"]["instanceView"] = instance_view(machine)
+    return response
+
+
+def list_vms(state: EmulatorState, request: ArmRequest) -> ArmResponse:
+    group = group_name(state, request)
+    prefix = f"/subscriptions/{request.parameters['subscriptionId']}/resourcegroups/{group}/".lower()
+    return ArmResponse(
+        200, {"value": [vm.render() for key, vm in state.virtual_machines.items() if key.startswith(prefix)]}
+    )
+
+
+def vm_instance_view(state: EmulatorState, request: ArmRequest) -> ArmResponse:
+    return ArmResponse(200, instance_view(_find_vm(state, request)))
+
+
+def update_machine(
+    state: EmulatorState, request: ArmRequest, machine: Resource, body: dict[str, Any], *, patch: bool
+) -> ArmResponse:
+    """PATCH or PUT of an existing VM: identity delta, merge, LRO with rollback on failure."""
+    previous = copy.deepcopy(machine.document)
+    identity = apply_identity(
+        state, machine.identifier, machine.document.get("identity"), body.get("identity"), patch=patch
+    )
+    writable = writable_fields(body)
+    check_linked_image(state, machine.identifier, (writable.get("properties") or {}).get("storageProfile"))
+    merge(machine.document, writable)
+    if identity is None:
+        machine.document.pop("identity", None)
+    else:
+        machine.document["identity"] = identity
+    machine.provisioning_state = "Updating"
+    machine.touch()
+
+    def succeed() -> None:
+        machine.provisioning_state = "Succeeded"
+
+    def fail(error: OperationError) -> None:
+        del error
+        machine.document = previous
+        machine.provisioning_state = "Failed"
+        machine.touch()
+
+    headers = start_compute_operation(state, request, resource_location(machine), succeed, fail)
+    return ArmResponse.of(machine, 200, headers)
+
+
+def update_vm(state: EmulatorState, request: ArmRequest) -> ArmResponse:
+    machine = _find_vm(state, request)
+    request.check_preconditions(machine, machine.identifier)
+    return update_machine(state, request, machine, request.json_object(), patch=True)
+
+
+def create_or_update_vm(state: EmulatorState, request: ArmRequest) -> ArmResponse:
+    group = state.require_resource_group(
+        request.parameters["subscriptionId"], request.parameters["resourceGroupName"]
+    )
+    body = request.json_object()
+    arm_id = _vm_id(request)
+    existing = state.virtual_machines.get(arm_id.lower())
+    request.check_preconditions(existing, arm_id)
+    if existing is not None:
+        return update_machine(state, request, existing, body, patch=False)
+    identity = apply_identity(state, arm_id, None, body.get("identity"), patch=False)
+    writable = writable_fields(body)
+    properties = writable.get("properties") or {}
+    check_linked_image(state, arm_id, properties.get("storageProfile"))
+    for reference in (properties.get("networkProfile") or {}).get("networkInterfaces") or []:
+        if str(reference.get("id", "")).lower() not in state.network_interfaces:
+            raise ArmError(
+                400,
+                "InvalidResourceReference",
+                f"Resource {reference.get('id')} referenced by resource {arm_id} was not found.",
+            )
+    machine = new_virtual_machine(
+        state,
+        subscription=request.parameters["subscriptionId"],
+        resource_group=group.name,
+        name=request.parameters["vmName"],
+        location=str(body.get("location") or group.location),
+        properties={**properties, "provisioningState": "Creating"},
+        identity=identity,
+        tags=body.get("tags") if isinstance(body.get("tags"), dict) else None,
+        zones=body.get("zones") if isinstance(body.get("zones"), list) else None,
+    )
+
+    def succeed() -> None:
+        machine.provisioning_state = "Succeeded"
+
+    def fail(error: OperationError) -> None:
+        del error
+        machine.provisioning_state = "Failed"
+        machine.touch()
+
+    headers = start_compute_operation(state, request, resource_location(machine), succeed, fail)
+    return ArmResponse.of(machine, 201, headers)
+
+
+def delete_vm(state: EmulatorState, request: ArmRequest) -> ArmResponse:
+    group_name(state, request)
+    machine = state.virtual_machines.get(_vm_id(request).lower())
+    if machine is None:
+        return ArmResponse(204)
+    machine.provisioning_state = "Deleting"
+    machine.touch()
+
+    def succeed() -> None:
+        state.virtual_machines.pop(machine.identifier.lower(), None)
+        for reference in (machine.properties.get("networkProfile") or {}).get("networkInterfaces") or []:
+            nic = state.network_interfaces.get(str(reference.get("id", "")).lower())
+            if nic is not None:
+                nic.properties.pop("virtualMachine", None)
+
+    def fail(error: OperationError) -> None:
+        del error
+        machine.provisioning_state = "Failed"
+        machine.touch()
+
+    return ArmResponse(
+        202, None, start_compute_operation(state, request, resource_location(machine), succeed, fail)
+    )
+
+
+def register(router: Router) -> None:
+    group = "/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/providers/Microsoft.Compute/"
+    vms = group + "virtualMachines"
+    router.add("GET", vms, "VirtualMachines.list", list_vms)
+    router.add("GET", vms + "/{vmName}", "VirtualMachines.get", get_vm)
+    router.add("PUT", vms + "/{vmName}", "VirtualMachines.create_or_update", create_or_update_vm)
+    router.add("PATCH", vms + "/{vmName}", "VirtualMachines.update", update_vm)
+    router.add("DELETE", vms + "/{vmName}", "VirtualMachines.delete", delete_vm)
+    router.add("GET", vms + "/{vmName}/instanceView", "VirtualMachines.instance_view", vm_instance_view)

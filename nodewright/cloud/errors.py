@@ -1,0 +1,198 @@
+"""The cloud layer's own exceptions, and their translation from azure-core errors.
+
+Callers above ``cloud/`` never see ``azure.core.exceptions``: every operation in ``compute``,
+``network`` and ``msi`` raises a ``CloudError`` subclass chosen by HTTP status and ARM error code.
+``classify_error`` is the pure decision; ``translate_error`` applies it to an azure-core error.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from azure.core.exceptions import AzureError, HttpResponseError
+
+IDENTITY_ID_IN_MESSAGE = re.compile(
+    r"/subscriptions/[^/\s'\"]+/resourcegroups/[^/\s'\"]+/providers/microsoft\.managedidentity"
+    r"/userassignedidentities/[^/\s'\",.;)]+",
+    re.IGNORECASE,
+)
+
+IDENTITY_REJECTION_CODES = frozenset({"linkedauthorizationfailed", "failedidentityoperation"})
+NOT_FOUND_CODES = frozenset(
+    {"resourcenotfound", "notfound", "resourcegroupnotfound", "parentresourcenotfound"}
+)
+PRECONDITION_CODES = frozenset({"preconditionfailed", "anotheroperationinprogress"})
+SUBNET_FULL_CODES = frozenset(
+    {"subnetisfull", "privateipaddressallocationfailed", "insufficientsubnetsize", "subnetfull"}
+)
+LIMIT_CODES = frozenset(
+    {
+        "limitexceeded",
+        "quotaexceeded",
+        "toomanyuserassignedidentities",
+        "maxnumberofipconfigurationsreached",
+        "numberofipconfigurationsexceedslimit",
+        "nicipconfigurationlimitreached",
+        "networkinterfaceipconfigurationcountexceedslimit",
+        "ipconfigurationlimitexceeded",
+        "toomanyidentities",
+        "toomanyipconfigurations",
+    }
+)
+
+
+class CloudError(Exception):
+    """Any failure of a cloud call. ``status_code`` and ``code`` come from ARM when it answered."""
+
+    def __init__(self, message: str, *, status_code: int | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status_code = status_code
+        self.code = code
+
+
+class NotFoundError(CloudError):
+    """The resource does not exist (HTTP 404)."""
+
+
+class ThrottledError(CloudError):
+    """ARM throttled the call (HTTP 429); ``retry_after`` is seconds to wait, when ARM named it."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retry_after: float | None,
+        status_code: int | None = 429,
+        code: str | None = None,
+    ) -> None:
+        super().__init__(message, status_code=status_code, code=code)
+        self.retry_after = retry_after
+
+
+class ConflictError(CloudError):
+    """The resource changed or is busy (HTTP 409)."""
+
+
+class PreconditionFailedError(ConflictError):
+    """An If-Match etag no longer matched (HTTP 412): re-read and try again."""
+
+
+PreconditionFailed = PreconditionFailedError
+
+
+class LimitExceededError(CloudError):
+    """An ARM limit was hit, such as 150 identities per request or 256 IP configurations per NIC."""
+
+
+class SubnetFullError(CloudError):
+    """The subnet has no free address for a new IP configuration."""
+
+
+class IdentityRejectedError(CloudError):
+    """ARM refused specific user-assigned identities (LinkedAuthorizationFailed, FailedIdentityOperation)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        identity_ids: tuple[str, ...],
+        code: str | None,
+        status_code: int | None = None,
+    ) -> None:
+        super().__init__(message, status_code=status_code, code=code)
+        self.identity_ids = identity_ids
+
+
+@dataclass(frozen=True)
+class ErrorFacts:
+    """What an ARM failure said, taken apart from its transport."""
+
+    status_code: int | None
+    code: str | None
+    message: str
+    retry_after: float | None = None
+
+
+def identity_ids_named_in(message: str) -> tuple[str, ...]:
+    """User-assigned identity IDs (lowercased, first-seen order) mentioned in an error message."""
+    seen: dict[str, None] = {}
+    for match in IDENTITY_ID_IN_MESSAGE.finditer(message):
+        seen.setdefault(match.group(0).lower(), None)
+    return tuple(seen)
+
+
+def classify_error(facts: ErrorFacts) -> CloudError:
+    """Choose our exception for an ARM failure: pure, by ARM error code first, then by status."""
+    code = (facts.code or "").lower()
+    message = facts.message
+    status = facts.status_code
+    if code in IDENTITY_REJECTION_CODES:
+        named = identity_ids_named_in(message)
+        if not named and "exceed limit" in message.lower():
+            return LimitExceededError(message, status_code=status, code=facts.code)
+        return IdentityRejectedError(message, identity_ids=named, code=facts.code, status_code=status)
+    if status == 429 or code in {"toomanyrequests", "throttled"}:
+        return ThrottledError(message, retry_after=facts.retry_after, status_code=status, code=facts.code)
+    if code in SUBNET_FULL_CODES:
+        return SubnetFullError(message, status_code=status, code=facts.code)
+    if code in LIMIT_CODES:
+        return LimitExceededError(message, status_code=status, code=facts.code)
+    if status == 404 or code in NOT_FOUND_CODES:
+        return NotFoundError(message, status_code=status, code=facts.code)
+    if status == 412 or code in PRECONDITION_CODES:
+        return PreconditionFailedError(message, status_code=status, code=facts.code)
+    if status == 409:
+        return ConflictError(message, status_code=status, code=facts.code)
+    return CloudError(message, status_code=status, code=facts.code)
+
+
+def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
+    """Seconds to wait from ``retry-after-ms``, ``x-ms-retry-after-ms`` or ``Retry-After``
+    (delta-seconds or an HTTP date); ``None`` when no header names a time."""
+    lowered = {key.lower(): value for key, value in headers.items()}
+    for name in ("retry-after-ms", "x-ms-retry-after-ms"):
+        if name in lowered:
+            try:
+                return max(0.0, float(lowered[name]) / 1000.0)
+            except ValueError:
+                pass
+    value = lowered.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        moment = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    current = time.time() if now is None else now
+    return max(0.0, moment.timestamp() - current)
+
+
+def facts_from(error: HttpResponseError) -> ErrorFacts:
+    """Read status, ARM error code, message and Retry-After from an azure-core error."""
+    response = error.response
+    status = error.status_code
+    code: str | None = None
+    message = str(error.message or error)
+    if error.error is not None:
+        code = error.error.code
+        message = error.error.message or message
+    raw_headers: Any = getattr(response, "headers", None) if response is not None else None
+    headers: Mapping[str, str] = dict(raw_headers) if raw_headers is not None else {}
+    return ErrorFacts(status_code=status, code=code, message=message, retry_after=parse_retry_after(headers))
+
+
+def translate_error(error: AzureError) -> CloudError:
+    """Our exception for an azure-core failure (raise it ``from`` the original)."""
+    if isinstance(error, HttpResponseError):
+        return classify_error(facts_from(error))
+    return CloudError(str(error.message or error))

@@ -1,0 +1,146 @@
+"""The one place where Azure SDK clients are built.
+
+``build_clients`` turns ``CloudSettings`` into a ``ComputeManagementClient``, a
+``NetworkManagementClient`` and a ``ManagedServiceIdentityClient`` that share one credential,
+one mutation token bucket and one call observer; each client gets its own Retry-After gate.
+The throttling and counting policies go right after azure-core's ``RetryPolicy`` so they see
+every attempt. ``build_cloud`` wraps the clients in the services the rest of nodewright uses
+(``ComputeService``, ``NetworkService``, ``IdentityService``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from azure.core.credentials import TokenCredential
+from azure.mgmt.compute import ComputeManagementClient
+from azure.mgmt.msi import ManagedServiceIdentityClient
+from azure.mgmt.network import NetworkManagementClient
+
+from nodewright.cloud.compute import ComputeService
+from nodewright.cloud.config import CloudSettings, build_credential
+from nodewright.cloud.msi import IdentityService
+from nodewright.cloud.network import NetworkService
+from nodewright.cloud.throttle import (
+    CallObserver,
+    MutationRateLimitPolicy,
+    NullObserver,
+    RequestCountingPolicy,
+    RetryAfterGate,
+    RetryAfterGatePolicy,
+    TokenBucket,
+)
+
+
+@dataclass
+class CloudClients:
+    """The SDK clients and the throttling state they share."""
+
+    settings: CloudSettings
+    credential: TokenCredential
+    compute: ComputeManagementClient
+    network: NetworkManagementClient
+    msi: ManagedServiceIdentityClient
+    observer: CallObserver
+    mutation_bucket: TokenBucket
+    compute_gate: RetryAfterGate
+    network_gate: RetryAfterGate
+    msi_gate: RetryAfterGate
+
+    def close(self) -> None:
+        """Close the clients' HTTP sessions."""
+        self.compute.close()
+        self.network.close()
+        self.msi.close()  # type: ignore[no-untyped-call]
+
+
+@dataclass
+class Cloud:
+    """The services built on the clients: what controllers receive."""
+
+    clients: CloudClients
+    compute: ComputeService
+    network: NetworkService
+    identities: IdentityService
+
+    def close(self) -> None:
+        self.clients.close()
+
+
+def _policies(gate: RetryAfterGate, bucket: TokenBucket, observer: CallObserver) -> list[Any]:
+    return [RetryAfterGatePolicy(gate), MutationRateLimitPolicy(bucket), RequestCountingPolicy(observer)]
+
+
+def build_clients(
+    settings: CloudSettings,
+    *,
+    credential: TokenCredential | None = None,
+    observer: CallObserver | None = None,
+    mutation_bucket: TokenBucket | None = None,
+    **client_options: Any,
+) -> CloudClients:
+    """Build the three SDK clients (no network traffic until the first call).
+
+    ``credential`` overrides the one ``settings.credential`` describes; ``client_options`` are
+    extra azure-core keyword arguments (for example a ``transport``).
+    """
+    credential = credential if credential is not None else build_credential(settings.credential)
+    observer = observer if observer is not None else NullObserver()
+    bucket = mutation_bucket or TokenBucket(settings.mutation_qps, settings.mutation_burst)
+    options = {**settings.client_options(), **client_options}
+    gates = [RetryAfterGate(max_wait_seconds=settings.retry_after_max_wait_seconds) for _ in range(3)]
+    compute = ComputeManagementClient(
+        credential,
+        settings.subscription_id,
+        base_url=settings.endpoint,
+        per_retry_policies=_policies(gates[0], bucket, observer),
+        **options,
+    )
+    network = NetworkManagementClient(
+        credential,
+        settings.subscription_id,
+        base_url=settings.endpoint,
+        per_retry_policies=_policies(gates[1], bucket, observer),
+        **options,
+    )
+    msi = ManagedServiceIdentityClient(
+        credential,
+        settings.subscription_id,
+        base_url=settings.endpoint,
+        per_retry_policies=_policies(gates[2], bucket, observer),
+        **options,
+    )
+    return CloudClients(
+        settings=settings,
+        credential=credential,
+        compute=compute,
+        network=network,
+        msi=msi,
+        observer=observer,
+        mutation_bucket=bucket,
+        compute_gate=gates[0],
+        network_gate=gates[1],
+        msi_gate=gates[2],
+    )
+
+
+def build_cloud(
+    settings: CloudSettings,
+    *,
+    credential: TokenCredential | None = None,
+    observer: CallObserver | None = None,
+    mutation_bucket: TokenBucket | None = None,
+    **client_options: Any,
+) -> Cloud:
+    """Build the clients and the services over them."""
+    clients = build_clients(
+        settings, credential=credential, observer=observer, mutation_bucket=mutation_bucket, **client_options
+    )
+    compute = ComputeService(clients.compute, observer=clients.observer)
+    return Cloud(
+        clients=clients,
+        compute=compute,
+        network=NetworkService(clients.network, compute, observer=clients.observer),
+        identities=IdentityService(clients.msi, observer=clients.observer),
+    )

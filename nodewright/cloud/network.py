@@ -1,0 +1,219 @@
+"""Network operations through azure-mgmt-network: NICs, their secondary IP configurations, subnets.
+
+Owns: reading a NIC (standalone, or the read-only view of a uniform scale-set instance's NIC);
+adding and removing secondary IP configurations, one writer per NIC at a time in this process;
+a standalone NIC is a full PUT guarded by its etag (``If-Match``), retried from a fresh read when
+another writer got there first; a uniform scale-set instance's NIC is changed through
+``ComputeService`` (ARM refuses writes to those NICs) and its addresses read back from the NIC
+view. Also a subnet's CIDR and usage (virtual network usage API). Every method does I/O and may
+raise a ``CloudError``; calls are counted on the ``CallObserver``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from azure.core.exceptions import AzureError
+from azure.mgmt.network import NetworkManagementClient
+from azure.mgmt.network import models as network_models
+
+from nodewright.cloud.compute import ComputeService
+from nodewright.cloud.errors import PreconditionFailedError, translate_error
+from nodewright.cloud.ip_configurations import (
+    MAX_IP_CONFIGURATIONS_PER_NIC,
+    changed,
+    with_configurations_added,
+    with_configurations_removed,
+)
+from nodewright.cloud.locks import KeyedLocks
+from nodewright.cloud.models import IpConfigurationInfo, NicInfo, SubnetInfo
+from nodewright.cloud.resource_ids import NetworkInterfaceId, parse_network_interface_id, parse_subnet_id
+from nodewright.cloud.throttle import CallObserver, NullObserver, observe_call
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+AZURE_RESERVED_ADDRESSES_PER_SUBNET = 5
+
+
+def nic_from_sdk(nic: network_models.NetworkInterface) -> NicInfo:
+    """Our ``NicInfo`` from the SDK model."""
+    configurations = []
+    for configuration in nic.ip_configurations or []:
+        configurations.append(
+            IpConfigurationInfo(
+                name=str(configuration.name),
+                address=configuration.private_ip_address,
+                primary=bool(configuration.primary),
+                subnet_id=configuration.subnet.id if configuration.subnet is not None else None,
+                provisioning_state=configuration.provisioning_state,
+            )
+        )
+    return NicInfo(id=str(nic.id), etag=nic.etag, ip_configurations=tuple(configurations))
+
+
+def subnet_limit_from_cidr(cidr: str) -> int:
+    """Usable addresses of a subnet: its size minus the 5 Azure reserves."""
+    return max(
+        0, ipaddress.ip_network(cidr, strict=False).num_addresses - AZURE_RESERVED_ADDRESSES_PER_SUBNET
+    )
+
+
+def _as_nic_id(nic: str | NetworkInterfaceId) -> NetworkInterfaceId:
+    return nic if isinstance(nic, NetworkInterfaceId) else parse_network_interface_id(nic)
+
+
+class NetworkService:
+    """Network operations for nodewright (see the module docstring)."""
+
+    def __init__(
+        self,
+        network: NetworkManagementClient,
+        compute: ComputeService | None = None,
+        *,
+        observer: CallObserver | None = None,
+        conflict_retries: int = 2,
+        max_ip_configurations_per_nic: int = MAX_IP_CONFIGURATIONS_PER_NIC,
+    ) -> None:
+        self._network = network
+        self._compute = compute
+        self._observer: CallObserver = observer or NullObserver()
+        self.conflict_retries = conflict_retries
+        self.max_ip_configurations_per_nic = max_ip_configurations_per_nic
+        self._nic_locks = KeyedLocks()
+
+    def _call(self, operation: str, function: Callable[[], T]) -> T:
+        with observe_call(self._observer, operation):
+            try:
+                return function()
+            except AzureError as error:
+                raise translate_error(error) from error
+
+    def get_network_interface(self, nic: str | NetworkInterfaceId) -> NicInfo:
+        """Read a NIC: standalone, or a uniform scale-set instance's (read-only) NIC view."""
+        return nic_from_sdk(self._get_sdk_nic(_as_nic_id(nic)))
+
+    def _get_sdk_nic(self, nic_id: NetworkInterfaceId) -> network_models.NetworkInterface:
+        instance = nic_id.scale_set_instance
+        if instance is not None:
+            return self._call(
+                "network.get_scale_set_instance_nic",
+                lambda: self._network.network_interfaces.get_virtual_machine_scale_set_network_interface(
+                    instance.resource_group, instance.scale_set_name, instance.instance_id, nic_id.name
+                ),
+            )
+        return self._call(
+            "network.get_nic",
+            lambda: self._network.network_interfaces.get(nic_id.resource_group, nic_id.name),
+        )
+
+    def add_secondary_ip_configurations(
+        self, nic: str | NetworkInterfaceId, names: Sequence[str], subnet_id: str | None = None
+    ) -> NicInfo:
+        """Add secondary IP configurations (dynamic addresses) named ``names``; names present are
+        kept. ``subnet_id`` defaults to the primary configuration's subnet. Returns the NIC as read
+        after the change. Raises ``LimitExceededError`` past 256 per NIC, ``SubnetFullError``
+        when the subnet has no room."""
+        nic_id = _as_nic_id(nic)
+
+        def edit(configurations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            return with_configurations_added(
+                configurations,
+                names,
+                subnet_id,
+                scale_set_instance=nic_id.scale_set_instance is not None,
+                limit=self.max_ip_configurations_per_nic,
+            )
+
+        return self._edit(nic_id, edit, "added")
+
+    def remove_secondary_ip_configurations(
+        self, nic: str | NetworkInterfaceId, names: Sequence[str]
+    ) -> NicInfo:
+        """Remove the named secondary IP configurations (absent names are ignored; the primary one
+        cannot be removed). Returns the NIC as read after the change."""
+        nic_id = _as_nic_id(nic)
+        return self._edit(
+            nic_id, lambda configurations: with_configurations_removed(configurations, names), "removed"
+        )
+
+    def _edit(
+        self,
+        nic_id: NetworkInterfaceId,
+        edit: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
+        verb: str,
+    ) -> NicInfo:
+        instance = nic_id.scale_set_instance
+        if instance is not None:
+            if self._compute is None:
+                raise RuntimeError("scale-set instance NICs need a ComputeService")
+            self._compute.edit_scale_set_instance_ip_configurations(instance, nic_id.name, edit)
+            return self.get_network_interface(nic_id)
+        with self._nic_locks.hold(nic_id.key):
+            attempt = 0
+            while True:
+                current = self._get_sdk_nic(nic_id)
+                body = current.as_dict()
+                properties = body.setdefault("properties", {})
+                before: list[dict[str, Any]] = properties.get("ipConfigurations") or []
+                after = edit(before)
+                if not changed(before, after):
+                    return nic_from_sdk(current)
+                properties["ipConfigurations"] = after
+                try:
+                    updated = self._put_nic(nic_id, body, current.etag)
+                except PreconditionFailedError:
+                    attempt += 1
+                    if attempt > self.conflict_retries:
+                        raise
+                    log.info("NIC changed by another writer, retrying: nic=%s attempt=%d", nic_id, attempt)
+                    continue
+                log.info("Changed IP configurations: nic=%s change=%s", nic_id, verb)
+                return updated
+
+    def _put_nic(self, nic_id: NetworkInterfaceId, body: dict[str, Any], etag: str | None) -> NicInfo:
+        headers = {"If-Match": etag} if etag else {}
+        updated = self._call(
+            "network.put_nic",
+            lambda: self._network.network_interfaces.begin_create_or_update(
+                nic_id.resource_group, nic_id.name, network_models.NetworkInterface(body), headers=headers
+            ).result(),
+        )
+        return nic_from_sdk(updated)
+
+    def get_subnet(self, subnet: str) -> SubnetInfo:
+        """A subnet's CIDR and how many addresses are used, from the virtual network usage API."""
+        subnet_id = parse_subnet_id(subnet)
+        model = self._call(
+            "network.get_subnet",
+            lambda: self._network.subnets.get(
+                subnet_id.resource_group, subnet_id.virtual_network_name, subnet_id.name
+            ),
+        )
+        cidr = model.address_prefix or next(iter(model.address_prefixes or []), None)
+        usages = self._call(
+            "network.list_virtual_network_usage",
+            lambda: list(
+                self._network.virtual_networks.list_usage(
+                    subnet_id.resource_group, subnet_id.virtual_network_name
+                )
+            ),
+        )
+        for usage in usages:
+            if usage.id is not None and usage.id.lower() == subnet_id.key:
+                return SubnetInfo(
+                    id=str(model.id or subnet_id),
+                    cidr=cidr,
+                    used=int(usage.current_value or 0),
+                    limit=int(usage.limit or 0),
+                )
+        return SubnetInfo(
+            id=str(model.id or subnet_id),
+            cidr=cidr,
+            used=len(model.ip_configurations or []),
+            limit=subnet_limit_from_cidr(cidr) if cidr else 0,
+        )

@@ -1,0 +1,399 @@
+"""ComputeService through the real azure-mgmt-compute client against the ARM emulator: identities
+(delta PATCH, type derivation, 150-chunking, a bad identity isolated, failure re-read), scale-set
+image, scale out by one, delete, node state, instance image, LROs and 5xx retries."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from nodewright.cloud.compute import IdentityUpdateIncompleteError
+from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION, ArmEmulator
+from nodewright.cloud.errors import CloudError
+from nodewright.cloud.factory import Cloud
+from nodewright.cloud.models import ImageReference, NodeState
+from nodewright.cloud.resource_ids import (
+    ScaleSetInstanceId,
+    parse_machine_id,
+    parse_scale_set_id,
+)
+from nodewright.cloud.throttle import InMemoryCallCounter
+from tests.cloud.helpers import cloud_for
+
+GROUP = "rg-compute"
+
+
+@dataclass
+class Estate:
+    emulator: ArmEmulator
+    cloud: Cloud
+    counter: InMemoryCallCounter
+    subnet_id: str
+    identities: list[str]
+
+    def identity(self, index: int) -> str:
+        return self.identities[index]
+
+
+@pytest.fixture
+def estate(arm_emulator: ArmEmulator) -> Iterator[Estate]:
+    arm_emulator.estate.add_resource_group(GROUP)
+    vnet = arm_emulator.estate.add_virtual_network(GROUP, "vnet", subnets={"nodes": "10.240.0.0/16"})
+    identities = [arm_emulator.estate.add_identity(GROUP, f"id-{index}") for index in range(4)]
+    counter = InMemoryCallCounter()
+    cloud = cloud_for(arm_emulator, observer=counter)
+    yield Estate(arm_emulator, cloud, counter, vnet + "/subnets/nodes", identities)
+    cloud.close()
+
+
+def rendered_identity(emulator: ArmEmulator, arm_id: str) -> dict[str, Any]:
+    document = emulator.state.render(arm_id)
+    assert document is not None
+    identity: dict[str, Any] = document.get("identity") or {"type": "None"}
+    return identity
+
+
+def keys(identity: dict[str, Any]) -> set[str]:
+    return {key.lower() for key in (identity.get("userAssignedIdentities") or {})}
+
+
+# Identities --------------------------------------------------------------------------------------
+
+
+def test_scale_set_identities_read_and_delta_patched(estate: Estate) -> None:
+    """Add two, remove one: a single PATCH of only the identity, and the result matches ARM."""
+    scale_set_id = estate.emulator.estate.add_scale_set(
+        GROUP, "vmss-a", subnet_id=estate.subnet_id, capacity=1, identity_ids=[estate.identity(0)]
+    )
+    scale_set = parse_scale_set_id(scale_set_id)
+    before = estate.cloud.compute.get_identities(scale_set)
+    assert before.user_assigned == {estate.identity(0).lower()}
+    assert before.type == "UserAssigned"
+
+    result = estate.cloud.compute.update_identities(
+        scale_set, add=[estate.identity(1), estate.identity(2).upper()], remove=[estate.identity(0)]
+    )
+
+    expected = {estate.identity(1).lower(), estate.identity(2).lower()}
+    assert result.identities.user_assigned == expected
+    assert result.requests == 1
+    assert keys(rendered_identity(estate.emulator, scale_set_id)) == expected
+    assert estate.emulator.requests.count("VirtualMachineScaleSets.update") == 1
+
+
+def test_nothing_to_change_sends_no_patch(estate: Estate) -> None:
+    """Adding what is there and removing what is not: one GET, no PATCH."""
+    scale_set_id = estate.emulator.estate.add_scale_set(
+        GROUP, "vmss-a", subnet_id=estate.subnet_id, identity_ids=[estate.identity(0)]
+    )
+    result = estate.cloud.compute.update_identities(
+        parse_scale_set_id(scale_set_id), add=[estate.identity(0)], remove=[estate.identity(3)]
+    )
+    assert result.requests == 0
+    assert estate.emulator.requests.count("VirtualMachineScaleSets.update") == 0
+
+
+@pytest.mark.parametrize(
+    ("system_assigned", "expected_type"),
+    [pytest.param(True, "SystemAssigned", id="system-assigned-kept"), pytest.param(False, "None", id="none")],
+)
+def test_removing_all_user_identities_derives_type(
+    estate: Estate, system_assigned: bool, expected_type: str
+) -> None:
+    """Removing the last user-assigned identity of a VM leaves SystemAssigned (kept) or None."""
+    vm_id = estate.emulator.estate.add_virtual_machine(
+        GROUP,
+        "vm-0",
+        subnet_id=estate.subnet_id,
+        identity_ids=[estate.identity(0), estate.identity(1)],
+        system_assigned=system_assigned,
+    )
+    machine = parse_machine_id(vm_id)
+    assert not isinstance(machine, ScaleSetInstanceId)
+    result = estate.cloud.compute.update_identities(machine, remove=[estate.identity(0), estate.identity(1)])
+    assert result.identities.type == expected_type
+    assert result.identities.user_assigned == frozenset()
+    identity = rendered_identity(estate.emulator, vm_id)
+    assert identity["type"] == expected_type
+    assert keys(identity) == set()
+
+
+def test_more_than_150_identities_are_chunked_and_all_land(estate: Estate) -> None:
+    """320 identities: three PATCHes of at most 150 (the emulator refuses 151), all assigned."""
+    many = [estate.emulator.estate.add_identity(GROUP, f"bulk-{index:03d}") for index in range(320)]
+    scale_set_id = estate.emulator.estate.add_scale_set(GROUP, "vmss-bulk", subnet_id=estate.subnet_id)
+    result = estate.cloud.compute.update_identities(parse_scale_set_id(scale_set_id), add=many)
+    assert result.requests == 3
+    assert len(result.identities.user_assigned) == 320
+    assert len(keys(rendered_identity(estate.emulator, scale_set_id))) == 320
+    assert [entry.status for entry in estate.emulator.requests.entries("VirtualMachineScaleSets.update")] == [
+        200,
+        200,
+        200,
+    ]
+
+
+def test_a_bad_identity_is_isolated_and_the_rest_land(estate: Estate) -> None:
+    """One identity under a denied scope (LinkedAuthorizationFailed) and one that does not exist
+    (FailedIdentityOperation): both are dropped and reported, the others are assigned."""
+    denied = estate.identity(2)
+    missing = estate.identity(0).rsplit("/", 1)[0] + "/does-not-exist"
+    estate.emulator.state.deny_linked_access(denied)
+    scale_set_id = estate.emulator.estate.add_scale_set(GROUP, "vmss-a", subnet_id=estate.subnet_id)
+
+    result = estate.cloud.compute.update_identities(
+        parse_scale_set_id(scale_set_id), add=[estate.identity(0), estate.identity(1), denied, missing]
+    )
+
+    assert result.identities.user_assigned == {estate.identity(0).lower(), estate.identity(1).lower()}
+    rejected = {rejection.identity_id: rejection.code for rejection in result.rejected}
+    assert rejected == {
+        denied.lower(): "LinkedAuthorizationFailed",
+        missing.lower(): "FailedIdentityOperation",
+    }
+    assert keys(rendered_identity(estate.emulator, scale_set_id)) == result.identities.user_assigned
+
+
+def test_failed_update_rereads_what_landed(estate: Estate) -> None:
+    """The LRO fails after a first chunk landed: the error carries the identities re-read from ARM."""
+    many = [estate.emulator.estate.add_identity(GROUP, f"bulk-{index:03d}") for index in range(200)]
+    scale_set_id = estate.emulator.estate.add_scale_set(GROUP, "vmss-a", subnet_id=estate.subnet_id)
+    estate.emulator.faults.fail_operation(
+        "VirtualMachineScaleSets.update", times=1, code="InternalExecutionError", message="boom"
+    )
+    # The first request fails outright: nothing lands.
+    with pytest.raises(IdentityUpdateIncompleteError) as caught:
+        estate.cloud.compute.update_identities(parse_scale_set_id(scale_set_id), add=many)
+    assert caught.value.identities is not None
+    assert caught.value.identities.user_assigned == frozenset()
+    assert caught.value.cause.code == "InternalExecutionError"
+    # Retried, everything lands; the counter saw one failed and two good PATCH calls.
+    result = estate.cloud.compute.update_identities(parse_scale_set_id(scale_set_id), add=many)
+    assert len(result.identities.user_assigned) == 200
+    assert estate.counter.count(operation="compute.patch_scale_set_identities", outcome="error") == 1
+    assert estate.counter.count(operation="compute.patch_scale_set_identities", outcome="success") == 2
+
+
+# Scale set image, scale out, delete, node state -------------------------------------------------
+
+
+GALLERY_VERSION = (
+    f"/subscriptions/{DEFAULT_SUBSCRIPTION}/resourceGroups/{GROUP}/providers/Microsoft.Compute/galleries/g"
+    "/images/node/versions/"
+)
+
+
+@pytest.mark.parametrize(
+    ("seeded", "image"),
+    [
+        pytest.param(
+            {"id": GALLERY_VERSION + "1.0.0"},
+            ImageReference(id=GALLERY_VERSION + "2.0.0"),
+            id="image-id",
+        ),
+        pytest.param(
+            {"communityGalleryImageId": "/CommunityGalleries/cg-1/Images/node/Versions/1.0.0"},
+            ImageReference(community_gallery_image_id="/CommunityGalleries/cg-1/Images/node/Versions/3.0.0"),
+            id="community-gallery",
+        ),
+        pytest.param(
+            {"publisher": "Canonical", "offer": "ubuntu-24_04-lts", "sku": "server", "version": "24.04.0"},
+            ImageReference(publisher="Canonical", offer="ubuntu-24_04-lts", sku="server", version="24.04.1"),
+            id="marketplace",
+        ),
+    ],
+)
+def test_scale_set_image_get_set_and_new_instances_get_it(
+    estate: Estate, seeded: dict[str, str], image: ImageReference
+) -> None:
+    """Setting the model image (each form) reads back exactly; old instances keep theirs and new
+    instances run the new one."""
+    scale_set_id = estate.emulator.estate.add_scale_set(
+        GROUP, "vmss-a", subnet_id=estate.subnet_id, capacity=1, image=seeded
+    )
+    scale_set = parse_scale_set_id(scale_set_id)
+    original = estate.cloud.compute.get_scale_set_image(scale_set)
+    assert original is not None
+    assert not original.same_image(image)
+
+    estate.cloud.compute.set_scale_set_image(scale_set, image)
+
+    assert estate.cloud.compute.get_scale_set_image(scale_set) == image
+    assert estate.cloud.compute.get_instance_image(scale_set.instance("0")) == original
+    assert estate.cloud.compute.scale_out_by_one(scale_set).image == image
+
+
+def test_scale_set_image_switches_between_forms(estate: Estate) -> None:
+    """Marketplace -> image ID -> community gallery: each switch leaves only the new form."""
+    scale_set = parse_scale_set_id(
+        estate.emulator.estate.add_scale_set(GROUP, "vmss-a", subnet_id=estate.subnet_id)
+    )
+    for image in (
+        ImageReference(id=GALLERY_VERSION + "2.0.0"),
+        ImageReference(community_gallery_image_id="/CommunityGalleries/cg-1/Images/node/Versions/3.0.0"),
+    ):
+        estate.cloud.compute.set_scale_set_image(scale_set, image)
+        assert estate.cloud.compute.get_scale_set_image(scale_set) == image
+
+
+def test_scale_out_identifies_the_new_instance(estate: Estate) -> None:
+    """Capacity 2 -> 3: the instance returned is the one that was not there, named after its
+    lowercased computer name, with providerID azure:// + its ID, and Ready."""
+    scale_set_id = estate.emulator.estate.add_scale_set(
+        GROUP, "vmss-a", subnet_id=estate.subnet_id, capacity=2
+    )
+    scale_set = parse_scale_set_id(scale_set_id)
+    before = set(estate.cloud.compute.list_instance_ids(scale_set))
+
+    instance = estate.cloud.compute.scale_out_by_one(scale_set)
+
+    assert instance.instance_id not in before
+    assert instance.name == instance.computer_name.lower()
+    assert instance.provider_id == "azure://" + instance.id
+    assert instance.state is NodeState.READY
+    document = estate.emulator.state.render(scale_set_id)
+    assert document is not None
+    assert document["sku"]["capacity"] == 3
+
+
+def test_concurrent_scale_outs_each_get_their_own_instance(estate: Estate) -> None:
+    """Three threads scale out the same scale set at once: three distinct new instances."""
+    scale_set_id = estate.emulator.estate.add_scale_set(
+        GROUP, "vmss-a", subnet_id=estate.subnet_id, capacity=1
+    )
+    scale_set = parse_scale_set_id(scale_set_id)
+    estate.emulator.faults.slow_operations(0.2, "VirtualMachineScaleSets.update")
+    results: list[str] = []
+    errors: list[BaseException] = []
+
+    def scale_out() -> None:
+        try:
+            results.append(str(estate.cloud.compute.scale_out_by_one(scale_set).instance_id))
+        except BaseException as error:  # surfaced below
+            errors.append(error)
+
+    threads = [threading.Thread(target=scale_out) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert errors == []
+    assert len(set(results)) == 3
+    assert "0" not in results
+
+
+def test_slow_long_running_operation_is_awaited(estate: Estate) -> None:
+    """A PATCH whose operation stays InProgress for a while returns only once it Succeeded."""
+    scale_set_id = estate.emulator.estate.add_scale_set(GROUP, "vmss-a", subnet_id=estate.subnet_id)
+    scale_set = parse_scale_set_id(scale_set_id)
+    estate.emulator.faults.slow_operations(0.6, "VirtualMachineScaleSets.update")
+    image = ImageReference(publisher="p", offer="o", sku="s", version="1.0.0")
+    started = time.monotonic()
+    estate.cloud.compute.set_scale_set_image(scale_set, image)
+    assert time.monotonic() - started >= 0.6
+    assert estate.cloud.compute.get_scale_set_image(scale_set) == image
+    document = estate.emulator.state.render(scale_set_id)
+    assert document is not None
+    assert document["properties"]["provisioningState"] == "Succeeded"
+
+
+def test_failed_long_running_operation_raises(estate: Estate) -> None:
+    """An LRO that ends Failed surfaces as CloudError with ARM's error code."""
+    scale_set = parse_scale_set_id(
+        estate.emulator.estate.add_scale_set(GROUP, "vmss-a", subnet_id=estate.subnet_id)
+    )
+    estate.emulator.faults.fail_operation(
+        "VirtualMachineScaleSets.update", code="AllocationFailed", message="x"
+    )
+    with pytest.raises(CloudError) as caught:
+        estate.cloud.compute.set_scale_set_image(
+            scale_set, ImageReference(publisher="p", offer="o", sku="s", version="1")
+        )
+    assert caught.value.code == "AllocationFailed"
+
+
+def test_server_errors_are_retried(estate: Estate) -> None:
+    """Two 503s then success: azure-core retries, the caller sees the answer, attempts are counted."""
+    scale_set = parse_scale_set_id(
+        estate.emulator.estate.add_scale_set(GROUP, "vmss-a", subnet_id=estate.subnet_id)
+    )
+    estate.emulator.faults.server_error("VirtualMachineScaleSets.get", times=2, status=503)
+    assert estate.cloud.compute.get_scale_set_image(scale_set) is not None
+    statuses = [entry.status for entry in estate.emulator.requests.entries("VirtualMachineScaleSets.get")]
+    assert statuses == [503, 503, 200]
+    assert estate.counter.count(kind="request", outcome="503") == 2
+    assert estate.counter.count(kind="call", operation="compute.get_scale_set", outcome="success") == 1
+
+
+def test_delete_instance_then_state_is_terminated(estate: Estate) -> None:
+    """Deleting an instance waits for the operation; afterwards its state is Terminated (404) and a
+    second delete is a no-op."""
+    scale_set = parse_scale_set_id(
+        estate.emulator.estate.add_scale_set(GROUP, "vmss-a", subnet_id=estate.subnet_id, capacity=2)
+    )
+    instance = scale_set.instance("1")
+    assert estate.cloud.compute.get_node_state(instance) is NodeState.READY
+    estate.cloud.compute.delete_instance(instance)
+    assert estate.cloud.compute.get_node_state(instance) is NodeState.TERMINATED
+    assert estate.cloud.compute.list_instance_ids(scale_set) == ["0"]
+    estate.cloud.compute.delete_instance(instance)
+
+
+def test_delete_standalone_vm(estate: Estate) -> None:
+    """A VM is deleted through the VM API; its state is then Terminated."""
+    machine = parse_machine_id(
+        estate.emulator.estate.add_virtual_machine(GROUP, "vm-0", subnet_id=estate.subnet_id)
+    )
+    estate.cloud.compute.delete_instance(machine)
+    assert estate.cloud.compute.get_node_state(machine) is NodeState.TERMINATED
+
+
+@pytest.mark.parametrize(
+    ("power_state", "expected"),
+    [
+        pytest.param("running", NodeState.READY, id="running"),
+        pytest.param("stopped", NodeState.STOPPED, id="stopped"),
+        pytest.param("deallocated", NodeState.STOPPED, id="deallocated"),
+        pytest.param("starting", NodeState.CREATING, id="starting"),
+    ],
+)
+def test_node_state_from_instance_view(estate: Estate, power_state: str, expected: NodeState) -> None:
+    """The instance view's power state maps to the node state, for instances and VMs alike."""
+    scale_set_id = estate.emulator.estate.add_scale_set(
+        GROUP, "vmss-a", subnet_id=estate.subnet_id, capacity=1
+    )
+    vm_id = estate.emulator.estate.add_virtual_machine(GROUP, "vm-0", subnet_id=estate.subnet_id)
+    instance = parse_scale_set_id(scale_set_id).instance("0")
+    estate.emulator.state.set_power_state(str(instance), power_state)
+    estate.emulator.state.set_power_state(vm_id, power_state)
+    assert estate.cloud.compute.get_node_state(instance) is expected
+    assert estate.cloud.compute.get_node_state(parse_machine_id(vm_id)) is expected
+
+
+def test_failed_provisioning_is_failed(estate: Estate) -> None:
+    """ProvisioningState Failed wins over a running power state."""
+    scale_set_id = estate.emulator.estate.add_scale_set(
+        GROUP, "vmss-a", subnet_id=estate.subnet_id, capacity=1
+    )
+    instance = parse_scale_set_id(scale_set_id).instance("0")
+    estate.emulator.state.set_provisioning_state(str(instance), "Failed")
+    assert estate.cloud.compute.get_node_state(instance) is NodeState.FAILED
+    assert estate.cloud.compute.get_instance(instance).state is NodeState.FAILED
+
+
+def test_list_instances_and_instance_info(estate: Estate) -> None:
+    """Listing returns every instance with name, providerID, state and image."""
+    scale_set_id = estate.emulator.estate.add_scale_set(
+        GROUP, "vmss-a", subnet_id=estate.subnet_id, capacity=2
+    )
+    instances = estate.cloud.compute.list_instances(parse_scale_set_id(scale_set_id))
+    assert sorted(str(instance.instance_id) for instance in instances) == ["0", "1"]
+    for instance in instances:
+        assert instance.state is NodeState.READY
+        assert instance.image is not None
+        assert instance.provider_id.lower().startswith("azure:///subscriptions/")

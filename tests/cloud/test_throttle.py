@@ -1,0 +1,237 @@
+"""Throttling and counting: the token bucket and Retry-After gate on an injected clock, request
+classification, call counting; then (with the emulator) the policies inside the real SDK clients."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from nodewright.cloud.emulator import ArmEmulator
+from nodewright.cloud.errors import NotFoundError, ThrottledError
+from nodewright.cloud.models import ImageReference
+from nodewright.cloud.resource_ids import ScaleSetId, parse_scale_set_id
+from nodewright.cloud.throttle import (
+    InMemoryCallCounter,
+    RetryAfterGate,
+    TokenBucket,
+    observe_call,
+    operation_class,
+    operation_name,
+)
+from tests.cloud.helpers import cloud_for
+
+
+class FakeClock:
+    """A clock that only moves when something sleeps on it."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.sleeps: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def test_token_bucket_allows_a_burst_then_paces_at_the_rate() -> None:
+    """Burst 3 at 2 qps: three immediate tokens, then one every half second."""
+    clock = FakeClock()
+    bucket = TokenBucket(rate=2.0, burst=3, clock=clock, sleep=clock.sleep)
+    waits = [bucket.acquire() for _ in range(5)]
+    assert waits[:3] == [0.0, 0.0, 0.0]
+    assert waits[3] == pytest.approx(0.5)
+    assert waits[4] == pytest.approx(0.5)
+
+
+def test_token_bucket_refills_up_to_burst_only() -> None:
+    """A long idle period refills to the burst, never beyond it."""
+    clock = FakeClock()
+    bucket = TokenBucket(rate=1.0, burst=2, clock=clock, sleep=clock.sleep)
+    bucket.acquire()
+    bucket.acquire()
+    clock.now += 100
+    assert [bucket.reserve() for _ in range(3)] == [0.0, 0.0, pytest.approx(1.0)]
+
+
+def test_token_bucket_debt_queues_waiters_in_order() -> None:
+    """Concurrent reservations beyond the burst wait 1/rate, 2/rate, ... (no two share a slot)."""
+    clock = FakeClock()
+    bucket = TokenBucket(rate=4.0, burst=1, clock=clock, sleep=clock.sleep)
+    assert [bucket.reserve() for _ in range(4)] == [0.0, 0.25, 0.5, 0.75]
+
+
+def test_gate_holds_until_the_deadline_then_opens() -> None:
+    """After block(key, 3 s) a waiter sleeps exactly until the deadline; other keys pass."""
+    clock = FakeClock()
+    gate = RetryAfterGate(clock=clock, sleep=clock.sleep, max_wait_seconds=10)
+    gate.block("h compute write", 3.0)
+    assert gate.wait("h compute read") == 0.0
+    assert gate.wait("h compute write") == pytest.approx(3.0)
+    assert gate.wait("h compute write") == 0.0
+
+
+def test_gate_never_shortens_a_deadline_and_refuses_long_waits() -> None:
+    """A shorter Retry-After does not shorten a longer one; past max_wait, ThrottledError."""
+    clock = FakeClock()
+    gate = RetryAfterGate(clock=clock, sleep=clock.sleep, max_wait_seconds=10)
+    gate.block("k", 30.0)
+    gate.block("k", 1.0)
+    with pytest.raises(ThrottledError) as caught:
+        gate.wait("k")
+    assert caught.value.retry_after == pytest.approx(30.0)
+    assert clock.sleeps == []
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "expected_class", "expected_name"),
+    [
+        pytest.param(
+            "GET",
+            "https://127.0.0.1:8443/subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/"
+            "virtualMachineScaleSets/pool/virtualMachines/3?api-version=x",
+            "127.0.0.1:8443 microsoft.compute read",
+            "GET Microsoft.Compute/virtualMachineScaleSets/virtualMachines",
+            id="instance-get",
+        ),
+        pytest.param(
+            "PUT",
+            "https://ARM/subscriptions/s/resourceGroups/rg/providers/Microsoft.Network/networkInterfaces/nic",
+            "arm microsoft.network write",
+            "PUT Microsoft.Network/networkInterfaces",
+            id="nic-put",
+        ),
+        pytest.param(
+            "GET",
+            "https://arm/subscriptions/s/resourcegroups/rg",
+            "arm arm read",
+            "GET subscriptions/resourcegroups",
+            id="no-provider",
+        ),
+    ],
+)
+def test_request_classification(method: str, url: str, expected_class: str, expected_name: str) -> None:
+    """Retry-After scope is host + provider + read/write; names keep types, drop resource names."""
+    assert operation_class(method, url) == expected_class
+    assert operation_name(method, url) == expected_name
+
+
+def test_observe_call_counts_outcomes() -> None:
+    """Each call is counted once, by operation and outcome word."""
+    counter = InMemoryCallCounter()
+    with observe_call(counter, "compute.get"):
+        pass
+    with pytest.raises(NotFoundError), observe_call(counter, "compute.get"):
+        raise NotFoundError("gone")
+    assert counter.count(kind="call", operation="compute.get", outcome="success") == 1
+    assert counter.count(kind="call", operation="compute.get", outcome="not_found") == 1
+    assert counter.count() == 2
+
+
+# Inside the real SDK clients, against the emulator ------------------------------------------------
+
+GROUP = "rg-throttle"
+
+
+def _scale_set(emulator: ArmEmulator) -> ScaleSetId:
+    emulator.estate.add_resource_group(GROUP)
+    vnet = emulator.estate.add_virtual_network(GROUP, "vnet", subnets={"nodes": "10.2.0.0/24"})
+    return parse_scale_set_id(
+        emulator.estate.add_scale_set(GROUP, "vmss-a", subnet_id=vnet + "/subnets/nodes")
+    )
+
+
+def test_retry_after_gate_holds_other_calls_until_the_deadline(arm_emulator: ArmEmulator) -> None:
+    """A 429 naming 2 s (azure-core retries off): the call fails with ThrottledError, and the
+    next call of the same class, made at once, reaches ARM only after the deadline."""
+    scale_set = _scale_set(arm_emulator)
+    counter = InMemoryCallCounter()
+    cloud = cloud_for(arm_emulator, observer=counter, retry_total=0)
+    arm_emulator.faults.throttle("VirtualMachineScaleSets.get", times=1, retry_after=2)
+    try:
+        with pytest.raises(ThrottledError) as caught:
+            cloud.compute.get_scale_set_image(scale_set)
+        assert caught.value.retry_after == pytest.approx(2.0)
+        cloud.compute.get_identities(scale_set)
+        # Another client (its own gate) is not held back.
+        other = cloud_for(arm_emulator)
+        try:
+            other.compute.get_identities(scale_set)
+        finally:
+            other.close()
+    finally:
+        cloud.close()
+    throttled, held, unrelated = arm_emulator.requests.entries("VirtualMachineScaleSets.get")
+    assert throttled.status == 429
+    assert held.monotonic - throttled.monotonic >= 2.0
+    assert unrelated.monotonic > held.monotonic
+    assert counter.count(kind="call", operation="compute.get_scale_set", outcome="throttled") == 1
+    assert counter.count(kind="request", outcome="429") == 1
+
+
+def test_no_concurrent_request_slips_through_the_gate(arm_emulator: ArmEmulator) -> None:
+    """Six threads read while one 429 names 1 s: after the 429 arrived, nothing else of that class
+    arrives before the deadline (azure-core's own retry included)."""
+    scale_set = _scale_set(arm_emulator)
+    cloud = cloud_for(arm_emulator, retry_total=3)
+    arm_emulator.faults.add_latency(0.05, "VirtualMachineScaleSets.get")
+    arm_emulator.faults.throttle("VirtualMachineScaleSets.get", times=1, retry_after=1)
+    try:
+        threads = [threading.Thread(target=cloud.compute.get_identities, args=(scale_set,)) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+            time.sleep(0.02)
+        for thread in threads:
+            thread.join(timeout=30)
+    finally:
+        cloud.close()
+    entries = arm_emulator.requests.entries("VirtualMachineScaleSets.get")
+    throttled = next(entry for entry in entries if entry.status == 429)
+    # Requests already on the wire when the 429 came back are fine; none may *start* after the
+    # client learned of it (answer time = arrival + latency) and before the deadline.
+    learned = throttled.monotonic + 0.05
+    assert not [
+        entry for entry in entries if learned + 0.01 < entry.monotonic < throttled.monotonic + 1.0 - 0.01
+    ]
+    assert sum(1 for entry in entries if entry.status == 200) == 6
+
+
+def test_mutation_token_bucket_paces_writes_not_reads(arm_emulator: ArmEmulator) -> None:
+    """At 5 writes per second with burst 1, four PATCHes are spread over >= 0.6 s; reads are free."""
+    scale_set = _scale_set(arm_emulator)
+    cloud = cloud_for(arm_emulator, mutation_qps=5.0, mutation_burst=1)
+    try:
+        for version in range(4):
+            cloud.compute.set_scale_set_image(
+                scale_set, ImageReference(publisher="p", offer="o", sku="s", version=f"1.0.{version}")
+            )
+        started = time.monotonic()
+        for _ in range(10):
+            cloud.compute.get_scale_set_image(scale_set)
+        reads_took = time.monotonic() - started
+    finally:
+        cloud.close()
+    writes = arm_emulator.requests.entries("VirtualMachineScaleSets.update")
+    assert len(writes) == 4
+    assert writes[-1].monotonic - writes[0].monotonic >= 0.6 - 0.02
+    assert reads_took < 1.0
+
+
+def test_every_attempt_and_call_is_counted(arm_emulator: ArmEmulator) -> None:
+    """One 503 then success: two request events (503, 200) and one successful call event."""
+    scale_set = _scale_set(arm_emulator)
+    counter = InMemoryCallCounter()
+    cloud = cloud_for(arm_emulator, observer=counter)
+    arm_emulator.faults.server_error("VirtualMachineScaleSets.get", times=1, status=503)
+    try:
+        cloud.compute.get_scale_set_image(scale_set)
+    finally:
+        cloud.close()
+    operation = "GET Microsoft.Compute/virtualMachineScaleSets"
+    assert counter.count(kind="request", operation=operation, outcome="503") == 1
+    assert counter.count(kind="request", operation=operation, outcome="200") == 1
+    assert counter.count(kind="call", operation="compute.get_scale_set", outcome="success") == 1
