@@ -1,0 +1,165 @@
+"""How reconcilers reach Azure: a reconciler's ``options.cloud`` block becomes a ``Cloud``,
+shared process-wide by every reconciler configured with the same settings, so that they share
+one Retry-After gate and one mutation token bucket, and whose every ARM call is counted in the
+manager's metrics (``nodewright_azure_calls_total``, ``nodewright_azure_requests_total``,
+``nodewright_azure_call_duration_seconds``).
+
+Owns the YAML shape of that block (camelCase, strict: unknown keys and wrong types fail with
+one line naming the key) and the OpenTelemetry observer. Composition-root code: it may import
+runtime and cloud alike.
+
+Example (a YAML anchor lets several reconcilers share one block)::
+
+    cloud: &cloud
+      subscriptionId: 00000000-0000-0000-0000-000000000000
+      credential: {kind: workload-identity}
+      mutationQps: 10
+      mutationBurst: 5
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from nodewright.cloud.config import CloudSettings, CredentialKind, CredentialSettings
+from nodewright.cloud.factory import Cloud, build_cloud
+from nodewright.cloud.throttle import CallEvent, CallObserver
+from nodewright.runtime.config import ConfigError
+from nodewright.runtime.metrics import get_meter
+
+__all__ = [
+    "MetricsCallObserver",
+    "cloud_from_options",
+    "parse_cloud_settings",
+    "settings_as_options",
+    "shared_cloud",
+]
+
+_SETTINGS_FIELDS = {
+    "subscriptionId": ("subscription_id", str),
+    "armEndpoint": ("arm_endpoint", str),
+    "credentialScope": ("credential_scope", str),
+    "retryTotal": ("retry_total", int),
+    "retryBackoffFactor": ("retry_backoff_factor", float),
+    "retryBackoffMax": ("retry_backoff_max", float),
+    "pollingInterval": ("polling_interval", float),
+    "caBundle": ("ca_bundle", str),
+    "mutationQps": ("mutation_qps", float),
+    "mutationBurst": ("mutation_burst", int),
+    "retryAfterMaxWaitSeconds": ("retry_after_max_wait_seconds", float),
+    "connectionTimeout": ("connection_timeout", float),
+    "readTimeout": ("read_timeout", float),
+}
+_CREDENTIAL_FIELDS = {
+    "clientId": ("client_id", str),
+    "tenantId": ("tenant_id", str),
+    "tokenFile": ("token_file", str),
+    "staticToken": ("static_token", str),
+}
+
+
+def _typed(value: Any, expected: type, path: str) -> Any:
+    if expected is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, bool) or not isinstance(value, expected):
+        raise ConfigError(f"{path}: expected {expected.__name__}, got {value!r}")
+    return value
+
+
+def _fields(block: Mapping[str, Any], table: Mapping[str, tuple[str, type]], path: str) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for key, value in block.items():
+        if key not in table:
+            raise ConfigError(f"{path}.{key}: unknown key (known: {', '.join(sorted(table))})")
+        name, expected = table[key]
+        values[name] = _typed(value, expected, f"{path}.{key}")
+    return values
+
+
+def parse_cloud_settings(block: Any, path: str = "cloud") -> CloudSettings:
+    """The ``cloud`` options block as ``CloudSettings``; ConfigError names the bad key."""
+    if not isinstance(block, Mapping):
+        raise ConfigError(f"{path}: expected a mapping with at least subscriptionId")
+    credential_block = block.get("credential", {})
+    if not isinstance(credential_block, Mapping):
+        raise ConfigError(f"{path}.credential: expected a mapping")
+    credential_values = _fields(
+        {k: v for k, v in credential_block.items() if k != "kind"}, _CREDENTIAL_FIELDS, f"{path}.credential"
+    )
+    kind_name = credential_block.get("kind", CredentialKind.DEFAULT.value)
+    try:
+        kind = CredentialKind(kind_name)
+    except ValueError:
+        allowed = ", ".join(k.value for k in CredentialKind)
+        raise ConfigError(f"{path}.credential.kind: expected one of {allowed}, got {kind_name!r}") from None
+    values = _fields({k: v for k, v in block.items() if k != "credential"}, _SETTINGS_FIELDS, path)
+    if "subscription_id" not in values:
+        raise ConfigError(f"{path}.subscriptionId: is required")
+    try:
+        return CloudSettings(credential=CredentialSettings(kind=kind, **credential_values), **values)
+    except ValueError as error:
+        raise ConfigError(f"{path}: {error}") from None
+
+
+class MetricsCallObserver:
+    """Counts cloud calls and HTTP attempts in the manager's OpenTelemetry metrics."""
+
+    def __init__(self) -> None:
+        meter = get_meter("nodewright.cloud")
+        self._calls = meter.create_counter(
+            "nodewright_azure_calls_total", description="Cloud-layer operations by operation and outcome"
+        )
+        self._requests = meter.create_counter(
+            "nodewright_azure_requests_total", description="HTTP attempts to ARM (retries included)"
+        )
+        self._durations = meter.create_histogram(
+            "nodewright_azure_call_duration_seconds", description="Cloud-layer operation duration"
+        )
+
+    def record(self, event: CallEvent) -> None:
+        attributes = {"operation": event.operation, "outcome": event.outcome}
+        if event.kind == "request":
+            self._requests.add(1, attributes)
+        else:
+            self._calls.add(1, attributes)
+            self._durations.record(event.duration_seconds, {"operation": event.operation})
+
+
+_lock = threading.Lock()
+_clouds: dict[CloudSettings, Cloud] = {}
+
+
+def shared_cloud(settings: CloudSettings, observer: CallObserver | None = None) -> Cloud:
+    """The one ``Cloud`` of this process for ``settings`` (built on first use)."""
+    with _lock:
+        cloud = _clouds.get(settings)
+        if cloud is None:
+            cloud = build_cloud(settings, observer=observer or MetricsCallObserver())
+            _clouds[settings] = cloud
+        return cloud
+
+
+def cloud_from_options(options: Mapping[str, Any]) -> Cloud:
+    """The shared Cloud for a reconciler's ``options`` (its ``cloud`` block)."""
+    return shared_cloud(parse_cloud_settings(options.get("cloud")))
+
+
+def settings_as_options(settings: CloudSettings) -> dict[str, Any]:
+    """The inverse of ``parse_cloud_settings``: an options block for these settings (tests, demo)."""
+    by_name = {name: key for key, (name, _) in _SETTINGS_FIELDS.items()}
+    block: dict[str, Any] = {
+        by_name[f.name]: getattr(settings, f.name)
+        for f in dataclasses.fields(settings)
+        if f.name in by_name and getattr(settings, f.name) is not None
+    }
+    credential_by_name = {name: key for key, (name, _) in _CREDENTIAL_FIELDS.items()}
+    credential: dict[str, Any] = {"kind": settings.credential.kind.value}
+    for f in dataclasses.fields(settings.credential):
+        value = getattr(settings.credential, f.name)
+        if f.name in credential_by_name and value is not None:
+            credential[credential_by_name[f.name]] = value
+    block["credential"] = credential
+    return block
