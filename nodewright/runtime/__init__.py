@@ -29,6 +29,7 @@ from nodewright.runtime.predicates import (
     resource_version_changed,
 )
 from nodewright.runtime.ratelimit import RateLimiter, default_controller_rate_limiter
+from nodewright.runtime.rbac import PolicyRule
 from nodewright.runtime.reconcile import Reconciler, Request, Result, TerminalError
 from nodewright.runtime.registry import ReconcilerRegistry
 from nodewright.runtime.retry import DEFAULT_BACKOFF, DEFAULT_RETRY, retry_on_conflict
@@ -53,6 +54,7 @@ __all__ = [
     "ManagerConfig",
     "Metrics",
     "ObjectList",
+    "PolicyRule",
     "Predicate",
     "RateLimiter",
     "Reconciler",
