@@ -31,12 +31,13 @@ controlplane: ## Build kube-apiserver, etcd and kubectl from Go modules (once, i
 	@bash hack/build-controlplane.sh >/dev/null
 
 .PHONY: lint
-lint: $(PYTHON) ## ruff, mypy --strict, import-linter layer contracts, CRDs up to date.
+lint: $(PYTHON) ## ruff, mypy --strict, import-linter layer contracts, CRDs up to date, hadolint.
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache
 	$(PYTHON) -m hack.manifests --check
+	$(VENV)/bin/hadolint Dockerfile
 
 .PHONY: fmt
 fmt: $(PYTHON) ## Format and autofix with ruff.
