@@ -116,18 +116,28 @@ def _patch_finalizers(
 ) -> dict[str, Any] | None:
     def attempt() -> dict[str, Any] | None:
         current = client.get(kind, name, namespace)
+        before = list(current["metadata"].get("finalizers") or []) or None
         changed = add_finalizer(current, finalizer) if add else remove_finalizer(current, finalizer)
         if not changed:
             return current
-        # A merge patch that carries the resourceVersion is a precondition: if another writer
-        # got there first the server answers 409 Conflict and retry_on_conflict re-reads.
-        patch = {
-            "metadata": {
-                "finalizers": current["metadata"]["finalizers"],
-                "resourceVersion": current["metadata"]["resourceVersion"],
-            }
-        }
-        return client.patch(kind, name, patch, namespace)
+        # A JSON patch whose first op tests the finalizer list as read: only a concurrent change
+        # of the finalizers themselves makes it fail, not unrelated writes to the object (a
+        # resourceVersion precondition would conflict with every status or data update). A
+        # missing list tests equal to null.
+        operations = [
+            {"op": "test", "path": "/metadata/finalizers", "value": before},
+            {"op": "add", "path": "/metadata/finalizers", "value": current["metadata"]["finalizers"]},
+        ]
+        try:
+            return client.patch(kind, name, operations, namespace, patch_type="json")
+        except errors.Invalid as error:
+            # A failed test op answers 422 like a validation error: tell them apart by re-reading.
+            latest = client.get(kind, name, namespace)
+            if (list(latest["metadata"].get("finalizers") or []) or None) != before:
+                raise errors.Conflict(
+                    f"finalizers of {kind.kind} {name} changed concurrently", code=409, reason="Conflict"
+                ) from error
+            raise
 
     try:
         return retry_on_conflict(attempt)

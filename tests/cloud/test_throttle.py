@@ -174,10 +174,31 @@ def test_retry_after_gate_holds_other_calls_until_the_deadline(arm_emulator: Arm
 
 
 def test_no_concurrent_request_slips_through_the_gate(arm_emulator: ArmEmulator) -> None:
-    """Six threads read while one 429 names 1 s: after the 429 arrived, nothing else of that class
-    arrives before the deadline (azure-core's own retry included)."""
+    """Six threads read while one 429 names 1 s: every attempt that reaches the gate after the
+    client learned of the 429 is held until the deadline (azure-core's own retry included).
+
+    Timed on the client side (when the gate learned, when each attempt entered and left it): an
+    attempt that passed before the 429 was processed was already on its way, and under load the
+    client may process the 429 well after the emulator sent it."""
     scale_set = _scale_set(arm_emulator)
     cloud = cloud_for(arm_emulator, retry_total=3)
+    gate = cloud.clients.compute_gate
+    learned: list[float] = []
+    attempts: list[tuple[float, float]] = []  # (entered the gate, released by it)
+    wait, block = gate.wait, gate.block
+
+    def recording_wait(key: str) -> float:
+        entered = time.monotonic()
+        waited = wait(key)
+        attempts.append((entered, time.monotonic()))
+        return waited
+
+    def recording_block(key: str, seconds: float) -> None:
+        learned.append(time.monotonic())
+        block(key, seconds)
+
+    gate.wait = recording_wait  # type: ignore[method-assign]
+    gate.block = recording_block  # type: ignore[method-assign]
     arm_emulator.faults.add_latency(0.05, "VirtualMachineScaleSets.get")
     arm_emulator.faults.throttle("VirtualMachineScaleSets.get", times=1, retry_after=1)
     try:
@@ -191,12 +212,12 @@ def test_no_concurrent_request_slips_through_the_gate(arm_emulator: ArmEmulator)
         cloud.close()
     entries = arm_emulator.requests.entries("VirtualMachineScaleSets.get")
     throttled = next(entry for entry in entries if entry.status == 429)
-    # Requests already on the wire when the 429 came back are fine; none may *start* after the
-    # client learned of it (answer time = arrival + latency) and before the deadline.
-    learned = throttled.monotonic + 0.05
-    assert not [
-        entry for entry in entries if learned + 0.01 < entry.monotonic < throttled.monotonic + 1.0 - 0.01
-    ]
+    assert len(learned) == 1
+    held = [(entered, left) for entered, left in attempts if entered > learned[0]]
+    assert held, "the retried attempt should have come through the gate after the 429"
+    assert all(left >= learned[0] + 1.0 for _, left in held), held
+    # The retried attempt was held for the whole Retry-After, as the emulator saw it too.
+    assert max(entry.monotonic for entry in entries) >= throttled.monotonic + 1.0
     assert sum(1 for entry in entries if entry.status == 200) == 6
 
 

@@ -112,3 +112,35 @@ def test_ensure_and_drop_finalizer_against_the_server(cluster: Any, namespace: s
     with pytest.raises(errors.NotFound):
         client.get(CONFIG_MAP, "held", namespace)
     assert objects.drop_finalizer(client, CONFIG_MAP, "held", "test/two", namespace) is None
+
+
+def test_concurrent_finalizer_writers_both_land(cluster: Any, namespace: str) -> None:
+    """Four threads each ensure their own finalizer on one object: none is lost to a race (the
+    patch tests the list it read, so a concurrent finalizer change makes it retry). Four, so that
+    even the unluckiest writer (losing to each of the others once) stays within the 5 tries."""
+    client = Client.from_kubeconfig(cluster.kubeconfig)
+    client.create(CONFIG_MAP, {"metadata": {"name": "crowded"}}, namespace)
+    names = [f"test/writer-{index}" for index in range(4)]
+    threads = [
+        threading.Thread(
+            target=objects.ensure_finalizer, args=(client, CONFIG_MAP, "crowded", name, namespace)
+        )
+        for name in names
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    stored = client.get(CONFIG_MAP, "crowded", namespace)["metadata"]["finalizers"]
+    assert sorted(stored) == names
+    for name in names:
+        objects.drop_finalizer(client, CONFIG_MAP, "crowded", name, namespace)
+    assert not client.get(CONFIG_MAP, "crowded", namespace)["metadata"].get("finalizers")
+
+
+def test_an_invalid_finalizer_is_a_validation_error_not_a_conflict(cluster: Any, namespace: str) -> None:
+    """A finalizer name the API server refuses surfaces as Invalid at once (no conflict retries)."""
+    client = Client.from_kubeconfig(cluster.kubeconfig)
+    client.create(CONFIG_MAP, {"metadata": {"name": "strict"}}, namespace)
+    with pytest.raises(errors.Invalid):
+        objects.ensure_finalizer(client, CONFIG_MAP, "strict", "not a/valid name!", namespace)
