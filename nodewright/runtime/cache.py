@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from nodewright.runtime import errors
@@ -136,10 +137,13 @@ class Cache:
         resync_period: float | None = None,
         transform: Transform | None = default_transform,
         sync_timeout: float = 120.0,
+        compressed_kinds: Iterable[str] = (),
     ) -> None:
         self.client = client
         self.resync_period = resync_period
         self.transform = transform
+        self.compressed_kinds = frozenset(compressed_kinds)
+        """Kinds (``Kind.kind``, such as "Pod") whose informers keep objects compressed."""
         self.sync_timeout = sync_timeout
         self._lock = threading.RLock()
         self._informers: dict[InformerKey, Informer] = {}
@@ -171,6 +175,7 @@ class Cache:
                     label_selector=key[2],
                     field_selector=key[3],
                     transform=self.transform,
+                    compress=kind.kind in self.compressed_kinds,
                     resync_period=self.resync_period,
                 )
                 informer.add_indexer(NAMESPACE_INDEX, namespace_index)

@@ -14,6 +14,7 @@ Example::
     leaderElection: {enabled: true, namespace: kube-system, name: nodewright,
                      leaseDuration: 15, renewDeadline: 10, retryPeriod: 2}
     logging: {level: info, format: json}
+    cache: {compressedKinds: [Pod]}
     cacheSyncTimeout: 120
     gracefulShutdownTimeout: 30
     reconcilers:
@@ -33,6 +34,7 @@ from typing import Any, Literal
 import yaml
 
 __all__ = [
+    "CacheConfig",
     "ConfigError",
     "HealthConfig",
     "LeaderElectionConfig",
@@ -80,6 +82,13 @@ class LoggingConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class CacheConfig:
+    compressed_kinds: list[str] = field(default_factory=list)
+    """Kinds (such as ``Pod``) whose informers keep objects zlib-compressed: a fraction of the
+    memory for a decode on every read. Worth it for numerous, rarely read kinds."""
+
+
+@dataclass(frozen=True, slots=True)
 class ReconcilerConfig:
     enabled: bool = True
     module: str = ""
@@ -97,6 +106,7 @@ class ManagerConfig:
     health: HealthConfig = field(default_factory=HealthConfig)
     leader_election: LeaderElectionConfig = field(default_factory=LeaderElectionConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
+    cache: CacheConfig = field(default_factory=CacheConfig)
     cache_sync_timeout: float = 120.0
     graceful_shutdown_timeout: float = 30.0
     reconcilers: dict[str, ReconcilerConfig] = field(default_factory=dict)
@@ -119,6 +129,8 @@ def _type_name(expected: Any) -> str:
     origin = typing.get_origin(expected)
     if origin is Literal:
         return "one of " + ", ".join(repr(v) for v in typing.get_args(expected))
+    if origin is list:
+        return "a list"
     return "a mapping"
 
 
@@ -138,6 +150,11 @@ def _convert(value: Any, expected: Any, path: str) -> Any:
         if value_type is Any:
             return dict(value)
         return {str(key): _convert(item, value_type, f"{path}.{key}") for key, item in value.items()}
+    if origin is list:
+        (item_type,) = typing.get_args(expected)
+        if not isinstance(value, list):
+            raise _wrong(path, "a list", value)
+        return [_convert(item, item_type, f"{path}[{index}]") for index, item in enumerate(value)]
     if origin is Literal:
         if value not in typing.get_args(expected):
             raise _wrong(path, _type_name(expected), value)

@@ -24,10 +24,12 @@ Side effects: a background thread per informer, network I/O through the client.
 from __future__ import annotations
 
 import builtins
+import json
 import random
 import sys
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -38,6 +40,7 @@ from nodewright.runtime.kinds import Kind
 from nodewright.runtime.logs import get_logger
 
 __all__ = [
+    "CompressedJson",
     "EventHandler",
     "IndexFunc",
     "Informer",
@@ -46,6 +49,7 @@ __all__ = [
     "Transform",
     "compact_object",
     "default_transform",
+    "drop_managed_fields",
     "object_key",
 ]
 
@@ -109,24 +113,80 @@ def default_transform(obj: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-class Store:
-    """Objects by key with secondary indexes; thread-safe. Reads return shared objects.
+def drop_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
+    """Drop ``metadata.managedFields`` only (the transform for compressed stores, where
+    interning would be wasted work)."""
+    metadata = obj.get("metadata")
+    if isinstance(metadata, dict):
+        metadata.pop("managedFields", None)
+    return obj
 
-    Only the owning informer writes to it.
+
+class CompressedJson:
+    """Keeps each stored object as zlib-compressed compact JSON: a few KiB per Pod instead of a
+    decoded object graph several times larger, paid for with a decode (tens of microseconds) on
+    every read. Reads then return fresh objects that the caller may mutate."""
+
+    level = 1
+
+    def encode(self, obj: dict[str, Any]) -> bytes:
+        return zlib.compress(json.dumps(obj, separators=(",", ":")).encode(), self.level)
+
+    def decode(self, stored: Any) -> dict[str, Any]:
+        result: dict[str, Any] = json.loads(zlib.decompress(stored))
+        return result
+
+
+class Store:
+    """Objects by key with secondary indexes; thread-safe.
+
+    Plain stores keep the objects themselves and reads return them shared (never mutate them).
+    A store with a ``codec`` (``CompressedJson``) keeps an encoded form and decodes on every
+    read. Only the owning informer writes to it; writes take and return decoded objects, and
+    ``encode``/``replace`` let the informer hand over a whole list already encoded.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, codec: CompressedJson | None = None) -> None:
         self._lock = threading.RLock()
-        self._items: dict[str, dict[str, Any]] = {}
+        self._codec = codec
+        self._items: dict[str, Any] = {}
         self._indexers: dict[str, IndexFunc] = {}
         self._indices: dict[str, dict[str, set[str]]] = {}
+
+    @property
+    def compressed(self) -> bool:
+        return self._codec is not None
+
+    def encode(self, obj: dict[str, Any]) -> Any:
+        """The stored form of ``obj`` (itself for a plain store)."""
+        return obj if self._codec is None else self._codec.encode(obj)
+
+    def decode(self, stored: Any) -> dict[str, Any]:
+        """The object of a stored form."""
+        if self._codec is None:
+            result: dict[str, Any] = stored
+            return result
+        return self._codec.decode(stored)
+
+    def unchanged(self, old: Any, new: Any) -> bool:
+        """Whether two stored forms hold the same version of an object."""
+        if self._codec is None:
+            return bool(_resource_version(old) == _resource_version(new))
+        return bool(old == new)
 
     # ---- reads ----------------------------------------------------------------------------
     def get(self, key: str) -> dict[str, Any] | None:
         with self._lock:
-            return self._items.get(key)
+            stored = self._items.get(key)
+        return None if stored is None else self.decode(stored)
 
     def list(self) -> list[dict[str, Any]]:
+        with self._lock:
+            stored = list(self._items.values())
+        return stored if self._codec is None else [self.decode(item) for item in stored]
+
+    def stored(self) -> builtins.list[Any]:
+        """The stored forms themselves (objects, or encoded bytes): for memory accounting."""
         with self._lock:
             return list(self._items.values())
 
@@ -145,7 +205,8 @@ class Store:
             if index_name not in self._indexers:
                 raise KeyError(f"no index named {index_name!r}")
             keys = self._indices[index_name].get(value, ())
-            return [self._items[key] for key in keys]
+            stored = [self._items[key] for key in keys]
+        return stored if self._codec is None else [self.decode(item) for item in stored]
 
     def index_names(self) -> builtins.list[str]:
         with self._lock:
@@ -159,36 +220,40 @@ class Store:
                 raise ValueError(f"index {name!r} already exists")
             self._indexers[name] = function
             self._indices[name] = {}
-            for key, obj in self._items.items():
-                self._index_one(name, function, key, obj)
+            for key, stored in self._items.items():
+                self._index_one(name, function, key, self.decode(stored))
 
     def put(self, key: str, obj: dict[str, Any]) -> dict[str, Any] | None:
         """Store ``obj`` under ``key``; returns the object it replaced."""
+        stored = self.encode(obj)
         with self._lock:
-            old = self._items.get(key)
+            old_stored = self._items.get(key)
+            old = None if old_stored is None else self.decode(old_stored)
             if old is not None:
                 self._unindex(key, old)
-            self._items[key] = obj
+            self._items[key] = stored
             for name, function in self._indexers.items():
                 self._index_one(name, function, key, obj)
             return old
 
     def remove(self, key: str) -> dict[str, Any] | None:
         with self._lock:
-            old = self._items.pop(key, None)
+            old_stored = self._items.pop(key, None)
+            old = None if old_stored is None else self.decode(old_stored)
             if old is not None:
                 self._unindex(key, old)
             return old
 
-    def replace(self, items: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        """Swap in a complete new set of objects; returns the previous set."""
+    def replace(self, items: dict[str, Any]) -> dict[str, Any]:
+        """Swap in a complete new set of objects, given in stored form (see ``encode``);
+        returns the previous set in stored form."""
         with self._lock:
             previous = self._items
             self._items = items
             for name, function in self._indexers.items():
                 self._indices[name] = {}
-                for key, obj in items.items():
-                    self._index_one(name, function, key, obj)
+                for key, stored in items.items():
+                    self._index_one(name, function, key, self.decode(stored))
             return previous
 
     def _index_values(self, function: IndexFunc, obj: dict[str, Any]) -> Iterable[str]:
@@ -260,6 +325,7 @@ class Informer:
         label_selector: str | None = None,
         field_selector: str | None = None,
         transform: Transform | None = default_transform,
+        compress: bool = False,
         resync_period: float | None = None,
         watch_timeout: tuple[int, int] = WATCH_TIMEOUT_RANGE,
         page_size: int = 500,
@@ -271,9 +337,10 @@ class Informer:
         self.namespace = namespace
         self.label_selector = label_selector
         self.field_selector = field_selector
-        self.store = Store()
+        self.store = Store(CompressedJson() if compress else None)
         self.stats = ReflectorStats(watch_resource_versions=[])
-        self._transform = transform
+        # Interning is wasted on a compressed store: keep only the managedFields drop.
+        self._transform = drop_managed_fields if compress and transform is default_transform else transform
         self._resync_period = resync_period
         self._watch_timeout = watch_timeout
         self._page_size = page_size
@@ -391,17 +458,19 @@ class Informer:
         except errors.Gone:
             # A continue token expired between pages: one unpaginated list instead.
             items, resource_version = self._list(None)
+        store = self.store
         with self._dispatch_lock:
-            previous = self.store.replace(items)
-            for key, obj in items.items():
-                old = previous.get(key)
-                if old is None:
-                    self._dispatch("on_add", obj)
-                elif _resource_version(old) != _resource_version(obj):
-                    self._dispatch("on_update", old, obj)
+            previous = store.replace(items)
+            if self._handlers:
+                for key, stored in items.items():
+                    old = previous.get(key)
+                    if old is None:
+                        self._dispatch("on_add", store.decode(stored))
+                    elif not store.unchanged(old, stored):
+                        self._dispatch("on_update", store.decode(old), store.decode(stored))
             for key, old in previous.items():
                 if key not in items:
-                    self._dispatch("on_delete", old)
+                    self._dispatch("on_delete", store.decode(old))
             self._resource_version = resource_version
             self.stats.resource_version = resource_version
             self.stats.lists += 1
@@ -417,8 +486,9 @@ class Informer:
         )
         self._backoff.reset()
 
-    def _list(self, page_size: int | None) -> tuple[dict[str, dict[str, Any]], str]:
-        items: dict[str, dict[str, Any]] = {}
+    def _list(self, page_size: int | None) -> tuple[dict[str, Any], str]:
+        """Every object, in the store's stored form, by key; and the list's resourceVersion."""
+        items: dict[str, Any] = {}
         resource_version = ""
         for page in self.client.list_pages(
             self.kind,
@@ -429,7 +499,7 @@ class Informer:
         ):
             for item in page.items:
                 obj = self._transform(item) if self._transform else item
-                items[object_key(obj)] = obj
+                items[object_key(obj)] = self.store.encode(obj)
             page.items.clear()
             resource_version = page.resource_version
         return items, resource_version

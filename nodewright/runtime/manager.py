@@ -64,7 +64,11 @@ class Manager:
         if client is None:
             client = Client.from_kubeconfig(kubeconfig) if kubeconfig else Client.from_environment()
         self.client = client
-        self.cache = Cache(client, sync_timeout=self.config.cache_sync_timeout)
+        self.cache = Cache(
+            client,
+            sync_timeout=self.config.cache_sync_timeout,
+            compressed_kinds=self.config.cache.compressed_kinds,
+        )
         self.metrics = Metrics()
         metrics_module.activate(self.metrics)
         self.health = HealthServer()

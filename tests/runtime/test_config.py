@@ -9,6 +9,14 @@ import pytest
 from nodewright.runtime.config import ConfigError, ManagerConfig, load_config, parse_config
 
 
+def test_compressed_kinds_reach_the_cache() -> None:
+    """``cache.compressedKinds`` is read as a list of kind names."""
+    assert parse_config({"cache": {"compressedKinds": ["Pod", "Node"]}}).cache.compressed_kinds == [
+        "Pod",
+        "Node",
+    ]
+
+
 def test_defaults_match_controller_runtime() -> None:
     """An empty file gives controller-runtime's defaults."""
     config = parse_config(None)
@@ -59,6 +67,16 @@ reconcilers:
         ),
         pytest.param(
             "metricz: {}", "config.yaml: metricz: unknown key (expected one of:", id="unknown-top-key"
+        ),
+        pytest.param(
+            "cache: {compressedKinds: Pod}",
+            "config.yaml: cache.compressedKinds: expected a list, got 'Pod'",
+            id="string-for-list",
+        ),
+        pytest.param(
+            "cache: {compressedKinds: [Pod, 3]}",
+            "config.yaml: cache.compressedKinds[1]: expected a string, got 3",
+            id="wrong-list-item",
         ),
         pytest.param(
             "reconcilers: {a: {enabeld: true}}",
