@@ -69,7 +69,9 @@ class Cloud:
 
 
 def _policies(gate: RetryAfterGate, bucket: TokenBucket, observer: CallObserver) -> list[Any]:
-    return [RetryAfterGatePolicy(gate), MutationRateLimitPolicy(bucket), RequestCountingPolicy(observer)]
+    # The token first, the Retry-After gate last: a write that waited for a token must still
+    # check the gate, or a 429 that arrived during the wait would not hold it back.
+    return [MutationRateLimitPolicy(bucket), RetryAfterGatePolicy(gate), RequestCountingPolicy(observer)]
 
 
 def build_clients(

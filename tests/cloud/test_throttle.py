@@ -256,3 +256,37 @@ def test_every_attempt_and_call_is_counted(arm_emulator: ArmEmulator) -> None:
     assert counter.count(kind="request", operation=operation, outcome="503") == 1
     assert counter.count(kind="request", operation=operation, outcome="200") == 1
     assert counter.count(kind="call", operation="compute.get_scale_set", outcome="success") == 1
+
+
+def test_a_write_that_waited_for_a_token_still_respects_a_new_retry_after(arm_emulator: ArmEmulator) -> None:
+    """The mutation token is taken before the Retry-After gate is checked: a write that was
+    waiting for a token when another write's 429 came back is held until that 429's deadline,
+    not sent as soon as its token arrives."""
+    scale_set = _scale_set(arm_emulator)
+    cloud = cloud_for(arm_emulator, retry_total=0, mutation_qps=1.0, mutation_burst=1)
+    arm_emulator.faults.add_latency(0.3, "VirtualMachineScaleSets.update")
+    arm_emulator.faults.throttle("VirtualMachineScaleSets.update", times=1, retry_after=2)
+    image = ImageReference.parse("canonical:ubuntu:22_04-lts:latest")
+    outcomes: list[str] = []
+
+    def write() -> None:
+        try:
+            cloud.compute.set_scale_set_image(scale_set, image)
+            outcomes.append("written")
+        except ThrottledError:
+            outcomes.append("throttled")
+
+    try:
+        first = threading.Thread(target=write)
+        first.start()
+        time.sleep(0.05)  # the first write holds the only token and is on the wire
+        second = threading.Thread(target=write)
+        second.start()  # waits about 1 s for a token; the 429 comes back meanwhile
+        first.join(timeout=30)
+        second.join(timeout=30)
+    finally:
+        cloud.close()
+    assert sorted(outcomes) == ["throttled", "written"]
+    throttled, held = arm_emulator.requests.entries("VirtualMachineScaleSets.update")[:2]
+    assert throttled.status == 429
+    assert held.monotonic >= throttled.monotonic + 2.0
