@@ -74,7 +74,8 @@ def test_static_token_credential() -> None:
 
 
 def test_policies_sit_after_the_retry_policy_in_every_client() -> None:
-    """Gate, mutation bucket and counter follow RetryPolicy, so they see every attempt."""
+    """Mutation bucket, gate and counter follow RetryPolicy, so they see every attempt; the gate
+    comes after the bucket so that a write which waited for a token still checks it."""
     clients = build_clients(static_settings(), observer=InMemoryCallCounter())
     try:
         for client in (clients.compute, clients.network, clients.msi):
@@ -84,8 +85,8 @@ def test_policies_sit_after_the_retry_policy_in_every_client() -> None:
             ]
             retry = next(index for index, kind in enumerate(policies) if issubclass(kind, RetryPolicy))
             assert policies[retry + 1 : retry + 4] == [
-                RetryAfterGatePolicy,
                 MutationRateLimitPolicy,
+                RetryAfterGatePolicy,
                 RequestCountingPolicy,
             ]
             assert client._config.polling_interval == 0.05
