@@ -1,8 +1,81 @@
 """aadpodidentity.k8s.io/v1, wire-compatible with aad-pod-identity v1.8: AzureIdentity,
-AzureIdentityBinding, AzureAssignedIdentity, AzurePodIdentityException."""
+AzureIdentityBinding, AzureAssignedIdentity, AzurePodIdentityException.
 
-from nodewright.api.base import Resource
+The models and the wire-compatibility decisions live in ``models``; ``RESOURCES`` feeds
+``make manifests``. Imports nothing internal beyond the model base.
+"""
 
-RESOURCES: tuple[type[Resource], ...] = ()
+from nodewright.api.aadpodidentity.v1.models import (
+    API_VERSION,
+    ASSIGNED_IDENTITY_FINALIZER,
+    ASSIGNED_STATUS_ASSIGNED,
+    ASSIGNED_STATUS_CREATED,
+    ASSIGNED_STATUS_UNASSIGNED,
+    BEHAVIOR_ANNOTATION,
+    BEHAVIOR_NAMESPACED,
+    CONDITION_ASSIGNED,
+    CONDITION_CLIENT_ID_CURRENT,
+    CONDITION_IDENTITY_FOUND,
+    CONDITION_RESOLVED,
+    CRD_GROUP,
+    NODE_NAME_LABEL,
+    POD_LABEL,
+    AzureAssignedIdentity,
+    AzureAssignedIdentitySpec,
+    AzureAssignedIdentityStatus,
+    AzureIdentity,
+    AzureIdentityBinding,
+    AzureIdentityBindingSpec,
+    AzureIdentityBindingStatus,
+    AzureIdentitySpec,
+    AzureIdentityStatus,
+    AzurePodIdentityException,
+    AzurePodIdentityExceptionSpec,
+    AzurePodIdentityExceptionStatus,
+    EmbeddedAzureIdentity,
+    EmbeddedAzureIdentityBinding,
+    IdentityType,
+    SecretReference,
+)
+from nodewright.api.base import Resource as _Resource
 
-__all__ = ["RESOURCES"]
+RESOURCES: tuple[type[_Resource], ...] = (
+    AzureIdentity,
+    AzureIdentityBinding,
+    AzureAssignedIdentity,
+    AzurePodIdentityException,
+)
+
+__all__ = [
+    "API_VERSION",
+    "ASSIGNED_IDENTITY_FINALIZER",
+    "ASSIGNED_STATUS_ASSIGNED",
+    "ASSIGNED_STATUS_CREATED",
+    "ASSIGNED_STATUS_UNASSIGNED",
+    "BEHAVIOR_ANNOTATION",
+    "BEHAVIOR_NAMESPACED",
+    "CONDITION_ASSIGNED",
+    "CONDITION_CLIENT_ID_CURRENT",
+    "CONDITION_IDENTITY_FOUND",
+    "CONDITION_RESOLVED",
+    "CRD_GROUP",
+    "NODE_NAME_LABEL",
+    "POD_LABEL",
+    "RESOURCES",
+    "AzureAssignedIdentity",
+    "AzureAssignedIdentitySpec",
+    "AzureAssignedIdentityStatus",
+    "AzureIdentity",
+    "AzureIdentityBinding",
+    "AzureIdentityBindingSpec",
+    "AzureIdentityBindingStatus",
+    "AzureIdentitySpec",
+    "AzureIdentityStatus",
+    "AzurePodIdentityException",
+    "AzurePodIdentityExceptionSpec",
+    "AzurePodIdentityExceptionStatus",
+    "EmbeddedAzureIdentity",
+    "EmbeddedAzureIdentityBinding",
+    "IdentityType",
+    "SecretReference",
+]

@@ -1,0 +1,412 @@
+"""``python -m bench.identity [--full] [--kubeconfig PATH]``: identity assignment at scale.
+
+Pods over nodes of scale sets and standalone VMs (full: 1,000 pods over 200 nodes in 10 scale
+sets and 20 VMs, 50 identities; quick: 200 pods over 40 nodes in 2 scale sets and 8 VMs, 20
+identities), ARM emulator latency 200 ms on every call, the cloud's default mutation rate limit
+(10 writes/s, burst 5), three 429s with Retry-After 2 s on the first scale-set writes. Reports,
+from cold start and after 10 % pod churn (as many pods deleted as new ones created): ARM GETs and
+PATCHes, the most PATCHes one VM or scale set received, requests to a throttled endpoint before
+its Retry-After (must be 0), and the time to converge (every pod's AzureAssignedIdentity
+Assigned, every target carrying exactly the identities its pods need) next to the latency floor.
+
+``run(full)`` returns the table as text. Starts a private control plane unless ``--kubeconfig``
+is given. Side effects: processes and threads, loopback network I/O, a temporary directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import random
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from nodewright.api.aadpodidentity.v1 import RESOURCES
+from nodewright.cloud.config import CloudSettings, CredentialKind, CredentialSettings
+from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION, ArmEmulator, RecordedRequest
+from nodewright.cloud.emulator.certificates import issue_loopback_certificates
+from nodewright.controllers.cloud_access import settings_as_options
+from nodewright.controllers.identity.options import (
+    AZURE_ASSIGNED_IDENTITY,
+    AZURE_IDENTITY,
+    AZURE_IDENTITY_BINDING,
+)
+from nodewright.devenv import ControlPlane
+from nodewright.devenv.nodesim import SIMULATED_LABEL, NodeSimulator, machines_in_emulator
+from nodewright.runtime import errors
+from nodewright.runtime.client import Client
+from nodewright.runtime.config import parse_config
+from nodewright.runtime.kinds import NAMESPACE, NODE, POD, Kind
+from nodewright.runtime.manager import Manager
+
+__all__ = ["Phase", "Scale", "run"]
+
+LATENCY = 0.2
+WORKERS = 8
+THROTTLES = 3
+RETRY_AFTER = 2.0
+IN_FLIGHT_GRACE = 0.05
+
+
+CRD_KIND = Kind("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", False)
+
+
+def install_crds(client: Client) -> None:
+    """Create the aadpodidentity.k8s.io CRDs (generated from the models) and wait for them."""
+    for resource in RESOURCES:
+        body = resource.custom_resource_definition()
+        try:
+            client.create(CRD_KIND, body)
+        except errors.AlreadyExists:
+            existing = client.get(CRD_KIND, body["metadata"]["name"])
+            existing["spec"] = body["spec"]
+            client.update(CRD_KIND, existing)
+    deadline = time.monotonic() + 60
+    for resource in RESOURCES:
+        name = resource.custom_resource_definition()["metadata"]["name"]
+        while not any(
+            c.get("type") == "Established" and c.get("status") == "True"
+            for c in (client.get(CRD_KIND, name).get("status") or {}).get("conditions") or []
+        ):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"CRD {name} not established")
+            time.sleep(0.2)
+
+
+@dataclass(frozen=True)
+class Scale:
+    scale_sets: int
+    instances_per_scale_set: int
+    virtual_machines: int
+    pods: int
+    identities: int
+
+
+QUICK = Scale(scale_sets=2, instances_per_scale_set=16, virtual_machines=8, pods=200, identities=20)
+FULL = Scale(scale_sets=10, instances_per_scale_set=18, virtual_machines=20, pods=1_000, identities=50)
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    seconds: float
+    gets: int
+    patches: int
+    max_patches_per_target: int
+    early_requests: int
+    identity_gets: int
+    floor: float
+
+
+def _is_compute_write(entry: RecordedRequest) -> bool:
+    return entry.method in ("PUT", "PATCH", "POST", "DELETE") and "/microsoft.compute/" in entry.path.lower()
+
+
+def _early_requests(entries: list[RecordedRequest]) -> int:
+    """Compute writes sent after a 429 on a compute write reached the client, and before its
+    Retry-After ran out. The emulator sleeps its latency before answering, so the client learns
+    of a 429 ``LATENCY`` after its arrival, plus the moments it takes to read the answer
+    (``IN_FLIGHT_GRACE``): requests arriving earlier were already on the wire."""
+    writes = [e for e in entries if _is_compute_write(e)]
+    early: set[int] = set()
+    for throttled in (e for e in writes if e.status == 429):
+        known = throttled.monotonic + LATENCY + IN_FLIGHT_GRACE
+        deadline = known + RETRY_AFTER
+        early.update(index for index, e in enumerate(writes) if known <= e.monotonic < deadline)
+    return len(early)
+
+
+def _phase(
+    name: str, entries: list[RecordedRequest], seconds: float, targets: int, throttles: int = 0
+) -> Phase:
+    gets = [e for e in entries if e.operation in ("VirtualMachineScaleSets.get", "VirtualMachines.get")]
+    patches = [
+        e for e in entries if e.operation in ("VirtualMachineScaleSets.update", "VirtualMachines.update")
+    ]
+    per_target: dict[str, int] = {}
+    for entry in patches:
+        if entry.status < 300:
+            per_target[entry.path.lower()] = per_target.get(entry.path.lower(), 0) + 1
+    rounds = -(-targets // WORKERS)
+    return Phase(
+        name=name,
+        seconds=seconds,
+        gets=len(gets),
+        patches=len(patches),
+        max_patches_per_target=max(per_target.values(), default=0),
+        early_requests=_early_requests(entries),
+        identity_gets=sum(1 for e in entries if e.operation.startswith("UserAssignedIdentities.")),
+        floor=rounds * 3 * LATENCY + throttles * RETRY_AFTER,
+    )
+
+
+class Bench:
+    """One run: estate, objects, manager, measurements."""
+
+    def __init__(self, client: Client, kubeconfig: str, emulator: ArmEmulator, scale: Scale) -> None:
+        self.client = client
+        self.kubeconfig = kubeconfig
+        self.emulator = emulator
+        self.scale = scale
+        self.namespace = f"bench-identity-{uuid.uuid4().hex[:6]}"
+        self.random = random.Random(7)
+        self.identity_ids: list[str] = []
+        self.targets: dict[str, str] = {}  # node name -> target ARM ID (lowercased)
+        self.pods: dict[str, tuple[str, int]] = {}  # pod -> (node, identity index)
+
+    def build(self) -> None:
+        estate = self.emulator.estate
+        estate.add_resource_group("bench-nodes")
+        estate.add_resource_group("bench-identities")
+        subnet = (
+            estate.add_virtual_network("bench-nodes", "vnet", subnets={"nodes": "10.0.0.0/12"})
+            + "/subnets/nodes"
+        )
+        self.identity_ids = [
+            estate.add_identity("bench-identities", f"id-{i:03d}") for i in range(self.scale.identities)
+        ]
+        for index in range(self.scale.scale_sets):
+            estate.add_scale_set(
+                "bench-nodes",
+                f"pool{index:02d}",
+                subnet_id=subnet,
+                capacity=self.scale.instances_per_scale_set,
+            )
+        for index in range(self.scale.virtual_machines):
+            estate.add_virtual_machine("bench-nodes", f"vm{index:02d}", subnet_id=subnet)
+        self.client.create(NAMESPACE, {"metadata": {"name": self.namespace}})
+        for index, identity_id in enumerate(self.identity_ids):
+            client_id = str((self.emulator.state.render(identity_id) or {})["properties"]["clientId"])
+            self.client.create(
+                AZURE_IDENTITY,
+                {
+                    "metadata": {"name": f"id-{index:03d}", "namespace": self.namespace},
+                    "spec": {"type": 0, "resourceID": identity_id, "clientID": client_id},
+                },
+            )
+            self.client.create(
+                AZURE_IDENTITY_BINDING,
+                {
+                    "metadata": {"name": f"b-{index:03d}", "namespace": self.namespace},
+                    "spec": {"azureIdentity": f"id-{index:03d}", "selector": f"{self.namespace}-{index}"},
+                },
+            )
+
+    def nodes(self) -> None:
+        for node in self.client.list(NODE, label_selector=f"{SIMULATED_LABEL}={self.namespace}").items:
+            provider = str(node["spec"]["providerID"]).lower()
+            target = (
+                provider.split("/virtualmachines/")[0]
+                if "/virtualmachinescalesets/" in provider
+                else provider
+            )
+            self.targets[node["metadata"]["name"]] = target.removeprefix("azure://")
+
+    def create_pod(self, name: str, node: str, identity: int) -> None:
+        self.client.create(
+            POD,
+            {
+                "metadata": {
+                    "name": name,
+                    "namespace": self.namespace,
+                    "labels": {"aadpodidbinding": f"{self.namespace}-{identity}"},
+                },
+                "spec": {"nodeName": node, "containers": [{"name": "app", "image": "busybox"}]},
+            },
+        )
+        self.pods[name] = (node, identity)
+
+    def delete_pod(self, name: str) -> None:
+        del self.pods[name]
+        self.client.delete(POD, name, self.namespace, grace_period_seconds=0, ignore_not_found=True)
+
+    def expected(self) -> dict[str, set[str]]:
+        wanted: dict[str, set[str]] = {target: set() for target in set(self.targets.values())}
+        for node, identity in self.pods.values():
+            wanted[self.targets[node]].add(self.identity_ids[identity].lower())
+        return wanted
+
+    def converged(self) -> bool:
+        """Every target carries exactly its pods' identities (read in process, cheap), then every
+        pod's AzureAssignedIdentity is Assigned (one list from the API server)."""
+        for target, identities in self.expected().items():
+            document = self.emulator.state.render(target) or {}
+            present = {
+                k.lower() for k in ((document.get("identity") or {}).get("userAssignedIdentities") or {})
+            }
+            if present != identities:
+                return False
+        assigned = [
+            item
+            for item in self.client.list(AZURE_ASSIGNED_IDENTITY, "default").items
+            if item["spec"].get("podNamespace") == self.namespace
+        ]
+        if {item["spec"]["pod"] for item in assigned} != set(self.pods) or len(assigned) != len(self.pods):
+            return False
+        return all((item.get("status") or {}).get("status") == "Assigned" for item in assigned)
+
+    def wait(self, timeout: float = 600.0) -> float:
+        start = time.monotonic()
+        while not self.converged():
+            if time.monotonic() - start > timeout:
+                raise TimeoutError("identity assignment did not converge")
+            time.sleep(0.5)
+        return time.monotonic() - start
+
+    def manager(self) -> Manager:
+        settings = CloudSettings(
+            subscription_id=DEFAULT_SUBSCRIPTION,
+            arm_endpoint=self.emulator.endpoint,
+            credential=CredentialSettings(kind=CredentialKind.STATIC_TOKEN, static_token="bench-token"),  # noqa: S106 - the emulator accepts any token
+            ca_bundle=str(self.emulator.ca_file),
+            polling_interval=0.0,
+        )
+        data = {
+            "metrics": {"bindAddress": "0"},
+            "health": {"bindAddress": "0"},
+            "leaderElection": {"enabled": False},
+            "logging": {"level": "warning"},
+            "reconcilers": {
+                "identity-assignment": {
+                    "module": "nodewright.controllers.identity",
+                    "maxConcurrentReconciles": WORKERS,
+                    "options": {"cloud": settings_as_options(settings)},
+                }
+            },
+        }
+        manager = Manager(parse_config(data, "bench"), kubeconfig=self.kubeconfig)
+        manager.setup_reconcilers()
+        return manager
+
+    def run(self) -> list[Phase]:
+        self.build()
+        simulator = NodeSimulator(
+            self.client, machines_in_emulator(self.emulator.state), owner=self.namespace, interval=1.0
+        )
+        simulator.sync_once()
+        self.nodes()
+        nodes = sorted(self.targets)
+        for index in range(self.scale.pods):
+            self.create_pod(
+                f"p-{index:05d}", nodes[index % len(nodes)], self.random.randrange(self.scale.identities)
+            )
+        simulator.start()
+        self.emulator.faults.add_latency(LATENCY)
+        self.emulator.faults.throttle(
+            "VirtualMachineScaleSets.update", times=THROTTLES, retry_after=RETRY_AFTER
+        )
+        targets = len(set(self.targets.values()))
+        manager = self.manager()
+        runner = _Runner(manager)
+        try:
+            mark = time.monotonic()
+            cold = self.wait()
+            cold_phase = _phase(
+                "cold start", self.emulator.requests.entries(since=mark), cold, targets, THROTTLES
+            )
+            time.sleep(1.0)
+            mark = time.monotonic()
+            churn = self.scale.pods // 10
+            gone = self.random.sample(sorted(self.pods), churn)
+            new = [
+                (f"q-{index:05d}", self.random.choice(nodes), self.random.randrange(self.scale.identities))
+                for index in range(churn)
+            ]
+            changes: list[Callable[[], None]] = []
+            for name, (pod, node, identity) in zip(gone, new, strict=True):
+                changes.append(functools.partial(self.delete_pod, name))
+                changes.append(functools.partial(self.create_pod, pod, node, identity))
+            with ThreadPoolExecutor(max_workers=10) as pool:  # one wave: all changes at once
+                list(pool.map(lambda change: change(), changes))
+            churned = time.monotonic() - mark
+            churn_seconds = self.wait() + churned
+            churn_phase = _phase(
+                f"10 % churn (applied in {churned:.1f} s)",
+                self.emulator.requests.entries(since=mark),
+                churn_seconds,
+                targets,
+            )
+        finally:
+            runner.stop()
+            simulator.stop()
+        return [cold_phase, churn_phase]
+
+
+class _Runner:
+    def __init__(self, manager: Manager) -> None:
+        self.manager = manager
+        self.thread = threading.Thread(target=manager.run, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.manager.stop()
+        self.thread.join(30)
+
+
+def _table(scale: Scale, phases: list[Phase]) -> str:
+    targets = scale.scale_sets + scale.virtual_machines
+    nodes = scale.scale_sets * scale.instances_per_scale_set + scale.virtual_machines
+    lines = [
+        f"identity assignment: {scale.pods} pods, {nodes} nodes ({scale.scale_sets} scale sets, "
+        f"{scale.virtual_machines} VMs), {scale.identities} identities, ARM latency {LATENCY * 1000:.0f} ms, "
+        f"{WORKERS} workers, {THROTTLES} x 429 (Retry-After {RETRY_AFTER:g} s)",
+        "",
+        "| phase | converged (s) | floor (s) | ARM GETs | ARM PATCHes | max PATCHes per target "
+        "| early requests | identity GETs |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for phase in phases:
+        lines.append(
+            f"| {phase.name} | {phase.seconds:.1f} | {phase.floor:.1f} | {phase.gets} | {phase.patches} | "
+            f"{phase.max_patches_per_target} | {phase.early_requests} | {phase.identity_gets} |"
+        )
+    lines.append("")
+    lines.append(
+        f"{targets} targets. floor = ceil(targets / workers) x 3 sequential ARM calls x latency "
+        "(GET, the update's own GET, PATCH), plus the Retry-After waits of the 429s (cold start); "
+        "PATCHes include the throttled ones; early requests = compute writes sent inside a Retry-After."
+    )
+    return "\n".join(lines)
+
+
+@contextlib.contextmanager
+def _kubeconfig(path: str | None) -> Iterator[str]:
+    if path:
+        yield path
+        return
+    with ControlPlane() as plane:
+        yield str(plane.kubeconfig)
+
+
+def run(full: bool, kubeconfig: str | None = None) -> str:
+    """Run the benchmark; returns the table."""
+    scale = FULL if full else QUICK
+    with (
+        _kubeconfig(kubeconfig) as config,
+        tempfile.TemporaryDirectory(prefix="bench-identity-") as directory,
+        ArmEmulator(state_dir=Path(directory), certificates=issue_loopback_certificates()) as emulator,
+    ):
+        client = Client.from_kubeconfig(config)
+        install_crds(client)
+        phases = Bench(client, config, emulator, scale).run()
+    return _table(scale, phases)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.identity", description=__doc__)
+    parser.add_argument("--full", action="store_true", help="1,000 pods over 200 nodes (default: quick)")
+    parser.add_argument("--kubeconfig", help="use this cluster instead of a private control plane")
+    arguments = parser.parse_args(argv)
+    print(run(arguments.full, arguments.kubeconfig))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,119 @@
+"""controllers/identity: assigning Azure user-assigned identities to the VMs and scale sets of the
+pods that need them (aad-pod-identity's MIC semantics, without its failures), and resolving each
+AzureIdentity's clientId and principalId from Azure.
+
+``decisions`` holds the pure rules (no I/O). The reconcilers read the cluster and the cloud and
+write what the rules decide: ``assignment`` (one pass per VM or scale set), ``identity_info``
+(AzureIdentity status) and ``binding`` (AzureIdentityBinding status). ``setup`` wires all three
+into a manager as the reconciler ``identity-assignment``; ``options`` parses its options.
+``RBAC_RULES`` lists every permission they use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from nodewright.api.aadpodidentity.v1 import CRD_GROUP, POD_LABEL
+from nodewright.controllers.cloud_access import cloud_from_options
+from nodewright.controllers.identity.assignment import (
+    NO_EVENTS,
+    IdentityAssignmentReconciler,
+    node_relevant_change,
+    pod_relevant_change,
+    spec_or_deletion_change,
+)
+from nodewright.controllers.identity.binding import AzureIdentityBindingReconciler
+from nodewright.controllers.identity.identity_info import AzureIdentityReconciler
+from nodewright.controllers.identity.options import (
+    AZURE_ASSIGNED_IDENTITY,
+    AZURE_IDENTITY,
+    AZURE_IDENTITY_BINDING,
+    parse_options,
+)
+from nodewright.runtime.kinds import NODE, POD
+from nodewright.runtime.manager import Manager
+from nodewright.runtime.predicates import generation_changed, predicate
+from nodewright.runtime.rbac import PolicyRule
+
+__all__ = ["EVENT_COMPONENT", "NAME", "RBAC_RULES", "setup"]
+
+NAME = "identity-assignment"
+"""The reconciler's name in the manager config (and its main controller's)."""
+EVENT_COMPONENT = "aadpodidentity.k8s.io"
+"""The Event source, as MIC reported it."""
+
+_READ = ("get", "list", "watch")
+_STATUS = ("get", "patch", "update")
+RBAC_RULES: tuple[PolicyRule, ...] = (
+    PolicyRule("", ("pods", "nodes"), _READ),
+    PolicyRule("", ("events",), ("create", "patch")),
+    PolicyRule(CRD_GROUP, ("azureidentities", "azureidentitybindings"), _READ),
+    PolicyRule(CRD_GROUP, ("azureidentities/status", "azureidentitybindings/status"), _STATUS),
+    PolicyRule(CRD_GROUP, ("azureassignedidentities",), (*_READ, "create", "update", "patch", "delete")),
+    PolicyRule(CRD_GROUP, ("azureassignedidentities/status",), _STATUS),
+)
+
+
+def _never_on_create(_: dict[str, Any]) -> bool:
+    return False
+
+
+def setup(manager: Manager, options: Mapping[str, Any]) -> None:
+    """Wire the identity controllers into ``manager`` (side effect: registers three controllers).
+
+    Raises ``ConfigError`` for bad options (one line naming the key)."""
+    parsed = parse_options(options)
+    cloud = cloud_from_options({"cloud": parsed.cloud})
+    cloud.compute.max_identities_per_request = parsed.max_identities_per_request
+    recorder = manager.event_recorder(EVENT_COMPONENT)
+
+    assignment = IdentityAssignmentReconciler(manager.client, manager.cache, cloud.compute, recorder, parsed)
+    assignment.add_indexers()
+    (
+        manager.controller(NAME)
+        .for_(NODE, predicate=NO_EVENTS)
+        .watches(
+            NODE,
+            assignment.noted(assignment.requests_for_node),
+            predicate=predicate(update=node_relevant_change),
+        )
+        .watches(
+            POD,
+            assignment.noted(assignment.requests_for_pod),
+            predicate=predicate(update=pod_relevant_change),
+            label_selector=POD_LABEL,
+        )
+        .watches(
+            AZURE_IDENTITY, assignment.noted(assignment.requests_for_identity), predicate=generation_changed
+        )
+        .watches(
+            AZURE_IDENTITY_BINDING,
+            assignment.noted(assignment.requests_for_binding),
+            predicate=generation_changed,
+        )
+        .watches(
+            AZURE_ASSIGNED_IDENTITY,
+            assignment.noted(assignment.requests_for_assigned),
+            predicate=predicate(create=_never_on_create, update=spec_or_deletion_change),
+        )
+        .with_options(max_concurrent_reconciles=4)
+        .complete(assignment)
+    )
+
+    bindings = AzureIdentityBindingReconciler(manager.client, manager.cache, recorder)
+    (
+        manager.controller("azure-identity-binding")
+        .for_(AZURE_IDENTITY_BINDING, predicate=generation_changed)
+        .watches(AZURE_IDENTITY, bindings.map_identity, predicate=generation_changed)
+        .complete(bindings)
+    )
+
+    if parsed.resolve_identity_info:
+        identity_info = AzureIdentityReconciler(manager.client, manager.cache, cloud.identities, recorder)
+        (
+            manager.controller("azure-identity")
+            .for_(AZURE_IDENTITY, predicate=generation_changed)
+            .with_options(max_concurrent_reconciles=2)
+            .complete(identity_info)
+        )

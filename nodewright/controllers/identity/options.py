@@ -1,0 +1,163 @@
+"""The identity reconcilers' options (the ``options`` block of the ``identity-assignment`` entry in
+the manager config), parsed strictly: an unknown key, a wrong type or a value out of range fails
+with one ``ConfigError`` line naming the key. Also the ``Kind`` values of the
+aadpodidentity.k8s.io resources, built from their models. No I/O.
+
+Example::
+
+    reconcilers:
+      identity-assignment:
+        maxConcurrentReconciles: 8
+        options:
+          cloud: {subscriptionId: ..., credential: {kind: workload-identity}}
+          forceNamespaced: false
+          immutableIdentities: [00000000-0000-0000-0000-000000000000]   # clientIDs or resource IDs
+          managerIdentities: [/subscriptions/.../userAssignedIdentities/nodewright]
+          repairInterval: 180          # seconds between drift checks of each VM / scale set
+          rejectedIdentityRetry: 600   # seconds before an identity ARM refused is sent again
+          maxIdentitiesPerRequest: 150
+          batchWindow: 0.5             # seconds without a change before a VM / scale set is updated
+          batchMaxDelay: 2.0           # ... but no later than this after the first change
+          writeConcurrency: 10         # AzureAssignedIdentity writes in flight per pass (MIC: 20)
+          resolveIdentityInfo: true    # look up clientId/principalId of each AzureIdentity
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from nodewright.api.aadpodidentity.v1 import (
+    AzureAssignedIdentity,
+    AzureIdentity,
+    AzureIdentityBinding,
+    AzurePodIdentityException,
+)
+from nodewright.api.base import Resource
+from nodewright.cloud.identity_updates import MAX_IDENTITIES_PER_REQUEST
+from nodewright.controllers.identity.decisions import AssignmentPolicy
+from nodewright.runtime.config import ConfigError
+from nodewright.runtime.kinds import Kind
+
+__all__ = [
+    "AZURE_ASSIGNED_IDENTITY",
+    "AZURE_IDENTITY",
+    "AZURE_IDENTITY_BINDING",
+    "AZURE_POD_IDENTITY_EXCEPTION",
+    "IdentityOptions",
+    "kind_of",
+    "parse_options",
+]
+
+
+def kind_of(model: type[Resource]) -> Kind:
+    """The runtime ``Kind`` of a CRD model."""
+    return Kind(model.API_VERSION, model.KIND, model.PLURAL, model.NAMESPACED)
+
+
+AZURE_IDENTITY = kind_of(AzureIdentity)
+AZURE_IDENTITY_BINDING = kind_of(AzureIdentityBinding)
+AZURE_ASSIGNED_IDENTITY = kind_of(AzureAssignedIdentity)
+AZURE_POD_IDENTITY_EXCEPTION = kind_of(AzurePodIdentityException)
+
+
+@dataclass(frozen=True)
+class IdentityOptions:
+    """What the identity reconcilers are configured with (see the module docstring)."""
+
+    cloud: Mapping[str, Any] = field(default_factory=dict)
+    force_namespaced: bool = False
+    immutable_identities: frozenset[str] = frozenset()
+    manager_identities: frozenset[str] = frozenset()
+    remove_unmarked_assignments: bool = False
+    repair_interval: float = 180.0
+    rejected_identity_retry: float = 600.0
+    max_identities_per_request: int = MAX_IDENTITIES_PER_REQUEST
+    resolve_identity_info: bool = True
+    batch_window: float = 0.5
+    batch_max_delay: float = 2.0
+    write_concurrency: int = 10
+
+    @property
+    def policy(self) -> AssignmentPolicy:
+        return AssignmentPolicy(
+            force_namespaced=self.force_namespaced,
+            immutable_identities=self.immutable_identities,
+            manager_identities=self.manager_identities,
+            remove_unmarked_assignments=self.remove_unmarked_assignments,
+            rejected_identity_retry=timedelta(seconds=self.rejected_identity_retry),
+        )
+
+
+def _boolean(value: Any, path: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{path}: expected a boolean, got {value!r}")
+    return value
+
+
+def _number(value: Any, path: str, minimum: float, *, exclusive: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{path}: expected a number, got {value!r}")
+    if value < minimum or (exclusive and value == minimum):
+        relation = "greater than" if exclusive else "at least"
+        raise ConfigError(f"{path}: expected a number {relation} {minimum:g}, got {value!r}")
+    return float(value)
+
+
+def _strings(value: Any, path: str) -> frozenset[str]:
+    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+        raise ConfigError(f"{path}: expected a list of non-empty strings, got {value!r}")
+    return frozenset(item.lower() for item in value)
+
+
+def parse_options(options: Mapping[str, Any], path: str = "options") -> IdentityOptions:
+    """``IdentityOptions`` from a reconciler's options; ``ConfigError`` names the bad key."""
+    values: dict[str, Any] = {}
+    for key, value in options.items():
+        where = f"{path}.{key}"
+        if key == "cloud":
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{where}: expected a mapping")
+            values["cloud"] = value
+        elif key == "forceNamespaced":
+            values["force_namespaced"] = _boolean(value, where)
+        elif key == "removeUnmarkedAssignments":
+            values["remove_unmarked_assignments"] = _boolean(value, where)
+        elif key == "resolveIdentityInfo":
+            values["resolve_identity_info"] = _boolean(value, where)
+        elif key == "immutableIdentities":
+            values["immutable_identities"] = _strings(value, where)
+        elif key == "managerIdentities":
+            values["manager_identities"] = _strings(value, where)
+        elif key == "repairInterval":
+            values["repair_interval"] = _number(value, where, 0, exclusive=True)
+        elif key == "writeConcurrency":
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{where}: expected an integer of at least 1, got {value!r}")
+            values["write_concurrency"] = value
+        elif key == "batchWindow":
+            values["batch_window"] = _number(value, where, 0)
+        elif key == "batchMaxDelay":
+            values["batch_max_delay"] = _number(value, where, 0)
+        elif key == "rejectedIdentityRetry":
+            values["rejected_identity_retry"] = _number(value, where, 0)
+        elif key == "maxIdentitiesPerRequest":
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int)
+                or not 1 <= value <= MAX_IDENTITIES_PER_REQUEST
+            ):
+                raise ConfigError(
+                    f"{where}: expected an integer from 1 to {MAX_IDENTITIES_PER_REQUEST}, got {value!r}"
+                )
+            values["max_identities_per_request"] = value
+        else:
+            known = (
+                "batchMaxDelay, batchWindow, cloud, forceNamespaced, immutableIdentities, managerIdentities, "
+                "maxIdentitiesPerRequest, rejectedIdentityRetry, removeUnmarkedAssignments, repairInterval, "
+                "resolveIdentityInfo, writeConcurrency"
+            )
+            raise ConfigError(f"{where}: unknown key (known: {known})")
+    return IdentityOptions(**values)
