@@ -144,7 +144,7 @@ def shared_cloud(settings: CloudSettings, observer: CallObserver | None = None) 
 
 def cloud_from_options(options: Mapping[str, Any]) -> Cloud:
     """The shared Cloud for a reconciler's ``options`` (its ``cloud`` block)."""
-    return shared_cloud(parse_cloud_settings(options.get("cloud")))
+    return shared_cloud(parse_cloud_settings(options.get("cloud"), "options.cloud"))
 
 
 def settings_as_options(settings: CloudSettings) -> dict[str, Any]:

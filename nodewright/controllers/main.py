@@ -11,8 +11,10 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
+from nodewright.controllers import identity
 from nodewright.runtime import logs
 from nodewright.runtime.config import ConfigError, load_config
 from nodewright.runtime.manager import Manager, ManagerError
@@ -21,7 +23,8 @@ from nodewright.runtime.registry import ReconcilerRegistry, RegistryError
 __all__ = ["REGISTRY", "main"]
 
 REGISTRY = ReconcilerRegistry()
-"""Our reconcilers by name; later issues register them here."""
+"""Our reconcilers by name (config enables them: ``reconcilers: {identity-assignment: {...}}``)."""
+REGISTRY.register(identity.NAME, identity)
 
 EXIT_CONFIG = 2
 EXIT_FAILURE = 1
@@ -48,6 +51,17 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _validate_options(path: str, name: str, setup: Callable[..., Any], options: Mapping[str, Any]) -> None:
+    """Run the reconciler module's ``validate_options(options)``, if it has one, so that
+    check-config and run catch bad options before touching a cluster."""
+    validate = getattr(sys.modules.get(getattr(setup, "__module__", "")), "validate_options", None)
+    if callable(validate):
+        try:
+            validate(options)
+        except ConfigError as error:
+            raise ConfigError(f"{path}: reconcilers.{name}.{error}") from None
+
+
 def _fail(code: int, message: str) -> int:
     print(f"nodewright: {message}", file=sys.stderr)  # noqa: T201 - the CLI's error channel
     return code
@@ -63,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = load_config(path)
         for name, reconciler in config.reconcilers.items():  # fail before touching a cluster
             if reconciler.enabled:
-                REGISTRY.resolve(name, reconciler.module)
+                _validate_options(path, name, REGISTRY.resolve(name, reconciler.module), reconciler.options)
     except ConfigError as error:
         return _fail(EXIT_CONFIG, str(error))
     except RegistryError as error:
@@ -78,6 +92,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(EXIT_FAILURE, f"cannot build the API client: {error}")
     try:
         manager.setup_reconcilers(REGISTRY)
+    except ConfigError as error:
+        return _fail(EXIT_CONFIG, f"{path}: {error}")
+    try:
         manager.run()
     except ManagerError as error:
         return _fail(EXIT_FAILURE, str(error))

@@ -24,7 +24,7 @@ from nodewright.runtime import metrics as metrics_module
 from nodewright.runtime.builder import Builder
 from nodewright.runtime.cache import Cache
 from nodewright.runtime.client import Client
-from nodewright.runtime.config import ManagerConfig, ReconcilerConfig
+from nodewright.runtime.config import ConfigError, ManagerConfig, ReconcilerConfig
 from nodewright.runtime.controller import Controller
 from nodewright.runtime.events import EventRecorder
 from nodewright.runtime.health import HealthServer
@@ -123,7 +123,10 @@ class Manager:
                 continue
             setup = registry.resolve(name, reconciler.module)
             options: Mapping[str, Any] = reconciler.options
-            setup(self, options)
+            try:
+                setup(self, options)
+            except ConfigError as error:  # name the key from the top of the config file
+                raise ConfigError(f"reconcilers.{name}.{error}") from None
             enabled.append(name)
             log.info("Set up reconciler", reconciler=name)
         return enabled

@@ -202,3 +202,47 @@ def test_sigkill_leader_fails_over_within_lease_and_sigterm_hands_over_at_once(
     assert processes[second].process.wait(10) == 0
     add_config_map(kube_api, namespace, "c")
     wait_for_greeting(kube_api, namespace, "c", third.identity)
+
+
+CLOUD_BLOCK = "{subscriptionId: sub, credential: {kind: static-token, staticToken: t}}"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        pytest.param(
+            "{cloud: CLOUD, repairInterval: soon}",
+            "reconcilers.identity-assignment.options.repairInterval: expected a number, got 'soon'",
+            id="bad-option-type",
+        ),
+        pytest.param(
+            "{cloud: {credential: {kind: default}}}",
+            "reconcilers.identity-assignment.options.cloud.subscriptionId: is required",
+            id="cloud-block-incomplete",
+        ),
+        pytest.param(
+            "{cloud: CLOUD, repairIntervall: 5}",
+            "reconcilers.identity-assignment.options.repairIntervall: unknown key",
+            id="misspelt-option",
+        ),
+    ],
+)
+def test_check_config_validates_reconciler_options(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], options: str, message: str
+) -> None:
+    """A built-in reconciler's options are checked without a cluster: one line naming the key."""
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        f"reconcilers:\n  identity-assignment: {{options: {options.replace('CLOUD', CLOUD_BLOCK)}}}\n"
+    )
+    assert main(["check-config", str(config)]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"nodewright: {config}: {message}")
+    assert error.count("\n") == 1
+
+
+def test_check_config_accepts_the_built_in_reconcilers(tmp_path: Path) -> None:
+    """identity-assignment is registered under its name and its valid options pass."""
+    config = tmp_path / "config.yaml"
+    config.write_text(f"reconcilers:\n  identity-assignment: {{options: {{cloud: {CLOUD_BLOCK}}}}}\n")
+    assert main(["check-config", str(config)]) == 0

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from nodewright.api.aadpodidentity.v1 import CRD_GROUP, POD_LABEL
-from nodewright.controllers.cloud_access import cloud_from_options
+from nodewright.controllers.cloud_access import cloud_from_options, parse_cloud_settings
 from nodewright.controllers.identity.assignment import (
     NO_EVENTS,
     IdentityAssignmentReconciler,
@@ -36,7 +36,7 @@ from nodewright.runtime.manager import Manager
 from nodewright.runtime.predicates import generation_changed, predicate
 from nodewright.runtime.rbac import PolicyRule
 
-__all__ = ["EVENT_COMPONENT", "NAME", "RBAC_RULES", "setup"]
+__all__ = ["EVENT_COMPONENT", "NAME", "RBAC_RULES", "setup", "validate_options"]
 
 NAME = "identity-assignment"
 """The reconciler's name in the manager config (and its main controller's)."""
@@ -57,6 +57,11 @@ RBAC_RULES: tuple[PolicyRule, ...] = (
 
 def _never_on_create(_: dict[str, Any]) -> bool:
     return False
+
+
+def validate_options(options: Mapping[str, Any]) -> None:
+    """Check the options without a cluster (``nodewright check-config``); raises ConfigError."""
+    parse_cloud_settings(parse_options(options).cloud, "options.cloud")
 
 
 def setup(manager: Manager, options: Mapping[str, Any]) -> None:
