@@ -12,6 +12,7 @@ import argparse
 import importlib.metadata
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from types import ModuleType
 from typing import Any
 
 from nodewright.controllers import identity
@@ -20,11 +21,16 @@ from nodewright.runtime.config import ConfigError, load_config
 from nodewright.runtime.manager import Manager, ManagerError
 from nodewright.runtime.registry import ReconcilerRegistry, RegistryError
 
-__all__ = ["REGISTRY", "main"]
+__all__ = ["BUILT_IN_RECONCILERS", "REGISTRY", "main"]
+
+BUILT_IN_RECONCILERS: tuple[ModuleType, ...] = (identity,)
+"""Our reconciler modules: each has ``NAME``, ``setup``, ``validate_options`` and ``RBAC_RULES``
+(from which ``make manifests`` writes config/rbac)."""
 
 REGISTRY = ReconcilerRegistry()
 """Our reconcilers by name (config enables them: ``reconcilers: {identity-assignment: {...}}``)."""
-REGISTRY.register(identity.NAME, identity)
+for _module in BUILT_IN_RECONCILERS:
+    REGISTRY.register(_module.NAME, _module)
 
 EXIT_CONFIG = 2
 EXIT_FAILURE = 1
