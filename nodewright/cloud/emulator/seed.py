@@ -13,7 +13,7 @@ Seed format (every key optional except names)::
           - name: vnet
             addressPrefixes: [10.0.0.0/8]
             subnets: [{name: nodes, addressPrefix: 10.240.0.0/24}]
-        identities: [{name: id-web}]
+        identities: [{name: id-web}]   # or {name: id-web, clientId: <uuid>, principalId: <uuid>}
         virtualMachines:
           - name: vm-0
             subnet: vnet/nodes           # <vnet>/<subnet> in this group, or a subnet resource ID
@@ -112,18 +112,31 @@ class EstateBuilder:
             parent = self.state.virtual_networks[virtual_network_id.lower()]
             return network.new_subnet(self.state, parent, name, prefix).resource.identifier
 
-    def add_identity(self, resource_group: str, name: str, *, subscription: str | None = None) -> str:
-        """A user-assigned identity with fresh clientId/principalId; returns its ID."""
+    def add_identity(
+        self,
+        resource_group: str,
+        name: str,
+        *,
+        subscription: str | None = None,
+        client_id: str | None = None,
+        principal_id: str | None = None,
+    ) -> str:
+        """A user-assigned identity; clientId/principalId fresh unless given. Returns its ID."""
         subscription = subscription or self.subscription
         location = self._location(resource_group, subscription)
         with self.state.locked():
-            return identities.new_identity(
+            identity = identities.new_identity(
                 self.state,
                 subscription=subscription,
                 resource_group=resource_group,
                 name=name,
                 location=location,
-            ).identifier
+            )
+            if client_id:
+                identity.properties["clientId"] = str(client_id)
+            if principal_id:
+                identity.properties["principalId"] = str(principal_id)
+            return identity.identifier
 
     def _identity_block(
         self, target_id: str, identity_ids: list[str], system_assigned: bool
@@ -299,10 +312,13 @@ class EstateBuilder:
                     subscription=subscription,
                 )
             for identity in group.get("identities") or []:
+                fixed = identity if isinstance(identity, dict) else {}
                 self.add_identity(
                     group_name,
                     str(identity["name"] if isinstance(identity, dict) else identity),
                     subscription=subscription,
+                    client_id=fixed.get("clientId"),
+                    principal_id=fixed.get("principalId"),
                 )
             for machine in group.get("virtualMachines") or []:
                 self.add_virtual_machine(

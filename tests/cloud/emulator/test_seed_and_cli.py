@@ -120,3 +120,26 @@ def test_command_line_serves_a_seeded_estate(tmp_path: Path) -> None:
             process.terminate()
             process.wait(timeout=10)
     assert process.returncode == 0
+
+
+def test_seed_can_fix_identity_client_and_principal_ids(arm_emulator: ArmEmulator) -> None:
+    """An identity seeded with clientId/principalId keeps them, so sample manifests can name them;
+    one seeded by name alone gets fresh ones."""
+    client_id, principal_id = "11111111-2222-4333-8444-555555555555", "66666666-7777-4888-9999-000000000000"
+    arm_emulator.estate.apply(
+        {
+            "resourceGroups": [
+                {
+                    "name": "rg-fixed",
+                    "identities": [
+                        {"name": "fixed", "clientId": client_id, "principalId": principal_id},
+                        "fresh",
+                    ],
+                }
+            ]
+        }
+    )
+    identities = sdk_clients(arm_emulator).identity.user_assigned_identities
+    fixed = identities.get("rg-fixed", "fixed")
+    assert (fixed.client_id, fixed.principal_id) == (client_id, principal_id)
+    assert identities.get("rg-fixed", "fresh").client_id not in (None, client_id)
