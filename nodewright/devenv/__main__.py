@@ -1,14 +1,13 @@
-"""``python -m nodewright.devenv up``: the local environment behind ``make run``.
+"""``python -m nodewright.devenv up``: the local demo behind ``make run``.
 
-Starts the real control plane on loopback, prints where to reach it, and tears everything down
-on Ctrl-C (or SIGTERM). Later stages add the ARM emulator, the node simulator and the manager.
+Starts the real control plane, the ARM emulator with a small estate, the node simulator, the
+CRDs, the samples and the manager (see ``demo.LocalEnvironment``), prints where to look and a
+progress line as the reconcilers work, and tears everything down on Ctrl-C (or SIGTERM).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
 import signal
 import sys
 import threading
@@ -16,7 +15,11 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from nodewright.devenv.controlplane import DEFAULT_CACHE, ControlPlane, ControlPlaneError
+from nodewright.devenv.controlplane import DEFAULT_CACHE
+from nodewright.devenv.demo import REPOSITORY, LocalEnvironment
+
+SEED = REPOSITORY / "config" / "emulator" / "seed-sample.yaml"
+SAMPLES = REPOSITORY / "config" / "samples"
 
 __all__ = ["main"]
 
@@ -29,23 +32,50 @@ def _up(work_dir: Path) -> int:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    work_dir.mkdir(parents=True, exist_ok=True)
-    shutil.rmtree(work_dir / "etcd", ignore_errors=True)  # every run starts from an empty cluster
-    plane = ControlPlane(work_dir=work_dir)
-    time.monotonic()
+    environment = LocalEnvironment(work_dir, seed=SEED, samples=SAMPLES)
+    started = time.monotonic()
     try:
-        plane.start()
-    except ControlPlaneError:
+        environment.start(lambda message: print(message, flush=True))
+    except Exception as error:
+        print(f"error: {error}", file=sys.stderr)
+        environment.stop()
         return 1
-    Path(os.environ.get("NODEWRIGHT_BIN", DEFAULT_CACHE / "bin")) / "kubectl"
+    assert environment.plane is not None
+    kubectl = environment.kubectl
+    print(
+        f"""
+Everything is up after {time.monotonic() - started:.1f} s.
+
+  export KUBECONFIG={environment.plane.kubeconfig}
+  {kubectl} get nodes -L kubernetes.azure.com/agentpool
+  {kubectl} get azureidentities,azureidentitybindings,azureassignedidentities -A
+  {kubectl} get events -A --sort-by=.lastTimestamp
+
+  metrics  http://127.0.0.1:{environment.metrics_port}/metrics
+  health   http://127.0.0.1:{environment.health_port}/readyz
+  logs     {work_dir / "logs"} (manager.log, kube-apiserver.log, etcd.log)
+
+Progress every 5 s; press Ctrl-C to stop and clean up.""",
+        flush=True,
+    )
+    code = 0
+    last = ""
     try:
-        while not stop.wait(1.0):
-            for _name, process in (("etcd", plane.etcd_process), ("kube-apiserver", plane.apiserver_process)):
-                if process is not None and process.poll() is not None:
-                    return 1
+        while not stop.wait(5.0):
+            failure = environment.failure()
+            if failure:
+                print(f"error: {failure}", file=sys.stderr)
+                code = 1
+                break
+            line = environment.progress()
+            if line != last:
+                print(f"[{time.monotonic() - started:6.1f} s] {line}", flush=True)
+                last = line
     finally:
-        plane.stop()
-    return 0
+        print("\nStopping the manager, node simulator, ARM emulator and control plane ...", flush=True)
+        environment.stop()
+    print("Stopped; nothing left running.")
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,232 @@
+"""The local demo behind ``make run``: a whole nodewright installation on one machine.
+
+Owns ``LocalEnvironment``: the real control plane, the ARM emulator seeded with a small estate
+(config/emulator/seed-sample.yaml), the node simulator, the CRDs generated from
+``nodewright.api``, the samples under config/samples, and the manager itself as a child process
+(``nodewright run``) configured for the emulator; plus a progress line that tells a newcomer
+what the reconcilers are doing. Everything is torn down by ``stop``.
+
+Side effects: processes, loopback ports, files under the work directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from nodewright.api import RESOURCES
+from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION, ArmEmulator
+from nodewright.devenv.controlplane import DEFAULT_CACHE, ControlPlane, free_port
+from nodewright.devenv.nodesim import NodeSimulator, machines_in_emulator
+from nodewright.runtime import errors
+from nodewright.runtime.client import Client
+from nodewright.runtime.kinds import Kind
+
+__all__ = ["LocalEnvironment", "manager_config"]
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+CRD = Kind(
+    "apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", namespaced=False
+)
+NAMESPACE = "nodewright-system"
+
+
+def manager_config(
+    emulator: ArmEmulator, metrics_port: int, health_port: int, namespace: str = NAMESPACE
+) -> dict[str, Any]:
+    """The manager's config for the demo: every reconciler on, Azure through the emulator."""
+    cloud = {
+        "subscriptionId": DEFAULT_SUBSCRIPTION,
+        "armEndpoint": emulator.endpoint,
+        "caBundle": str(emulator.ca_file),
+        "pollingInterval": 0.5,
+        # The emulator accepts any bearer token; never put a real secret in a config file.
+        "credential": {"kind": "static-token", "staticToken": "local-emulator"},
+    }
+    return {
+        "metrics": {"bindAddress": f"127.0.0.1:{metrics_port}"},
+        "health": {"bindAddress": f"127.0.0.1:{health_port}"},
+        "leaderElection": {"enabled": True, "namespace": namespace, "name": "nodewright-leader"},
+        "logging": {"level": "info", "format": "text"},
+        "cache": {"compressedKinds": ["Pod"]},
+        "reconcilers": {
+            name: {"options": {"cloud": cloud, **options}} for name, options in DEMO_RECONCILERS.items()
+        },
+    }
+
+
+DEMO_RECONCILERS: dict[str, dict[str, Any]] = {
+    "identity-assignment": {"repairInterval": 60},
+}
+"""Reconciler name -> its options in the demo, besides the shared ``cloud`` block."""
+
+NODE = Kind("v1", "Node", "nodes", namespaced=False)
+AZURE_ASSIGNED_IDENTITY = Kind("aadpodidentity.k8s.io/v1", "AzureAssignedIdentity", "azureassignedidentities")
+
+
+def _nodes(client: Client) -> str:
+    nodes = client.list(NODE).items
+    ready = sum(
+        1
+        for node in nodes
+        for condition in (node.get("status") or {}).get("conditions") or []
+        if condition.get("type") == "Ready" and condition.get("status") == "True"
+    )
+    return f"nodes {ready}/{len(nodes)} ready"
+
+
+def _identities(client: Client) -> str:
+    statuses = [
+        (item.get("status") or {}).get("status", "Created")
+        for item in client.list(AZURE_ASSIGNED_IDENTITY).items
+    ]
+    return f"identities {statuses.count('Assigned')}/{len(statuses)} assigned"
+
+
+ProgressLine = Callable[[Client], str]
+PROGRESS: list[ProgressLine] = [_nodes, _identities]
+"""Functions that summarise one part of the demo in a short phrase."""
+
+
+class LocalEnvironment:
+    """Control plane + ARM emulator + node simulator + CRDs + samples + manager."""
+
+    def __init__(self, work_dir: Path, *, seed: Path, samples: Path, join_delay: float = 3.0) -> None:
+        self.work_dir = work_dir
+        self.seed = seed
+        self.samples = samples
+        self.join_delay = join_delay
+        self.plane: ControlPlane | None = None
+        self.emulator: ArmEmulator | None = None
+        self.simulator: NodeSimulator | None = None
+        self.manager: subprocess.Popen[bytes] | None = None
+        self.client: Client | None = None
+        self.metrics_port = free_port()
+        self.health_port = free_port()
+
+    @property
+    def kubectl(self) -> Path:
+        return Path(os.environ.get("NODEWRIGHT_BIN", DEFAULT_CACHE / "bin")) / "kubectl"
+
+    def start(self, say: Callable[[str], None]) -> None:
+        """Bring everything up, in dependency order, reporting each step through ``say``."""
+        shutil.rmtree(self.work_dir / "etcd", ignore_errors=True)  # every run starts empty
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        say("Starting etcd and kube-apiserver ...")
+        self.plane = ControlPlane(work_dir=self.work_dir)
+        self.plane.start()
+        self.client = Client.from_kubeconfig(self.plane.kubeconfig)
+        say(f"Starting the ARM emulator with {self.seed.relative_to(REPOSITORY)} ...")
+        self.emulator = ArmEmulator(state_dir=self.work_dir / "arm-emulator")
+        self.emulator.start()
+        self.emulator.estate.apply_file(self.seed)
+        say("Starting the node simulator (emulated machines become Nodes) ...")
+        self.simulator = NodeSimulator(
+            self.client, machines_in_emulator(self.emulator.state), join_delay=self.join_delay, owner="demo"
+        )
+        self.simulator.start()
+        say(f"Installing {len(RESOURCES)} CRDs ...")
+        self._install_crds()
+        self.client.create(
+            Kind("v1", "Namespace", "namespaces", namespaced=False), {"metadata": {"name": NAMESPACE}}
+        )
+        if any(self.samples.glob("*.yaml")):
+            say(f"Applying the samples in {self.samples.relative_to(REPOSITORY)} ...")
+            self._kubectl("apply", "-f", str(self.samples))
+        say("Starting the manager (nodewright run) ...")
+        self._start_manager()
+
+    def _install_crds(self) -> None:
+        assert self.client is not None
+        for resource in RESOURCES:
+            with contextlib.suppress(errors.AlreadyExists):
+                self.client.create(CRD, resource.custom_resource_definition())
+        deadline = time.monotonic() + 60
+        for resource in RESOURCES:
+            name = f"{resource.PLURAL}.{resource.group()}"
+            while True:
+                conditions = (self.client.get(CRD, name).get("status") or {}).get("conditions") or []
+                if any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"CRD {name} was not established in time")
+                time.sleep(0.2)
+
+    def _kubectl(self, *arguments: str) -> None:
+        assert self.plane is not None
+        subprocess.run(
+            [str(self.kubectl), *arguments],
+            env={**os.environ, "KUBECONFIG": str(self.plane.kubeconfig)},
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+
+    def _start_manager(self) -> None:
+        assert self.plane is not None
+        assert self.emulator is not None
+        config_path = self.work_dir / "manager-config.yaml"
+        config = manager_config(self.emulator, self.metrics_port, self.health_port)
+        config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+        log = os.open(self.work_dir / "logs" / "manager.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            self.manager = subprocess.Popen(
+                [sys.executable, "-m", "nodewright.controllers.main", "run", "--config", str(config_path)],
+                env={**os.environ, "KUBECONFIG": str(self.plane.kubeconfig)},
+                stdout=log,
+                stderr=log,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        finally:
+            os.close(log)
+
+    def failure(self) -> str | None:
+        """Why the environment is broken (a process exited), or None."""
+        assert self.plane is not None
+        for name, process in (
+            ("etcd", self.plane.etcd_process),
+            ("kube-apiserver", self.plane.apiserver_process),
+            ("manager", self.manager),
+        ):
+            if process is not None and process.poll() is not None:
+                return f"{name} exited with code {process.returncode} (logs in {self.work_dir / 'logs'})"
+        return None
+
+    def progress(self) -> str:
+        """One line: what every reconciler has done so far."""
+        assert self.client is not None
+        parts = []
+        for line in PROGRESS:
+            try:
+                parts.append(line(self.client))
+            except errors.ApiError as error:
+                parts.append(f"({error.reason or error.code})")
+        return " | ".join(parts)
+
+    def stop(self) -> None:
+        """Tear everything down, newest first; safe to call on a half-started environment."""
+        if self.manager is not None and self.manager.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.manager.pid, 15)
+            try:
+                self.manager.wait(timeout=40)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.manager.pid, 9)
+                self.manager.wait(timeout=10)
+        if self.simulator is not None:
+            self.simulator.stop()
+        if self.emulator is not None:
+            self.emulator.stop()
+        if self.plane is not None:
+            self.plane.stop()
