@@ -317,6 +317,33 @@ class ComputeService:
             )
             return self.get_instance(scale_set.instance(new[0]))
 
+    def get_primary_network_interface(self, machine: MachineId) -> str:
+        """The ARM ID of a machine's primary NIC (the one marked primary, else the first), read
+        from the VM or scale-set instance model. Raises ``NotFoundError`` when the machine is
+        gone or has no NIC."""
+        if isinstance(machine, ScaleSetInstanceId):
+            model: Any = self._call(
+                "compute.get_machine_network_profile",
+                lambda: self._compute.virtual_machine_scale_set_vms.get(
+                    machine.resource_group, machine.scale_set_name, machine.instance_id
+                ),
+            )
+        else:
+            model = self._call(
+                "compute.get_machine_network_profile",
+                lambda: self._compute.virtual_machines.get(machine.resource_group, machine.name),
+            )
+        profile = getattr(model, "network_profile", None)
+        references: list[Any] = list(getattr(profile, "network_interfaces", None) or [])
+        if not references:
+            raise NotFoundError(
+                f"Machine {machine} has no network interface", code="NetworkInterfaceNotFound"
+            )
+        primary = next(
+            (reference for reference in references if getattr(reference, "primary", False)), references[0]
+        )
+        return str(primary.id)
+
     def get_instance(self, machine: MachineId) -> InstanceInfo:
         """A VM or scale-set instance with its state (from the instance view) and image."""
         if isinstance(machine, ScaleSetInstanceId):

@@ -1,3 +1,71 @@
-"""ipam: pure IP-pool arithmetic and allocation bookkeeping; no I/O."""
+"""ipam: pure IP-pool arithmetic and allocation bookkeeping for NodeNetworkConfig pools; no I/O.
 
-__all__: list[str] = []
+- ``scaler``: the pool target (Azure CNS v2: batch-aligned, buffer, max; exhaustion mode).
+- ``request``: the node's half, spec.requestedIPCount and ipsNotInUse (#962 and #4891 ruled out).
+- ``release``: which free IPs to give back (never one in use; newest first).
+- ``allocation``: the control plane's half, which NIC IP configurations to add and remove.
+- ``leaks``: first-seen times and the grace period for leaked IP configurations.
+- ``backoff``: per-NIC batch halving on capacity errors and exponential backoff.
+- ``subnet``: subnet exhaustion with hysteresis.
+- ``bookkeeping``: name -> address -> pod books, and the cluster-wide duplicate-address check.
+
+Imports nothing internal (enforced by import-linter). The node_network_config reconciler in
+``controllers`` reads the cluster and the cloud, calls these functions, and writes.
+"""
+
+from nodewright.ipam.allocation import (
+    AllocationPlan,
+    NicIpConfiguration,
+    RequestedCount,
+    accounted_after,
+    plan_allocation,
+    status_assignments,
+    validate_requested_count,
+)
+from nodewright.ipam.backoff import NicGuard, backoff_delay
+from nodewright.ipam.bookkeeping import (
+    AddressBook,
+    AddressConflict,
+    NoFreeAddressError,
+    SecondaryIp,
+    find_address_conflicts,
+)
+from nodewright.ipam.leaks import DEFAULT_LEAK_GRACE_SECONDS, LeakTracker
+from nodewright.ipam.release import choose_ips_to_release
+from nodewright.ipam.request import PoolRequest, compute_request
+from nodewright.ipam.scaler import (
+    DEFAULT_MAX_IP_COUNT,
+    MAX_IP_CONFIGURATIONS_PER_NIC,
+    MAX_SECONDARY_IPS_PER_NIC,
+    PoolScaler,
+    pool_target,
+)
+from nodewright.ipam.subnet import subnet_exhausted
+
+__all__ = [
+    "DEFAULT_LEAK_GRACE_SECONDS",
+    "DEFAULT_MAX_IP_COUNT",
+    "MAX_IP_CONFIGURATIONS_PER_NIC",
+    "MAX_SECONDARY_IPS_PER_NIC",
+    "AddressBook",
+    "AddressConflict",
+    "AllocationPlan",
+    "LeakTracker",
+    "NicGuard",
+    "NicIpConfiguration",
+    "NoFreeAddressError",
+    "PoolRequest",
+    "PoolScaler",
+    "RequestedCount",
+    "SecondaryIp",
+    "accounted_after",
+    "backoff_delay",
+    "choose_ips_to_release",
+    "compute_request",
+    "find_address_conflicts",
+    "plan_allocation",
+    "pool_target",
+    "status_assignments",
+    "subnet_exhausted",
+    "validate_requested_count",
+]

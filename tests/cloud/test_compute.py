@@ -14,12 +14,13 @@ import pytest
 
 from nodewright.cloud.compute import IdentityUpdateIncompleteError
 from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION, ArmEmulator
-from nodewright.cloud.errors import CloudError
+from nodewright.cloud.errors import CloudError, NotFoundError
 from nodewright.cloud.factory import Cloud
 from nodewright.cloud.models import ImageReference, NodeState
 from nodewright.cloud.resource_ids import (
     ScaleSetInstanceId,
     parse_machine_id,
+    parse_provider_id,
     parse_scale_set_id,
 )
 from nodewright.cloud.throttle import InMemoryCallCounter
@@ -397,3 +398,22 @@ def test_list_instances_and_instance_info(estate: Estate) -> None:
         assert instance.state is NodeState.READY
         assert instance.image is not None
         assert instance.provider_id.lower().startswith("azure:///subscriptions/")
+
+
+def test_primary_network_interface_of_a_vm_and_a_scale_set_instance(estate: Estate) -> None:
+    """The NIC a machine's model names as primary: the VM's own NIC, and the scale-set
+    instance's NIC view; a machine that is gone is NotFound."""
+    vm_id = estate.emulator.estate.add_virtual_machine(GROUP, "vm-nic", subnet_id=estate.subnet_id)
+    scale_set_id = estate.emulator.estate.add_scale_set(
+        GROUP, "vmss-nic", subnet_id=estate.subnet_id, capacity=1
+    )
+    vm_nic = estate.cloud.compute.get_primary_network_interface(parse_machine_id(vm_id))
+    assert estate.cloud.network.get_network_interface(vm_nic).id.lower() == vm_nic.lower()
+    instance = estate.cloud.compute.list_instances(parse_scale_set_id(scale_set_id))[0]
+    instance_nic = estate.cloud.compute.get_primary_network_interface(parse_provider_id(instance.provider_id))
+    assert instance_nic.lower().startswith(f"{scale_set_id}/virtualMachines/{instance.instance_id}/".lower())
+    assert estate.cloud.network.get_network_interface(instance_nic).ip_configurations
+    with pytest.raises(NotFoundError):
+        estate.cloud.compute.get_primary_network_interface(
+            parse_machine_id(vm_id.replace("vm-nic", "vm-gone"))
+        )

@@ -1,0 +1,160 @@
+"""node_network_config: network container IPAM, NodeNetworkConfig pools backed by Azure NIC IP
+configurations (the control-plane half of Azure CNS's design, and optionally the node half).
+
+The reconciler named ``node-network-config`` in the manager's config wires one controller,
+``nodenetworkconfig``: it reconciles NodeNetworkConfigs in the configured namespace, keyed by node
+name, and is also woken by Nodes (selected by ``nodeSelector``) and by pods (mapped to their
+node through ``spec.nodeName``). ``reconciler`` holds the reconcile; ``nodewright.ipam`` the pure
+decisions; ``options`` the strict parsing of the options; ``cloud`` the narrow cloud protocols;
+``resources`` the kinds and names. ``setup(manager, options)`` is what the registry calls;
+``install`` is the same wiring with the settings and the cloud given (tests and benchmarks use it);
+``validate_options`` checks the options without a cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from nodewright.controllers.cloud_access import cloud_from_options, parse_cloud_settings
+from nodewright.controllers.node_network_config.cloud import (
+    MachineNicLocator,
+    NetworkOperations,
+    NicLocator,
+)
+from nodewright.controllers.node_network_config.options import NodeNetworkConfigSettings, parse_options
+from nodewright.controllers.node_network_config.reconciler import (
+    POD_NODE_INDEX,
+    NodeNetworkConfigReconciler,
+    NodeNetworkConfigStores,
+)
+from nodewright.controllers.node_network_config.resources import (
+    CLUSTER_SUBNET_STATE,
+    FINALIZER,
+    NETWORK_INTERFACE_ANNOTATION,
+    NODE_NETWORK_CONFIG,
+    pod_addresses,
+    provider_id_of,
+    uses_pod_network,
+)
+from nodewright.runtime.cache import field_indexer
+from nodewright.runtime.kinds import NODE, POD
+from nodewright.runtime.manager import Manager
+from nodewright.runtime.predicates import Predicate, predicate
+from nodewright.runtime.rbac import RUNTIME_RULES, PolicyRule
+from nodewright.runtime.reconcile import Request
+
+__all__ = [
+    "CLUSTER_SUBNET_STATE",
+    "FINALIZER",
+    "NAME",
+    "NETWORK_INTERFACE_ANNOTATION",
+    "NODE_NETWORK_CONFIG",
+    "RBAC_RULES",
+    "NetworkOperations",
+    "NicLocator",
+    "NodeNetworkConfigReconciler",
+    "NodeNetworkConfigSettings",
+    "install",
+    "parse_options",
+    "setup",
+    "validate_options",
+]
+
+NAME = "node-network-config"
+"""The reconciler's name in the manager's config."""
+CONTROLLER = "nodenetworkconfig"
+
+RBAC_RULES: tuple[PolicyRule, ...] = (
+    PolicyRule("", ("nodes",), ("get", "list", "watch")),
+    PolicyRule("", ("pods",), ("list", "watch")),
+    *RUNTIME_RULES,
+    PolicyRule(
+        "acn.azure.com",
+        ("nodenetworkconfigs",),
+        ("create", "delete", "get", "list", "patch", "update", "watch"),
+    ),
+    PolicyRule("acn.azure.com", ("nodenetworkconfigs/status",), ("get", "patch", "update")),
+    PolicyRule("acn.azure.com", ("clustersubnetstates",), ("create", "get")),
+    PolicyRule("acn.azure.com", ("clustersubnetstates/status",), ("update",)),
+)
+
+Object = dict[str, Any]
+
+
+def _pod_facts(pod: Object) -> tuple[Any, ...]:
+    return (
+        (pod.get("spec") or {}).get("nodeName"),
+        uses_pod_network(pod),
+        tuple(pod_addresses(pod)),
+        bool((pod.get("metadata") or {}).get("deletionTimestamp")),
+    )
+
+
+pod_changed: Predicate = predicate(update=lambda old, new: _pod_facts(old) != _pod_facts(new))
+"""Pod updates that change a node's demand or the addresses in use."""
+node_changed: Predicate = predicate(update=lambda old, new: provider_id_of(old) != provider_id_of(new))
+"""Node updates that matter: the providerID (a node gets it after joining)."""
+
+
+def install(
+    manager: Manager,
+    settings: NodeNetworkConfigSettings,
+    network: NetworkOperations,
+    locator: NicLocator,
+) -> NodeNetworkConfigReconciler:
+    """Wire the controller into ``manager`` (side effect: registers it); returns the reconciler."""
+    cache = manager.cache
+    namespace = settings.namespace
+    pods = cache.informer(POD)
+    if POD_NODE_INDEX not in pods.store.index_names():
+        pods.add_indexer(POD_NODE_INDEX, field_indexer("spec.nodeName"))
+    stores = NodeNetworkConfigStores(
+        nodes=cache.informer(NODE, label_selector=settings.node_selector or None).store,
+        node_network_configs=cache.informer(NODE_NETWORK_CONFIG, namespace=namespace).store,
+        pods=pods.store,
+    )
+    reconciler = NodeNetworkConfigReconciler(
+        client=manager.client,
+        stores=stores,
+        network=network,
+        locator=locator,
+        events=manager.event_recorder("nodewright-node-network-config"),
+        settings=settings,
+    )
+
+    def node_network_config_of_node(node: Object) -> list[Request]:
+        return [Request(namespace, str(node["metadata"]["name"]))]
+
+    def node_network_config_of_pod(pod: Object) -> list[Request]:
+        node = (pod.get("spec") or {}).get("nodeName")
+        return [Request(namespace, str(node))] if node else []
+
+    builder = (
+        manager.controller(CONTROLLER)
+        .for_(NODE_NETWORK_CONFIG, namespace=namespace)
+        .watches(
+            NODE,
+            node_network_config_of_node,
+            predicate=node_changed,
+            label_selector=settings.node_selector or None,
+        )
+        .with_options(max_concurrent_reconciles=4)
+    )
+    if settings.demand_from_pods:
+        builder = builder.watches(POD, node_network_config_of_pod, predicate=pod_changed)
+    builder.complete(reconciler)
+    return reconciler
+
+
+def validate_options(options: Mapping[str, Any]) -> None:
+    """Check the options without a cluster (``nodewright check-config``); raises ConfigError."""
+    parse_options(options)
+    parse_cloud_settings(options.get("cloud"), "options.cloud")
+
+
+def setup(manager: Manager, options: Mapping[str, Any]) -> None:
+    """The registry's entry point: parse the options, reach Azure, wire the controller."""
+    settings = parse_options(options)
+    cloud = cloud_from_options(options)
+    install(manager, settings, cloud.network, MachineNicLocator(cloud))

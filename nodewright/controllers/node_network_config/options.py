@@ -1,0 +1,146 @@
+"""The node-network-config reconciler's options, parsed strictly from the manager config.
+
+Owns ``NodeNetworkConfigSettings`` and ``parse_options``. Unknown keys, wrong types and
+out-of-range values raise ``ConfigError`` with one line naming the key. Example::
+
+    reconcilers:
+      node-network-config:
+        maxConcurrentReconciles: 4
+        options:
+          namespace: kube-system            # where NodeNetworkConfigs and ClusterSubnetStates live
+          nodeSelector: "kubernetes.azure.com/mode=user"   # nodes that get one ("" = all)
+          demandFromPods: true              # false when Azure CNS runs on the nodes
+          scaler: {batchSize: 16, requestThresholdPercent: 50, releaseThresholdPercent: 150, maxIPCount: 250}
+          leakGracePeriodSeconds: 600
+          resyncPeriodSeconds: 60
+          nicRefreshSeconds: 30
+          subnetCheckIntervalSeconds: 30
+          releaseSettleSeconds: 2
+          backoffBaseSeconds: 2
+          backoffCapSeconds: 60
+          cloud: {subscriptionId: ..., credential: {kind: workload-identity}}
+
+No I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from nodewright.ipam import DEFAULT_LEAK_GRACE_SECONDS, PoolScaler
+from nodewright.ipam.backoff import DEFAULT_BACKOFF_BASE_SECONDS, DEFAULT_BACKOFF_CAP_SECONDS
+from nodewright.runtime.config import ConfigError
+
+__all__ = ["NodeNetworkConfigSettings", "parse_options"]
+
+
+@dataclass(frozen=True)
+class NodeNetworkConfigSettings:
+    """What the reconciler is configured with (see the module docstring for the YAML keys)."""
+
+    namespace: str = "kube-system"
+    node_selector: str = ""
+    demand_from_pods: bool = True
+    scaler: PoolScaler = field(default_factory=PoolScaler)
+    leak_grace_period_seconds: float = DEFAULT_LEAK_GRACE_SECONDS
+    resync_period_seconds: float = 60.0
+    nic_refresh_seconds: float = 30.0
+    subnet_check_interval_seconds: float = 30.0
+    release_settle_seconds: float = 2.0
+    backoff_base_seconds: float = DEFAULT_BACKOFF_BASE_SECONDS
+    backoff_cap_seconds: float = DEFAULT_BACKOFF_CAP_SECONDS
+
+
+_SECONDS = {
+    "leakGracePeriodSeconds": "leak_grace_period_seconds",
+    "resyncPeriodSeconds": "resync_period_seconds",
+    "nicRefreshSeconds": "nic_refresh_seconds",
+    "subnetCheckIntervalSeconds": "subnet_check_interval_seconds",
+    "releaseSettleSeconds": "release_settle_seconds",
+    "backoffBaseSeconds": "backoff_base_seconds",
+    "backoffCapSeconds": "backoff_cap_seconds",
+}
+_SCALER = {
+    "batchSize": "batch_size",
+    "requestThresholdPercent": "request_threshold_percent",
+    "releaseThresholdPercent": "release_threshold_percent",
+    "maxIPCount": "max_ip_count",
+}
+_KNOWN = {"namespace", "nodeSelector", "demandFromPods", "scaler", "cloud", *_SECONDS}
+
+
+def _number(value: Any, path: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{path}: expected a number of seconds, got {value!r}")
+    if value < 0:
+        raise ConfigError(f"{path}: must not be negative, got {value!r}")
+    return float(value)
+
+
+def _string(value: Any, path: str) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(f"{path}: expected a string, got {value!r}")
+    return value
+
+
+def _scaler(block: Any, path: str) -> PoolScaler:
+    if not isinstance(block, Mapping):
+        raise ConfigError(f"{path}: expected a mapping")
+    values: dict[str, int] = {}
+    for key, value in block.items():
+        if key not in _SCALER:
+            raise ConfigError(f"{path}.{key}: unknown key (known: {', '.join(sorted(_SCALER))})")
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{path}.{key}: expected an integer, got {value!r}")
+        values[_SCALER[key]] = value
+    defaults = PoolScaler()
+    batch = values.get("batch_size", defaults.batch_size)
+    maximum = values.get("max_ip_count", defaults.max_ip_count)
+    if batch < 1:
+        raise ConfigError(f"{path}.batchSize: must be at least 1, got {batch}")
+    if maximum < 1:
+        raise ConfigError(f"{path}.maxIPCount: must be at least 1, got {maximum}")
+    for key in ("request_threshold_percent", "release_threshold_percent"):
+        if values.get(key, 0) < 0:
+            raise ConfigError(
+                f"{path}.{next(k for k, v in _SCALER.items() if v == key)}: must not be negative"
+            )
+    return PoolScaler.normalized(
+        batch_size=batch,
+        request_threshold_percent=values.get("request_threshold_percent", defaults.request_threshold_percent),
+        max_ip_count=maximum,
+        release_threshold_percent=values.get("release_threshold_percent", defaults.release_threshold_percent),
+    )
+
+
+def parse_options(options: Mapping[str, Any], path: str = "options") -> NodeNetworkConfigSettings:
+    """The settings from a reconciler's ``options`` mapping (the ``cloud`` block is read elsewhere)."""
+    if not isinstance(options, Mapping):
+        raise ConfigError(f"{path}: expected a mapping")
+    for key in options:
+        if key not in _KNOWN:
+            raise ConfigError(f"{path}.{key}: unknown key (known: {', '.join(sorted(_KNOWN))})")
+    values: dict[str, Any] = {}
+    if "namespace" in options:
+        values["namespace"] = _string(options["namespace"], f"{path}.namespace")
+        if not values["namespace"]:
+            raise ConfigError(f"{path}.namespace: must not be empty")
+    if "nodeSelector" in options:
+        values["node_selector"] = _string(options["nodeSelector"], f"{path}.nodeSelector")
+    if "demandFromPods" in options:
+        if not isinstance(options["demandFromPods"], bool):
+            raise ConfigError(
+                f"{path}.demandFromPods: expected true or false, got {options['demandFromPods']!r}"
+            )
+        values["demand_from_pods"] = options["demandFromPods"]
+    if "scaler" in options:
+        values["scaler"] = _scaler(options["scaler"], f"{path}.scaler")
+    for key, name in _SECONDS.items():
+        if key in options:
+            values[name] = _number(options[key], f"{path}.{key}")
+    settings = NodeNetworkConfigSettings(**values)
+    if settings.backoff_cap_seconds < settings.backoff_base_seconds:
+        raise ConfigError(f"{path}.backoffCapSeconds: must be at least backoffBaseSeconds")
+    return settings

@@ -1,0 +1,89 @@
+"""The kinds, names and small helpers the node_network_config reconciler shares with its tests.
+
+Owns the ``Kind`` values of NodeNetworkConfig and ClusterSubnetState (built from the api models'
+class variables), the finalizer and annotation names, and pure helpers over pods and nodes: which
+pods use pod networking and hold an address, what a node's providerID names. No I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from nodewright.api.acn.v1alpha import NodeNetworkConfig
+from nodewright.api.acn.v1alpha1 import ClusterSubnetState
+from nodewright.runtime.kinds import Kind
+
+__all__ = [
+    "CLUSTER_SUBNET_STATE",
+    "FINALIZER",
+    "NETWORK_INTERFACE_ANNOTATION",
+    "NODE_NETWORK_CONFIG",
+    "cluster_subnet_state_name",
+    "node_pods",
+    "pod_addresses",
+    "provider_id_of",
+    "uses_pod_network",
+]
+
+NODE_NETWORK_CONFIG = Kind(
+    NodeNetworkConfig.API_VERSION,
+    NodeNetworkConfig.KIND,
+    NodeNetworkConfig.PLURAL,
+    NodeNetworkConfig.NAMESPACED,
+)
+CLUSTER_SUBNET_STATE = Kind(
+    ClusterSubnetState.API_VERSION,
+    ClusterSubnetState.KIND,
+    ClusterSubnetState.PLURAL,
+    ClusterSubnetState.NAMESPACED,
+)
+
+FINALIZER = "nodewright.io/node-network-config"
+"""Held on every NodeNetworkConfig we manage until its IPs are released from the NIC."""
+NETWORK_INTERFACE_ANNOTATION = "nodewright.io/network-interface"
+"""The ARM ID of the NIC the IPs live on, so they can be released after the Node is gone."""
+
+_FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+def uses_pod_network(pod: Mapping[str, Any]) -> bool:
+    """A pod that needs an address from the pool: not host-networked and not finished."""
+    spec = pod.get("spec") or {}
+    if spec.get("hostNetwork"):
+        return False
+    return (pod.get("status") or {}).get("phase") not in _FINISHED_PHASES
+
+
+def pod_addresses(pod: Mapping[str, Any]) -> list[str]:
+    """The IPv4/IPv6 addresses a pod reports (status.podIPs, else status.podIP)."""
+    status = pod.get("status") or {}
+    addresses = [str(entry.get("ip")) for entry in status.get("podIPs") or [] if entry.get("ip")]
+    if not addresses and status.get("podIP"):
+        addresses = [str(status["podIP"])]
+    return addresses
+
+
+def node_pods(pods: Iterable[Mapping[str, Any]]) -> tuple[int, set[str]]:
+    """Demand (pods that use pod networking) and the addresses they hold."""
+    demand = 0
+    addresses: set[str] = set()
+    for pod in pods:
+        if uses_pod_network(pod):
+            demand += 1
+            addresses.update(pod_addresses(pod))
+    return demand, addresses
+
+
+def provider_id_of(node: Mapping[str, Any]) -> str:
+    return str((node.get("spec") or {}).get("providerID") or "")
+
+
+_INVALID_NAME_CHARACTERS = re.compile(r"[^a-z0-9.-]+")
+
+
+def cluster_subnet_state_name(subnet_name: str) -> str:
+    """The ClusterSubnetState name for a subnet: its name, lowercased and made DNS-1123-safe."""
+    name = _INVALID_NAME_CHARACTERS.sub("-", subnet_name.lower()).strip("-.")
+    return name[:253] or "subnet"
