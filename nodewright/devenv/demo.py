@@ -16,7 +16,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ import yaml
 from nodewright.api import RESOURCES
 from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION, ArmEmulator
 from nodewright.devenv.controlplane import DEFAULT_CACHE, ControlPlane, free_port
+from nodewright.devenv.crds import install_crds
 from nodewright.devenv.nodesim import NodeSimulator, machines_in_emulator
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
@@ -135,7 +135,7 @@ class LocalEnvironment:
         )
         self.simulator.start()
         say(f"Installing {len(RESOURCES)} CRDs ...")
-        self._install_crds()
+        install_crds(self.client)
         self.client.create(
             Kind("v1", "Namespace", "namespaces", namespaced=False), {"metadata": {"name": NAMESPACE}}
         )
@@ -144,22 +144,6 @@ class LocalEnvironment:
             self._kubectl("apply", "-f", str(self.samples))
         say("Starting the manager (nodewright run) ...")
         self._start_manager()
-
-    def _install_crds(self) -> None:
-        assert self.client is not None
-        for resource in RESOURCES:
-            with contextlib.suppress(errors.AlreadyExists):
-                self.client.create(CRD, resource.custom_resource_definition())
-        deadline = time.monotonic() + 60
-        for resource in RESOURCES:
-            name = f"{resource.PLURAL}.{resource.group()}"
-            while True:
-                conditions = (self.client.get(CRD, name).get("status") or {}).get("conditions") or []
-                if any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
-                    break
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"CRD {name} was not established in time")
-                time.sleep(0.2)
 
     def _kubectl(self, *arguments: str) -> None:
         assert self.plane is not None

@@ -14,8 +14,11 @@ from typing import Any
 import pytest
 import yaml
 
+from nodewright.api.acn.v1alpha import NodeNetworkConfig
+from nodewright.api.acn.v1alpha1 import ClusterSubnetState
 from nodewright.cloud.emulator import ArmEmulator
 from nodewright.controllers.main import REGISTRY
+from nodewright.devenv.crds import install_crds
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
 from nodewright.runtime.config import parse_config
@@ -121,9 +124,14 @@ def test_the_service_account_cannot_read_secrets(restricted_manager: tuple[World
         Client.from_kubeconfig(kubeconfig).list(Kind("v1", "Secret", "secrets"), SYSTEM_NAMESPACE)
 
 
-def test_identity_assignment_works_under_the_generated_roles(restricted_manager: tuple[World, Path]) -> None:
-    """With only the generated roles, the manager wins its Lease and assigns an identity."""
+NODE_NETWORK_CONFIG = Kind("acn.azure.com/v1alpha", "NodeNetworkConfig", "nodenetworkconfigs")
+
+
+def test_every_reconciler_works_under_the_generated_roles(restricted_manager: tuple[World, Path]) -> None:
+    """With only the generated roles, the manager wins its Lease, assigns an identity to a scale
+    set and fills the node's NodeNetworkConfig pool with NIC IP configurations."""
     world, kubeconfig = restricted_manager
+    install_crds(world.client, [NodeNetworkConfig, ClusterSubnetState])
     group = world.resource_group("rbac")
     web = world.identity(group, "web")
     scale_set = world.scale_set(group, "pool", capacity=1)
@@ -132,6 +140,7 @@ def test_identity_assignment_works_under_the_generated_roles(restricted_manager:
     world.azure_identity("web", web, world.client_id_of(web))
     world.binding("web-binding", "web", "web")
     world.pod("web-0", node, "web")
+    cloud = world.cloud_options()
     data = {
         "metrics": {"bindAddress": "0"},
         "health": {"bindAddress": "0"},
@@ -145,11 +154,31 @@ def test_identity_assignment_works_under_the_generated_roles(restricted_manager:
         },
         "cacheSyncTimeout": 20,
         "gracefulShutdownTimeout": 5,
-        "reconcilers": {"identity-assignment": {"options": {"cloud": world.cloud_options()}}},
+        "reconcilers": {
+            "identity-assignment": {"options": {"cloud": cloud}},
+            "node-network-config": {
+                "options": {
+                    "cloud": cloud,
+                    "namespace": world.namespace,
+                    "nodeSelector": f"kubernetes.io/hostname={node}",
+                }
+            },
+        },
     }
     manager = Manager(parse_config(data, "test"), kubeconfig=str(kubeconfig))
-    manager.setup_reconcilers(REGISTRY)
+    assert manager.setup_reconcilers(REGISTRY) == ["identity-assignment", "node-network-config"]
     running = RunningManager(manager)
+
+    def pool_filled() -> bool:
+        try:
+            config = world.client.get(NODE_NETWORK_CONFIG, node, world.namespace)
+        except errors.NotFound:
+            return False
+        requested = (config.get("spec") or {}).get("requestedIPCount", 0)
+        status = config.get("status") or {}
+        assigned = sum(len(c.get("ipAssignments") or []) for c in status.get("networkContainers") or [])
+        return bool(requested) and assigned >= requested
+
     try:
         wait_for(
             lambda: web.lower() in world.identities_on(scale_set),
@@ -160,7 +189,10 @@ def test_identity_assignment_works_under_the_generated_roles(restricted_manager:
             lambda: [a.status.status for a in world.assigned()] == ["Assigned"],
             message="AzureAssignedIdentity Assigned",
         )
+        wait_for(pool_filled, timeout=60, message="NodeNetworkConfig pool filled from the NIC")
         assert running.error is None
         assert manager.is_leader()
     finally:
         running.stop()
+        with contextlib.suppress(errors.NotFound):
+            world.client.patch(NODE_NETWORK_CONFIG, node, {"metadata": {"finalizers": None}}, world.namespace)
