@@ -49,6 +49,7 @@ Everything is up after {time.monotonic() - started:.1f} s.
   export KUBECONFIG={environment.plane.kubeconfig}
   {kubectl} get nodes -L kubernetes.azure.com/agentpool
   {kubectl} get azureidentities,azureidentitybindings,azureassignedidentities -A
+  {kubectl} get nodenetworkconfigs -n kube-system
   {kubectl} get events -A --sort-by=.lastTimestamp
 
   metrics  http://127.0.0.1:{environment.metrics_port}/metrics

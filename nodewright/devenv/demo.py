@@ -66,6 +66,7 @@ def manager_config(
 
 DEMO_RECONCILERS: dict[str, dict[str, Any]] = {
     "identity-assignment": {"repairInterval": 60},
+    "node-network-config": {"namespace": "kube-system", "nicRefreshSeconds": 5},
 }
 """Reconciler name -> its options in the demo, besides the shared ``cloud`` block."""
 
@@ -92,8 +93,24 @@ def _identities(client: Client) -> str:
     return f"identities {statuses.count('Assigned')}/{len(statuses)} assigned"
 
 
+NODE_NETWORK_CONFIG = Kind("acn.azure.com/v1alpha", "NodeNetworkConfig", "nodenetworkconfigs")
+
+
+def _ip_pools(client: Client) -> str:
+    configs = client.list(NODE_NETWORK_CONFIG, "kube-system").items
+    filled = 0
+    addresses = 0
+    for config in configs:
+        requested = (config.get("spec") or {}).get("requestedIPCount", 0)
+        containers = (config.get("status") or {}).get("networkContainers") or []
+        assigned = sum(len(container.get("ipAssignments") or []) for container in containers)
+        addresses += assigned
+        filled += bool(requested) and assigned >= requested
+    return f"ip pools {filled}/{len(configs)} filled ({addresses} NIC IPs)"
+
+
 ProgressLine = Callable[[Client], str]
-PROGRESS: list[ProgressLine] = [_nodes, _identities]
+PROGRESS: list[ProgressLine] = [_nodes, _identities, _ip_pools]
 """Functions that summarise one part of the demo in a short phrase."""
 
 
