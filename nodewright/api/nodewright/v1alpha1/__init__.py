@@ -1,7 +1,64 @@
-"""nodewright.io/v1alpha1: NodeImage, ScalingGroup, PendingNode, AutoscalingStrategy."""
+"""nodewright.io/v1alpha1: NodeImage, ScalingGroup, PendingNode, AutoscalingStrategy.
+
+The node image rollout's kinds, modelled on constellation's node operator
+(update.edgeless.systems/v1alpha1) and all cluster-scoped like theirs. One module per kind;
+``RESOURCES`` feeds ``make manifests``. Imports nothing internal beyond the model base.
+"""
 
 from nodewright.api.base import Resource
+from nodewright.api.nodewright.v1alpha1.autoscaling_strategy import (
+    ENABLED_BEFORE_ROLLOUT_ANNOTATION,
+    AutoscalingStrategy,
+    AutoscalingStrategySpec,
+    AutoscalingStrategyStatus,
+)
+from nodewright.api.nodewright.v1alpha1.node_image import (
+    CONDITION_DEGRADED,
+    CONDITION_PROGRESSING,
+    CONDITION_UP_TO_DATE,
+    NodeImage,
+    NodeImageSpec,
+    NodeImageStatus,
+)
+from nodewright.api.nodewright.v1alpha1.pending_node import (
+    CloudNodeState,
+    PendingNode,
+    PendingNodeGoal,
+    PendingNodeSpec,
+    PendingNodeStatus,
+)
+from nodewright.api.nodewright.v1alpha1.scaling_group import (
+    CONDITION_IMAGE_APPLIED,
+    SCALE_SET_ID_PATTERN,
+    NodeRole,
+    ScalingGroup,
+    ScalingGroupSpec,
+    ScalingGroupStatus,
+)
 
-RESOURCES: tuple[type[Resource], ...] = ()
+RESOURCES: tuple[type[Resource], ...] = (NodeImage, ScalingGroup, PendingNode, AutoscalingStrategy)
 
-__all__ = ["RESOURCES"]
+__all__ = [
+    "CONDITION_DEGRADED",
+    "CONDITION_IMAGE_APPLIED",
+    "CONDITION_PROGRESSING",
+    "CONDITION_UP_TO_DATE",
+    "ENABLED_BEFORE_ROLLOUT_ANNOTATION",
+    "RESOURCES",
+    "SCALE_SET_ID_PATTERN",
+    "AutoscalingStrategy",
+    "AutoscalingStrategySpec",
+    "AutoscalingStrategyStatus",
+    "CloudNodeState",
+    "NodeImage",
+    "NodeImageSpec",
+    "NodeImageStatus",
+    "NodeRole",
+    "PendingNode",
+    "PendingNodeGoal",
+    "PendingNodeSpec",
+    "PendingNodeStatus",
+    "ScalingGroup",
+    "ScalingGroupSpec",
+    "ScalingGroupStatus",
+]

@@ -1,0 +1,210 @@
+"""node_image: replacing nodes whose image is outdated, on Azure VM scale sets.
+
+The reconciler named ``node-image`` in the manager's config wires three controllers:
+``nodeimage`` (``NodeImageReconciler``: the rollout), ``scalinggroup``
+(``ScalingGroupReconciler``: the scale set's model image) and ``pendingnode``
+(``PendingNodeReconciler``: machines joining and leaving). ``decisions`` holds the pure
+algorithm; ``options`` the strict parsing of the reconciler's options; ``resources`` the CRD kinds
+and the helpers the three share. ``setup(manager, options)`` is what the registry calls;
+``install`` is the same wiring with the cloud, checkpoint and clock given (tests use it);
+``validate_options`` checks a config without a cluster. Module contract of a built-in
+reconciler: ``NAME``, ``setup``, ``validate_options``, ``RBAC_RULES``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from nodewright.controllers.cloud_access import cloud_from_options, parse_cloud_settings
+from nodewright.controllers.node_image import node_image, pending_node, scaling_group
+from nodewright.controllers.node_image.node_image import NodeImageCloud, NodeImageReconciler, NodeImageStores
+from nodewright.controllers.node_image.options import NodeImageSettings, parse_options
+from nodewright.controllers.node_image.pending_node import PendingNodeCloud, PendingNodeReconciler
+from nodewright.controllers.node_image.resources import (
+    AUTOSCALING_STRATEGY,
+    NODE_IMAGE,
+    PENDING_NODE,
+    SCALING_GROUP,
+    Checkpoint,
+    Clock,
+    no_checkpoint,
+    utc_now,
+)
+from nodewright.controllers.node_image.scaling_group import ScalingGroupCloud, ScalingGroupReconciler
+from nodewright.runtime.handlers import request_for
+from nodewright.runtime.kinds import NODE, POD_DISRUPTION_BUDGET
+from nodewright.runtime.manager import Manager
+from nodewright.runtime.predicates import Predicate, generation_changed, predicate
+from nodewright.runtime.rbac import PolicyRule, merge_rules
+from nodewright.runtime.reconcile import Request
+
+__all__ = [
+    "NAME",
+    "RBAC_RULES",
+    "NodeImageCloud",
+    "NodeImageReconciler",
+    "NodeImageSettings",
+    "NodeRolloutCloud",
+    "PendingNodeReconciler",
+    "ScalingGroupReconciler",
+    "install",
+    "parse_options",
+    "setup",
+    "validate_options",
+]
+
+NAME = "node-image"
+"""The reconciler's name in the manager's config."""
+
+RBAC_RULES: tuple[PolicyRule, ...] = tuple(
+    merge_rules([*node_image.RBAC_RULES, *scaling_group.RBAC_RULES, *pending_node.RBAC_RULES])
+)
+
+
+class NodeRolloutCloud(NodeImageCloud, ScalingGroupCloud, PendingNodeCloud, Protocol):
+    """Every cloud operation the three reconcilers use (``ComputeService`` has them all)."""
+
+
+Object = dict[str, Any]
+
+
+def _ready(obj: Object) -> bool:
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def _node_facts(obj: Object) -> tuple[Any, ...]:
+    metadata = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    return (
+        _ready(obj),
+        metadata.get("annotations"),
+        metadata.get("labels"),
+        spec.get("unschedulable"),
+        spec.get("providerID"),
+    )
+
+
+node_changed: Predicate = predicate(update=lambda old, new: _node_facts(old) != _node_facts(new))
+"""Node updates that matter to a rollout: Ready, annotations, labels, cordon, providerID."""
+node_presence_or_ready_changed: Predicate = predicate(update=lambda old, new: _ready(old) != _ready(new))
+scaling_group_changed: Predicate = predicate(
+    update=lambda old, new: (
+        (old.get("metadata") or {}).get("generation") != (new.get("metadata") or {}).get("generation")
+        or (old.get("status") or {}).get("imageReference") != (new.get("status") or {}).get("imageReference")
+    )
+)
+autoscaling_changed: Predicate = predicate(
+    update=lambda old, new: (
+        (old.get("spec"), (old.get("status") or {}).get("enabled"))
+        != (new.get("spec"), (new.get("status") or {}).get("enabled"))
+    )
+)
+
+
+def install(
+    manager: Manager,
+    settings: NodeImageSettings,
+    cloud: NodeRolloutCloud,
+    *,
+    checkpoint: Checkpoint = no_checkpoint,
+    clock: Clock = utc_now,
+) -> None:
+    """Wire the three controllers into ``manager`` (side effect: registers them)."""
+    cache = manager.cache
+    selector = settings.node_label_selector
+    stores = NodeImageStores(
+        node_images=cache.informer(NODE_IMAGE).store,
+        nodes=cache.informer(NODE, label_selector=selector).store,
+        pending_nodes=cache.informer(PENDING_NODE).store,
+        scaling_groups=cache.informer(SCALING_GROUP).store,
+        autoscaling_strategies=cache.informer(AUTOSCALING_STRATEGY).store,
+        pod_disruption_budgets=cache.informer(POD_DISRUPTION_BUDGET).store,
+    )
+    events = manager.event_recorder("nodewright-node-image")
+
+    def all_node_images(_: Object) -> list[Request]:
+        names: list[str] = stores.node_images.keys()
+        return [Request("", name) for name in names]
+
+    def node_image_of_scaling_group(obj: Object) -> list[Request]:
+        name = (obj.get("spec") or {}).get("nodeImage")
+        return [Request("", str(name))] if name else []
+
+    def scaling_groups_of_node_image(obj: Object) -> list[Request]:
+        name = (obj.get("metadata") or {}).get("name")
+        return [
+            request_for(group)
+            for group in stores.scaling_groups.list()
+            if (group.get("spec") or {}).get("nodeImage") == name
+        ]
+
+    def pending_node_of_node(obj: Object) -> list[Request]:
+        return [Request("", str((obj.get("metadata") or {}).get("name", "")))]
+
+    rollout = NodeImageReconciler(
+        client=manager.client,
+        stores=stores,
+        cloud=cloud,
+        events=events,
+        settings=settings,
+        checkpoint=checkpoint,
+        clock=clock,
+    )
+    (
+        manager.controller("nodeimage")
+        .for_(NODE_IMAGE, predicate=generation_changed)
+        .owns(PENDING_NODE, predicate=generation_changed)
+        .watches(NODE, all_node_images, predicate=node_changed, label_selector=selector)
+        .watches(SCALING_GROUP, node_image_of_scaling_group, predicate=scaling_group_changed)
+        .watches(AUTOSCALING_STRATEGY, all_node_images, predicate=autoscaling_changed)
+        .complete(rollout)
+    )
+    images = ScalingGroupReconciler(
+        client=manager.client,
+        scaling_groups=stores.scaling_groups,
+        node_images=stores.node_images,
+        cloud=cloud,
+        events=events,
+        settings=settings,
+        checkpoint=checkpoint,
+    )
+    (
+        manager.controller("scalinggroup")
+        .for_(SCALING_GROUP, predicate=generation_changed)
+        .watches(NODE_IMAGE, scaling_groups_of_node_image, predicate=generation_changed)
+        .complete(images)
+    )
+    machines = PendingNodeReconciler(
+        client=manager.client,
+        pending_nodes=stores.pending_nodes,
+        nodes=stores.nodes,
+        cloud=cloud,
+        events=events,
+        settings=settings,
+        checkpoint=checkpoint,
+        clock=clock,
+    )
+    (
+        manager.controller("pendingnode")
+        .for_(PENDING_NODE, predicate=generation_changed)
+        .watches(
+            NODE, pending_node_of_node, predicate=node_presence_or_ready_changed, label_selector=selector
+        )
+        .with_options(max_concurrent_reconciles=settings.pending_node_workers)
+        .complete(machines)
+    )
+
+
+def validate_options(options: Mapping[str, Any]) -> None:
+    """Check the options without a cluster (``nodewright check-config``); raises ConfigError."""
+    parse_options(options)
+    parse_cloud_settings(options.get("cloud"), "options.cloud")
+
+
+def setup(manager: Manager, options: Mapping[str, Any]) -> None:
+    """The registry's entry point: parse ``options`` strictly, reach Azure through the shared
+    Cloud of its ``cloud`` block, and ``install``."""
+    settings = parse_options(options)
+    install(manager, settings, cloud_from_options(options).compute)

@@ -1,0 +1,193 @@
+"""PendingNodeReconciler: follows a machine joining or leaving the cluster until it gets there or
+its deadline passes.
+
+Reads the machine's state from the cloud and whether its Node exists, records both in the
+status, and acts as ``decisions.decide_pending_node`` says: a join that timed out (or whose
+machine failed) becomes a Leave first and has its machine deleted next, so a restart between the
+two still deletes it; a leave deletes the machine (again, past its deadline) and, once the cloud
+says Terminated, the Node (if it still names that machine) and then the record. Each write is
+named by a checkpoint and idempotent. Neighbours: ``node_image`` (creates and owns the records;
+deletes a Join once its node is paired), ``cloud.compute`` through ``PendingNodeCloud``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from typing import Any, Protocol
+
+from nodewright.api.base import ValidationError
+from nodewright.api.nodewright.v1alpha1 import PendingNode
+from nodewright.cloud.models import NodeState
+from nodewright.cloud.resource_ids import InvalidResourceIdError, MachineId, parse_provider_id
+from nodewright.controllers.node_image.decisions import PendingNodeAction, decide_pending_node
+from nodewright.controllers.node_image.options import NodeImageSettings
+from nodewright.controllers.node_image.resources import (
+    PENDING_NODE,
+    Checkpoint,
+    Clock,
+    format_time,
+    no_checkpoint,
+    utc_now,
+)
+from nodewright.runtime import errors
+from nodewright.runtime.client import Client
+from nodewright.runtime.events import EventRecorder
+from nodewright.runtime.informer import Store
+from nodewright.runtime.kinds import NODE
+from nodewright.runtime.logs import get_logger
+from nodewright.runtime.rbac import PolicyRule
+from nodewright.runtime.reconcile import Request, Result, TerminalError
+from nodewright.runtime.retry import retry_on_conflict
+
+__all__ = ["RBAC_RULES", "PendingNodeCloud", "PendingNodeReconciler"]
+
+log = get_logger(__name__)
+
+RBAC_RULES: tuple[PolicyRule, ...] = (
+    PolicyRule("nodewright.io", ("pendingnodes",), ("get", "list", "watch", "update", "delete")),
+    PolicyRule("nodewright.io", ("pendingnodes/status",), ("get", "update")),
+    PolicyRule("", ("nodes",), ("get", "list", "watch", "delete")),
+)
+
+
+class PendingNodeCloud(Protocol):
+    """The cloud operations the PendingNode reconciler needs (``ComputeService`` has them)."""
+
+    def get_node_state(self, machine: MachineId) -> NodeState: ...
+
+    def delete_instance(self, machine: MachineId) -> None: ...
+
+
+class PendingNodeReconciler:
+    """Follows one machine to its goal (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        client: Client,
+        pending_nodes: Store,
+        nodes: Store,
+        cloud: PendingNodeCloud,
+        events: EventRecorder,
+        settings: NodeImageSettings,
+        checkpoint: Checkpoint = no_checkpoint,
+        clock: Clock = utc_now,
+    ) -> None:
+        self._client = client
+        self._pending_nodes = pending_nodes
+        self._nodes = nodes
+        self._cloud = cloud
+        self._events = events
+        self._settings = settings
+        self._checkpoint = checkpoint
+        self._clock = clock
+
+    def reconcile(self, request: Request) -> Result:
+        cached = self._pending_nodes.get(request.name)
+        if cached is None or (cached.get("metadata") or {}).get("deletionTimestamp"):
+            return Result()
+        obj = copy.deepcopy(cached)
+        try:
+            pending = PendingNode.from_object(obj)
+            machine = parse_provider_id(pending.spec.provider_id)
+        except (ValidationError, InvalidResourceIdError) as error:
+            self._events.event(obj, "Warning", "InvalidSpec", str(error))
+            raise TerminalError(f"PendingNode {request.name}: {error}") from error
+        state = self._cloud.get_node_state(machine)
+        node = self._node_of(pending)
+        now = self._clock()
+        decision = decide_pending_node(
+            pending, state, node_exists=node is not None, now=now, timeouts=self._settings.timeouts
+        )
+        self._write_status(obj, decision.cloud_state.value, decision.reached_goal)
+        action = decision.action
+        if action is PendingNodeAction.GIVE_UP_JOIN:
+            assert decision.deadline is not None
+            self._events.event(
+                obj, "Warning", decision.reason, f"Machine {pending.spec.node_name} did not join; deleting it"
+            )
+            self._update_spec(
+                obj, {"goal": "Leave", "deadline": format_time(decision.deadline)}, "give-up-join"
+            )
+            return Result(requeue=True)
+        if action is PendingNodeAction.DELETE_MACHINE:
+            if decision.deadline is not None:
+                self._events.event(
+                    obj,
+                    "Warning",
+                    decision.reason,
+                    f"Machine {pending.spec.node_name} still exists; deleting it again",
+                )
+                self._update_spec(obj, {"deadline": format_time(decision.deadline)}, "extend-leave")
+            self._checkpoint("delete-machine")
+            self._cloud.delete_instance(machine)
+            log.info("Deleted machine", pending_node=pending.name, machine=str(machine))
+            return Result(requeue=True)
+        if action is PendingNodeAction.DELETE_RECORD:
+            if node is not None:
+                self._checkpoint("delete-node")
+                uid = str(node["metadata"].get("uid", ""))
+                with contextlib.suppress(errors.NotFound, errors.Conflict):
+                    self._client.delete(NODE, pending.spec.node_name, preconditions={"uid": uid})
+                log.info("Deleted node", node=pending.spec.node_name)
+            self._checkpoint("delete-record")
+            try:
+                self._client.delete(
+                    PENDING_NODE, pending.name, preconditions={"uid": str(obj["metadata"]["uid"])}
+                )
+            except (errors.NotFound, errors.Conflict):
+                return Result()
+            log.info(
+                "Finished PendingNode",
+                pending_node=pending.name,
+                goal=pending.spec.goal.value,
+                reason=decision.reason,
+            )
+            return Result()
+        if decision.requeue_after is None:
+            return Result()
+        return Result(requeue_after=max(0.05, decision.requeue_after.total_seconds()))
+
+    def _node_of(self, pending: PendingNode) -> dict[str, Any] | None:
+        """The Node of the record's machine: named as the record says and naming the same machine."""
+        node = self._nodes.get(pending.spec.node_name)
+        if node is None:
+            return None
+        provider_id = str((node.get("spec") or {}).get("providerID", ""))
+        return node if provider_id.lower() == pending.spec.provider_id.lower() else None
+
+    def _update_spec(self, obj: dict[str, Any], changes: dict[str, Any], step: str) -> None:
+        self._checkpoint(step)
+
+        def attempt() -> None:
+            fresh = self._client.get(PENDING_NODE, obj["metadata"]["name"])
+            if fresh["metadata"].get("uid") != obj["metadata"].get("uid"):
+                return
+            fresh["spec"] = {**fresh.get("spec", {}), **changes}
+            self._client.update(PENDING_NODE, fresh)
+
+        try:
+            retry_on_conflict(attempt)
+        except errors.NotFound:
+            return
+
+    def _write_status(self, obj: dict[str, Any], cloud_state: str, reached_goal: bool) -> None:
+        desired: dict[str, Any] = {"cspState": cloud_state}
+        if reached_goal:
+            desired["reachedGoal"] = True
+        if desired == (obj.get("status") or {}):
+            return
+        self._checkpoint("pending-node-status")
+
+        def attempt() -> None:
+            fresh = self._client.get(PENDING_NODE, obj["metadata"]["name"])
+            if fresh["metadata"].get("uid") != obj["metadata"].get("uid"):
+                return
+            fresh["status"] = desired
+            self._client.update_status(PENDING_NODE, fresh)
+
+        try:
+            retry_on_conflict(attempt)
+        except errors.NotFound:
+            return

@@ -1,0 +1,159 @@
+"""ScalingGroupReconciler: keeps a scale set's model image on its NodeImage's image.
+
+Reads the ScalingGroup and its NodeImage from the cache, the scale set's model image from the
+cloud, PATCHes the model when it differs (existing machines keep theirs; new ones boot the new
+image), and reports the image in ``status.imageReference`` with an ``ImageApplied`` condition.
+A missing scale set, a missing NodeImage or an image reference that does not parse is a False
+condition and a Warning Event, and nothing is changed. The NodeImage reconciler creates machines
+in a scale set only once this status names the desired image. Neighbours: ``node_image`` (reads
+the status), ``cloud.compute`` through ``ScalingGroupCloud``.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Literal, Protocol
+
+from nodewright.api.base import ValidationError
+from nodewright.api.nodewright.v1alpha1 import CONDITION_IMAGE_APPLIED, NodeImage, ScalingGroup
+from nodewright.cloud.errors import CloudError, NotFoundError
+from nodewright.cloud.models import ImageReference
+from nodewright.cloud.resource_ids import InvalidResourceIdError, ScaleSetId, parse_scale_set_id
+from nodewright.controllers.node_image.decisions import InvalidImageError, parse_desired_image
+from nodewright.controllers.node_image.options import NodeImageSettings
+from nodewright.controllers.node_image.resources import SCALING_GROUP, Checkpoint, no_checkpoint
+from nodewright.runtime import errors
+from nodewright.runtime.client import Client
+from nodewright.runtime.events import EventRecorder
+from nodewright.runtime.informer import Store
+from nodewright.runtime.logs import get_logger
+from nodewright.runtime.objects import set_condition
+from nodewright.runtime.rbac import PolicyRule
+from nodewright.runtime.reconcile import Request, Result
+from nodewright.runtime.retry import retry_on_conflict
+
+__all__ = ["RBAC_RULES", "ScalingGroupCloud", "ScalingGroupReconciler"]
+
+log = get_logger(__name__)
+
+RBAC_RULES: tuple[PolicyRule, ...] = (
+    PolicyRule("nodewright.io", ("scalinggroups",), ("get", "list", "watch")),
+    PolicyRule("nodewright.io", ("scalinggroups/status",), ("get", "update")),
+    PolicyRule("nodewright.io", ("nodeimages",), ("get", "list", "watch")),
+)
+
+
+class ScalingGroupCloud(Protocol):
+    """The cloud operations the ScalingGroup reconciler needs (``ComputeService`` has them)."""
+
+    def get_scale_set_image(self, scale_set: ScaleSetId) -> ImageReference | None: ...
+
+    def set_scale_set_image(self, scale_set: ScaleSetId, image: ImageReference) -> None: ...
+
+
+class ScalingGroupReconciler:
+    """Applies the NodeImage's image to the scale set's model (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        client: Client,
+        scaling_groups: Store,
+        node_images: Store,
+        cloud: ScalingGroupCloud,
+        events: EventRecorder,
+        settings: NodeImageSettings,
+        checkpoint: Checkpoint = no_checkpoint,
+    ) -> None:
+        self._client = client
+        self._scaling_groups = scaling_groups
+        self._node_images = node_images
+        self._cloud = cloud
+        self._events = events
+        self._settings = settings
+        self._checkpoint = checkpoint
+
+    def reconcile(self, request: Request) -> Result:
+        cached = self._scaling_groups.get(request.name)
+        if cached is None or (cached.get("metadata") or {}).get("deletionTimestamp"):
+            return Result()
+        obj = copy.deepcopy(cached)
+        try:
+            scaling_group = ScalingGroup.from_object(obj)
+        except ValidationError as error:
+            return self._refuse(obj, "InvalidSpec", str(error))
+        node_image_object = self._node_images.get(scaling_group.spec.node_image)
+        if node_image_object is None:
+            return self._refuse(
+                obj, "NodeImageNotFound", f"No NodeImage named {scaling_group.spec.node_image}"
+            )
+        try:
+            desired = parse_desired_image(NodeImage.from_object(copy.deepcopy(node_image_object)).spec.image)
+        except (ValidationError, InvalidImageError) as error:
+            return self._refuse(obj, "InvalidImageReference", str(error))
+        try:
+            scale_set = parse_scale_set_id(scaling_group.spec.group_id)
+        except InvalidResourceIdError as error:
+            return self._refuse(obj, "InvalidSpec", str(error))
+        try:
+            current = self._cloud.get_scale_set_image(scale_set)
+        except NotFoundError:
+            self._refuse(obj, "ScaleSetNotFound", f"No scale set {scaling_group.spec.group_id}")
+            return Result(requeue_after=self._settings.scaling_group_resync_seconds)
+        if current is None or not current.same_image(desired):
+            self._checkpoint("set-image")
+            try:
+                self._cloud.set_scale_set_image(scale_set, desired)
+            except CloudError as error:
+                self._write_status(obj, "False", "SetImageFailed", str(error), image=current)
+                self._events.event(obj, "Warning", "SetImageFailed", str(error))
+                raise
+            self._events.event(
+                obj,
+                "Normal",
+                "ImageApplied",
+                f"Scale set {scale_set.name} now creates machines from {desired}",
+            )
+            log.info("Set scale set image", scaling_group=scaling_group.name, image=str(desired))
+            current = desired
+        self._write_status(obj, "True", "Applied", f"New machines boot {current}", image=current)
+        return Result(requeue_after=self._settings.scaling_group_resync_seconds)
+
+    def _refuse(self, obj: dict[str, Any], reason: str, message: str) -> Result:
+        """Report what keeps the image from being applied; nothing is changed at the cloud."""
+        self._events.event(obj, "Warning", reason, message)
+        self._write_status(obj, "False", reason, message, image=None)
+        return Result()
+
+    def _write_status(
+        self,
+        obj: dict[str, Any],
+        status: Literal["True", "False", "Unknown"],
+        reason: str,
+        message: str,
+        *,
+        image: ImageReference | None,
+    ) -> None:
+        generation = int(obj["metadata"].get("generation", 0))
+        existing = obj.get("status") or {}
+        conditions = copy.deepcopy(existing.get("conditions") or [])
+        set_condition(conditions, CONDITION_IMAGE_APPLIED, status, reason, message, generation)
+        desired: dict[str, Any] = {"conditions": conditions, "observedGeneration": generation}
+        reference = image.format() if image is not None else existing.get("imageReference", "")
+        if reference:
+            desired["imageReference"] = reference
+        if desired == existing:
+            return
+        self._checkpoint("scaling-group-status")
+
+        def attempt() -> None:
+            fresh = self._client.get(SCALING_GROUP, obj["metadata"]["name"])
+            if fresh["metadata"].get("uid") != obj["metadata"].get("uid"):
+                return
+            fresh["status"] = desired
+            self._client.update_status(SCALING_GROUP, fresh)
+
+        try:
+            retry_on_conflict(attempt)
+        except errors.NotFound:
+            return
