@@ -50,6 +50,7 @@ Everything is up after {time.monotonic() - started:.1f} s.
   {kubectl} get nodes -L kubernetes.azure.com/agentpool
   {kubectl} get azureidentities,azureidentitybindings,azureassignedidentities -A
   {kubectl} get nodenetworkconfigs -n kube-system
+  {kubectl} get nodeimages,scalinggroups,pendingnodes
   {kubectl} get events -A --sort-by=.lastTimestamp
 
   metrics  http://127.0.0.1:{environment.metrics_port}/metrics

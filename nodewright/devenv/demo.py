@@ -67,6 +67,7 @@ def manager_config(
 DEMO_RECONCILERS: dict[str, dict[str, Any]] = {
     "identity-assignment": {"repairInterval": 60},
     "node-network-config": {"namespace": "kube-system", "nicRefreshSeconds": 5},
+    "node-image": {"nodeLabelSelector": "kubernetes.azure.com/agentpool=vmss-user"},
 }
 """Reconciler name -> its options in the demo, besides the shared ``cloud`` block."""
 
@@ -109,8 +110,21 @@ def _ip_pools(client: Client) -> str:
     return f"ip pools {filled}/{len(configs)} filled ({addresses} NIC IPs)"
 
 
+NODE_IMAGE = Kind("nodewright.io/v1alpha1", "NodeImage", "nodeimages", namespaced=False)
+
+
+def _image_rollouts(client: Client) -> str:
+    parts = []
+    for image in client.list(NODE_IMAGE).items:
+        status = image.get("status") or {}
+        version = str((image.get("spec") or {}).get("image", "")).rsplit("/", 1)[-1]
+        current, total = status.get("upToDateNodes", 0), status.get("totalNodes", 0)
+        parts.append(f"image {image['metadata']['name']} {current}/{total} nodes on {version}")
+    return ", ".join(parts) or "no NodeImage"
+
+
 ProgressLine = Callable[[Client], str]
-PROGRESS: list[ProgressLine] = [_nodes, _identities, _ip_pools]
+PROGRESS: list[ProgressLine] = [_nodes, _identities, _ip_pools, _image_rollouts]
 """Functions that summarise one part of the demo in a short phrase."""
 
 

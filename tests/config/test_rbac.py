@@ -14,10 +14,9 @@ from typing import Any
 import pytest
 import yaml
 
-from nodewright.api.acn.v1alpha import NodeNetworkConfig
-from nodewright.api.acn.v1alpha1 import ClusterSubnetState
 from nodewright.cloud.emulator import ArmEmulator
 from nodewright.controllers.main import REGISTRY
+from nodewright.controllers.node_image.resources import NODE_IMAGE, SCALING_GROUP
 from nodewright.devenv.crds import install_crds
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
@@ -125,18 +124,37 @@ def test_the_service_account_cannot_read_secrets(restricted_manager: tuple[World
 
 
 NODE_NETWORK_CONFIG = Kind("acn.azure.com/v1alpha", "NodeNetworkConfig", "nodenetworkconfigs")
+GALLERY = "/CommunityGalleries/nodewright-rbac/images/node/versions"
 
 
 def test_every_reconciler_works_under_the_generated_roles(restricted_manager: tuple[World, Path]) -> None:
     """With only the generated roles, the manager wins its Lease, assigns an identity to a scale
-    set and fills the node's NodeNetworkConfig pool with NIC IP configurations."""
+    set, fills the node's NodeNetworkConfig pool with NIC IP configurations, and rolls another
+    scale set's node to a new image (scale out, drain, delete)."""
     world, kubeconfig = restricted_manager
-    install_crds(world.client, [NodeNetworkConfig, ClusterSubnetState])
+    install_crds(world.client)
     group = world.resource_group("rbac")
     web = world.identity(group, "web")
     scale_set = world.scale_set(group, "pool", capacity=1)
+    rolled = world.emulator.estate.add_scale_set(
+        group,
+        f"roll{world.suffix}",
+        subnet_id=world.subnet_of(group),
+        capacity=1,
+        image={"id": f"{GALLERY}/1.0.0"},
+    )
     world.start_nodes()
     node = world.nodes_of(scale_set)[0]
+    old_node = world.nodes_of(rolled)[0]
+    image_name = f"rbac-{world.suffix}"
+    world.client.create(NODE_IMAGE, {"metadata": {"name": image_name}, "spec": {"image": f"{GALLERY}/2.0.0"}})
+    world.client.create(
+        SCALING_GROUP,
+        {
+            "metadata": {"name": image_name},
+            "spec": {"groupID": rolled, "nodeImage": image_name, "role": "Worker"},
+        },
+    )
     world.azure_identity("web", web, world.client_id_of(web))
     world.binding("web-binding", "web", "web")
     world.pod("web-0", node, "web")
@@ -163,10 +181,16 @@ def test_every_reconciler_works_under_the_generated_roles(restricted_manager: tu
                     "nodeSelector": f"kubernetes.io/hostname={node}",
                 }
             },
+            "node-image": {
+                "options": {
+                    "cloud": cloud,
+                    "nodeLabelSelector": f"kubernetes.azure.com/agentpool=roll{world.suffix}",
+                }
+            },
         },
     }
     manager = Manager(parse_config(data, "test"), kubeconfig=str(kubeconfig))
-    assert manager.setup_reconcilers(REGISTRY) == ["identity-assignment", "node-network-config"]
+    assert manager.setup_reconcilers(REGISTRY) == ["identity-assignment", "node-network-config", "node-image"]
     running = RunningManager(manager)
 
     def pool_filled() -> bool:
@@ -190,9 +214,18 @@ def test_every_reconciler_works_under_the_generated_roles(restricted_manager: tu
             message="AzureAssignedIdentity Assigned",
         )
         wait_for(pool_filled, timeout=60, message="NodeNetworkConfig pool filled from the NIC")
+
+        def rolled_out() -> bool:
+            status = world.client.get(NODE_IMAGE, image_name).get("status") or {}
+            nodes = world.nodes_of(rolled)
+            return status.get("upToDateNodes") == status.get("totalNodes") == 1 and old_node not in nodes
+
+        wait_for(rolled_out, timeout=120, message="the scale set's node replaced by one on the new image")
         assert running.error is None
         assert manager.is_leader()
     finally:
         running.stop()
         with contextlib.suppress(errors.NotFound):
             world.client.patch(NODE_NETWORK_CONFIG, node, {"metadata": {"finalizers": None}}, world.namespace)
+        for kind in (SCALING_GROUP, NODE_IMAGE):
+            world.client.delete(kind, image_name, ignore_not_found=True)
