@@ -25,6 +25,7 @@ __all__ = [
     "has_finalizer",
     "owner_key",
     "remove_finalizer",
+    "replace_status",
     "set_condition",
     "set_controller_reference",
 ]
@@ -165,6 +166,28 @@ def drop_finalizer(
     """Remove ``finalizer`` from the stored object; returns it, or None if it is gone (the
     removal may have let the deletion finish). Side effect: patches the API server."""
     return _patch_finalizers(client, kind, name, namespace, finalizer, add=False)
+
+
+def replace_status(client: Client, kind: Kind, obj: dict[str, Any], status: dict[str, Any]) -> bool:
+    """Write ``status`` as the whole status of the object ``obj`` was read from, through the
+    status subresource: re-read it, give up if it is gone or was replaced by another object of
+    the same name (another uid), retry conflicts. Returns whether it wrote. Side effect: API
+    writes."""
+    metadata = obj["metadata"]
+    name, namespace, uid = metadata["name"], metadata.get("namespace"), metadata.get("uid")
+
+    def attempt() -> bool:
+        fresh = client.get(kind, name, namespace)
+        if fresh["metadata"].get("uid") != uid:
+            return False
+        fresh["status"] = status
+        client.update_status(kind, fresh)
+        return True
+
+    try:
+        return retry_on_conflict(attempt)
+    except errors.NotFound:
+        return False
 
 
 # ---- conditions ---------------------------------------------------------------------------

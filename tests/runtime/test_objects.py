@@ -10,7 +10,7 @@ import pytest
 
 from nodewright.runtime import errors, objects
 from nodewright.runtime.client import Client
-from nodewright.runtime.kinds import CONFIG_MAP
+from nodewright.runtime.kinds import CONFIG_MAP, POD
 
 OWNER: dict[str, Any] = {
     "apiVersion": "apps/v1",
@@ -144,3 +144,20 @@ def test_an_invalid_finalizer_is_a_validation_error_not_a_conflict(cluster: Any,
     client.create(CONFIG_MAP, {"metadata": {"name": "strict"}}, namespace)
     with pytest.raises(errors.Invalid):
         objects.ensure_finalizer(client, CONFIG_MAP, "strict", "not a/valid name!", namespace)
+
+
+def test_replace_status_writes_only_to_the_same_object(cluster: Any, namespace: str) -> None:
+    """replace_status writes through the status subresource even from a stale read, does not
+    write to a same-named replacement (another uid), and reports a vanished object."""
+    client = Client.from_kubeconfig(cluster.kubeconfig)
+    body = {"metadata": {"name": "target"}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+    read = client.create(POD, body, namespace)
+    client.patch(POD, "target", {"metadata": {"labels": {"changed": "yes"}}}, namespace)  # read is stale now
+    assert objects.replace_status(client, POD, read, {"phase": "Running"}) is True
+    assert client.get(POD, "target", namespace)["status"]["phase"] == "Running"
+    client.delete(POD, "target", namespace, grace_period_seconds=0)
+    client.create(POD, body, namespace)
+    assert objects.replace_status(client, POD, read, {"phase": "Failed"}) is False
+    assert client.get(POD, "target", namespace)["status"].get("phase") != "Failed"
+    client.delete(POD, "target", namespace, grace_period_seconds=0)
+    assert objects.replace_status(client, POD, read, {"phase": "Failed"}) is False

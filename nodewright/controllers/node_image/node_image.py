@@ -107,10 +107,9 @@ from nodewright.runtime.events import EventRecorder
 from nodewright.runtime.informer import Store
 from nodewright.runtime.kinds import NODE, POD, Kind
 from nodewright.runtime.logs import get_logger
-from nodewright.runtime.objects import set_condition
+from nodewright.runtime.objects import replace_status, set_condition
 from nodewright.runtime.rbac import PolicyRule
 from nodewright.runtime.reconcile import Request, Result, TerminalError
-from nodewright.runtime.retry import retry_on_conflict
 
 __all__ = ["RBAC_RULES", "SCALE_OUT_ANNOTATION", "NodeImageCloud", "NodeImageReconciler", "NodeImageStores"]
 
@@ -660,14 +659,4 @@ class NodeImageReconciler:
             return
         self._checkpoint("status")
 
-        def attempt() -> None:
-            fresh = self._client.get(NODE_IMAGE, obj["metadata"]["name"])
-            if fresh["metadata"].get("uid") != obj["metadata"].get("uid"):
-                return
-            fresh["status"] = desired
-            self._client.update_status(NODE_IMAGE, fresh)
-
-        try:
-            retry_on_conflict(attempt)
-        except errors.NotFound:
-            return
+        replace_status(self._client, NODE_IMAGE, obj, desired)

@@ -36,6 +36,7 @@ from nodewright.runtime.events import EventRecorder
 from nodewright.runtime.informer import Store
 from nodewright.runtime.kinds import NODE
 from nodewright.runtime.logs import get_logger
+from nodewright.runtime.objects import replace_status
 from nodewright.runtime.rbac import PolicyRule
 from nodewright.runtime.reconcile import Request, Result, TerminalError
 from nodewright.runtime.retry import retry_on_conflict
@@ -180,14 +181,4 @@ class PendingNodeReconciler:
             return
         self._checkpoint("pending-node-status")
 
-        def attempt() -> None:
-            fresh = self._client.get(PENDING_NODE, obj["metadata"]["name"])
-            if fresh["metadata"].get("uid") != obj["metadata"].get("uid"):
-                return
-            fresh["status"] = desired
-            self._client.update_status(PENDING_NODE, fresh)
-
-        try:
-            retry_on_conflict(attempt)
-        except errors.NotFound:
-            return
+        replace_status(self._client, PENDING_NODE, obj, desired)

@@ -22,15 +22,13 @@ from nodewright.cloud.resource_ids import InvalidResourceIdError, ScaleSetId, pa
 from nodewright.controllers.node_image.decisions import InvalidImageError, parse_desired_image
 from nodewright.controllers.node_image.options import NodeImageSettings
 from nodewright.controllers.node_image.resources import SCALING_GROUP, Checkpoint, no_checkpoint
-from nodewright.runtime import errors
 from nodewright.runtime.client import Client
 from nodewright.runtime.events import EventRecorder
 from nodewright.runtime.informer import Store
 from nodewright.runtime.logs import get_logger
-from nodewright.runtime.objects import set_condition
+from nodewright.runtime.objects import replace_status, set_condition
 from nodewright.runtime.rbac import PolicyRule
 from nodewright.runtime.reconcile import Request, Result
-from nodewright.runtime.retry import retry_on_conflict
 
 __all__ = ["RBAC_RULES", "ScalingGroupCloud", "ScalingGroupReconciler"]
 
@@ -146,14 +144,4 @@ class ScalingGroupReconciler:
             return
         self._checkpoint("scaling-group-status")
 
-        def attempt() -> None:
-            fresh = self._client.get(SCALING_GROUP, obj["metadata"]["name"])
-            if fresh["metadata"].get("uid") != obj["metadata"].get("uid"):
-                return
-            fresh["status"] = desired
-            self._client.update_status(SCALING_GROUP, fresh)
-
-        try:
-            retry_on_conflict(attempt)
-        except errors.NotFound:
-            return
+        replace_status(self._client, SCALING_GROUP, obj, desired)
