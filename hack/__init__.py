@@ -1,0 +1,1 @@
+"""hack: developer scripts (control-plane build, manifest generation); not part of the package."""
