@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import ctypes
 import os
 import shutil
 import signal
@@ -19,6 +20,7 @@ import socket
 import ssl
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -192,9 +194,19 @@ class ControlPlane:
 
     def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
         log = self._log(name)
+        # Linux ties the parent-death signal to the thread that forks: only from the main thread
+        # does it mean "when this process dies" (a killed test run then leaves nothing behind).
+        die_with_us = (
+            _terminate_with_parent if threading.current_thread() is threading.main_thread() else None
+        )
         try:
             return subprocess.Popen(
-                args, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True
+                args,
+                stdout=log,
+                stderr=log,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                preexec_fn=die_with_us,  # noqa: PLW1509 - only prctl, async-signal-safe
             )
         finally:
             os.close(log)
@@ -344,6 +356,13 @@ class ControlPlane:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout=grace)
+
+
+def _terminate_with_parent() -> None:
+    """In the child before exec: ask Linux to SIGKILL it when the parent dies (PR_SET_PDEATHSIG);
+    the owner is gone, so nothing is left to shut down gracefully for."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
 
 
 def _http_ok(url: str, context: ssl.SSLContext | None) -> bool:

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 import pykube
@@ -153,3 +154,41 @@ def test_session_fixture_leaves_no_process_behind(tmp_path: Path) -> None:
     assert len(pids) == 2
     assert not [pid for pid in pids if _alive(pid)]
     assert not work_dir.exists()
+
+
+@pytest.mark.slow
+def test_control_plane_dies_with_a_killed_owner(tmp_path: Path) -> None:
+    """When the process that started the control plane is SIGKILLed (no teardown runs), etcd and
+    kube-apiserver go too: they were asked to die with their parent."""
+    project = Path(__file__).resolve().parents[2]
+    script = tmp_path / "owner.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import sys, time
+            from nodewright.devenv import ControlPlane
+            plane = ControlPlane()
+            plane.start()
+            print(*plane.pids(), flush=True)
+            time.sleep(600)
+            """
+        )
+    )
+    owner = subprocess.Popen(
+        [sys.executable, str(script)],
+        cwd=project,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(project)},
+    )
+    assert owner.stdout is not None
+    with owner.stdout:
+        pids = [int(word) for word in owner.stdout.readline().split()]
+        assert len(pids) == 2
+        assert all(_alive(pid) for pid in pids)
+        owner.kill()
+        owner.wait(timeout=10)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
+        time.sleep(0.2)
+    assert not [pid for pid in pids if _alive(pid)]
