@@ -16,18 +16,18 @@ is given. Side effects: processes and threads, loopback network I/O, a temporary
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import random
 import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.cluster import cluster_kubeconfig
 from nodewright.api.aadpodidentity.v1 import RESOURCES
 from nodewright.cloud.config import CloudSettings, CredentialKind, CredentialSettings
 from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION, ArmEmulator, RecordedRequest
@@ -38,12 +38,11 @@ from nodewright.controllers.identity.options import (
     AZURE_IDENTITY,
     AZURE_IDENTITY_BINDING,
 )
-from nodewright.devenv import ControlPlane
+from nodewright.devenv.crds import install_crds
 from nodewright.devenv.nodesim import SIMULATED_LABEL, NodeSimulator, machines_in_emulator
-from nodewright.runtime import errors
 from nodewright.runtime.client import Client
 from nodewright.runtime.config import parse_config
-from nodewright.runtime.kinds import NAMESPACE, NODE, POD, Kind
+from nodewright.runtime.kinds import NAMESPACE, NODE, POD
 from nodewright.runtime.manager import Manager
 
 __all__ = ["Phase", "Scale", "run"]
@@ -53,31 +52,6 @@ WORKERS = 8
 THROTTLES = 3
 RETRY_AFTER = 2.0
 IN_FLIGHT_GRACE = 0.05
-
-
-CRD_KIND = Kind("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", False)
-
-
-def install_crds(client: Client) -> None:
-    """Create the aadpodidentity.k8s.io CRDs (generated from the models) and wait for them."""
-    for resource in RESOURCES:
-        body = resource.custom_resource_definition()
-        try:
-            client.create(CRD_KIND, body)
-        except errors.AlreadyExists:
-            existing = client.get(CRD_KIND, body["metadata"]["name"])
-            existing["spec"] = body["spec"]
-            client.update(CRD_KIND, existing)
-    deadline = time.monotonic() + 60
-    for resource in RESOURCES:
-        name = resource.custom_resource_definition()["metadata"]["name"]
-        while not any(
-            c.get("type") == "Established" and c.get("status") == "True"
-            for c in (client.get(CRD_KIND, name).get("status") or {}).get("conditions") or []
-        ):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"CRD {name} not established")
-            time.sleep(0.2)
 
 
 @dataclass(frozen=True)
@@ -376,25 +350,16 @@ def _table(scale: Scale, phases: list[Phase]) -> str:
     return "\n".join(lines)
 
 
-@contextlib.contextmanager
-def _kubeconfig(path: str | None) -> Iterator[str]:
-    if path:
-        yield path
-        return
-    with ControlPlane() as plane:
-        yield str(plane.kubeconfig)
-
-
 def run(full: bool, kubeconfig: str | None = None) -> str:
     """Run the benchmark; returns the table."""
     scale = FULL if full else QUICK
     with (
-        _kubeconfig(kubeconfig) as config,
+        cluster_kubeconfig(kubeconfig) as config,
         tempfile.TemporaryDirectory(prefix="bench-identity-") as directory,
         ArmEmulator(state_dir=Path(directory), certificates=issue_loopback_certificates()) as emulator,
     ):
         client = Client.from_kubeconfig(config)
-        install_crds(client)
+        install_crds(client, RESOURCES)
         phases = Bench(client, config, emulator, scale).run()
     return _table(scale, phases)
 

@@ -34,6 +34,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.cluster import cluster_kubeconfig
 from nodewright.api.acn.v1alpha import NodeNetworkConfig
 from nodewright.api.acn.v1alpha1 import ClusterSubnetState
 from nodewright.cloud.emulator import ArmEmulator
@@ -44,13 +45,13 @@ from nodewright.controllers.node_network_config import (
     install,
 )
 from nodewright.controllers.node_network_config.cloud import MachineNicLocator, NetworkOperations
-from nodewright.devenv import ControlPlane
+from nodewright.devenv.crds import install_crds
 from nodewright.devenv.nodesim import SIMULATED_LABEL, NodeSimulator, machines_in_emulator
 from nodewright.ipam import PoolScaler
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
 from nodewright.runtime.config import parse_config
-from nodewright.runtime.kinds import NAMESPACE, NODE, POD, Kind
+from nodewright.runtime.kinds import NAMESPACE, NODE, POD
 from nodewright.runtime.manager import Manager
 from tests.cloud.helpers import cloud_for
 from tests.controllers.node_network_config.node_agent import PodAddressAgent
@@ -148,32 +149,6 @@ def _percentile(values: Sequence[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, math.ceil(fraction * len(ordered)) - 1)]
 
 
-@contextlib.contextmanager
-def _cluster(kubeconfig: str | None) -> Iterator[str]:
-    if kubeconfig:
-        yield kubeconfig
-        return
-    with ControlPlane() as plane:
-        yield str(plane.kubeconfig)
-
-
-def _install_crds(client: Client) -> None:
-    crd_kind = Kind("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", False)
-    for model in (NodeNetworkConfig, ClusterSubnetState):
-        crd = model.custom_resource_definition()
-        with contextlib.suppress(errors.AlreadyExists):
-            client.create(crd_kind, crd)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            conditions = (client.get(crd_kind, crd["metadata"]["name"]).get("status") or {}).get(
-                "conditions"
-            ) or []
-            if any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions):
-                break
-            time.sleep(0.2)
-    time.sleep(1.0)
-
-
 def _pod(name: str, namespace: str, node: str) -> dict[str, Any]:
     return {
         "metadata": {"name": name, "namespace": namespace},
@@ -203,9 +178,10 @@ def run(full: bool = False, kubeconfig: str | None = None) -> str:
 
 def measure(churn_seconds: float, kubeconfig: str | None) -> dict[str, Any]:
     rng = random.Random(7)
-    with _cluster(kubeconfig) as path, ArmEmulator() as emulator:
+    with cluster_kubeconfig(kubeconfig) as path, ArmEmulator() as emulator:
         client = Client.from_kubeconfig(path)
-        _install_crds(client)
+        install_crds(client, [NodeNetworkConfig, ClusterSubnetState])
+        time.sleep(1.0)  # let the API server serve the new resources before the informers list them
         namespace = f"ipam-bench-{uuid.uuid4().hex[:6]}"
         client.create(NAMESPACE, {"metadata": {"name": namespace}})
         owner = f"ipam-bench-{uuid.uuid4().hex[:6]}"

@@ -19,10 +19,10 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.cluster import cluster_kubeconfig
 from nodewright.api.nodewright.v1alpha1 import RESOURCES
 from nodewright.cloud.config import CloudSettings, CredentialKind, CredentialSettings
 from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION, ArmEmulator
@@ -32,7 +32,7 @@ from nodewright.controllers.node_image import install
 from nodewright.controllers.node_image.decisions import NODE_IMAGE_ANNOTATION
 from nodewright.controllers.node_image.options import NodeImageSettings
 from nodewright.controllers.node_image.resources import NODE_IMAGE, PENDING_NODE, SCALING_GROUP
-from nodewright.devenv import ControlPlane
+from nodewright.devenv.crds import install_crds
 from nodewright.devenv.nodesim import SIMULATED_LABEL, NodeSimulator, machines_in_emulator
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
@@ -47,7 +47,6 @@ NEW_IMAGE = "/CommunityGalleries/nodewright-bench/images/node/versions/2.0.0"
 RESOURCE_GROUP = "rg-bench-nodeimage"
 SCALE_SETS = 3
 SURGES = (1, 3)
-CRD_KIND = Kind("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", False)
 
 
 @dataclass(frozen=True)
@@ -73,23 +72,6 @@ class Rollout:
     @property
     def total_calls(self) -> int:
         return sum(self.arm_calls.values())
-
-
-def install_crds(client: Client) -> None:
-    """Create the nodewright.io CRDs (generated from the models) and wait for them."""
-    for resource in RESOURCES:
-        definition = resource.custom_resource_definition()
-        with contextlib.suppress(errors.AlreadyExists):
-            client.create(CRD_KIND, definition)
-        deadline = time.monotonic() + 60
-        while True:
-            crd = client.get(CRD_KIND, definition["metadata"]["name"])
-            conditions = {c["type"]: c["status"] for c in (crd.get("status") or {}).get("conditions") or []}
-            if conditions.get("Established") == "True":
-                break
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"CRD {definition['metadata']['name']} not established")
-            time.sleep(0.1)
 
 
 class _Runner:
@@ -255,23 +237,14 @@ def _table(scale: Scale, rollouts: list[Rollout]) -> str:
     return "\n".join(lines)
 
 
-@contextlib.contextmanager
-def _kubeconfig(path: str | None) -> Iterator[str]:
-    if path:
-        yield path
-        return
-    with ControlPlane() as plane:
-        yield str(plane.kubeconfig)
-
-
 def run(full: bool, kubeconfig: str | None = None) -> str:
     """Run the benchmark; returns the table."""
     scale = FULL if full else QUICK
     rollouts: list[Rollout] = []
     certificates = issue_loopback_certificates()
-    with _kubeconfig(kubeconfig) as config:
+    with cluster_kubeconfig(kubeconfig) as config:
         client = Client.from_kubeconfig(config)
-        install_crds(client)
+        install_crds(client, RESOURCES)
         for max_surge in SURGES:
             with (
                 tempfile.TemporaryDirectory(prefix="bench-nodeimage-") as directory,

@@ -24,40 +24,14 @@ from nodewright.controllers.identity.options import (
     AZURE_IDENTITY,
     AZURE_IDENTITY_BINDING,
 )
+from nodewright.devenv.crds import install_crds
 from nodewright.devenv.nodesim import SIMULATED_LABEL, NodeSimulator, machines_in_emulator
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
 from nodewright.runtime.config import parse_config
-from nodewright.runtime.kinds import EVENT, NODE, POD, Kind
+from nodewright.runtime.kinds import EVENT, NODE, POD
 from nodewright.runtime.manager import Manager
 from tests.runtime.manager_helpers import RunningManager
-
-CRD_KIND = Kind("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", False)
-
-
-def install_crds(client: Client) -> None:
-    """Create or replace the aadpodidentity.k8s.io CRDs; wait until each is Established."""
-    for resource in RESOURCES:
-        body = resource.custom_resource_definition()
-        name = body["metadata"]["name"]
-        try:
-            existing = client.get(CRD_KIND, name)
-        except errors.NotFound:
-            client.create(CRD_KIND, body)
-            continue
-        if existing["spec"] != body["spec"]:
-            existing["spec"] = body["spec"]
-            client.update(CRD_KIND, existing)
-    for resource in RESOURCES:
-        name = resource.custom_resource_definition()["metadata"]["name"]
-        wait_for(
-            lambda name=name: any(  # type: ignore[misc]
-                c.get("type") == "Established" and c.get("status") == "True"
-                for c in (client.get(CRD_KIND, name).get("status") or {}).get("conditions") or []
-            ),
-            timeout=30,
-            message=f"CRD {name} established",
-        )
 
 
 def wait_for(condition: Callable[[], Any], timeout: float = 30.0, message: str = "condition") -> Any:
@@ -275,7 +249,7 @@ class World:
 @contextlib.contextmanager
 def world_for(cluster: Any, emulator: ArmEmulator, namespace: str) -> Iterator[World]:
     client = Client.from_kubeconfig(cluster.kubeconfig)
-    install_crds(client)
+    install_crds(client, RESOURCES, timeout=30)
     world = World(client=client, emulator=emulator, cluster=cluster, namespace=namespace)
     try:
         yield world

@@ -32,6 +32,7 @@ from nodewright.controllers.node_image.resources import (
     PENDING_NODE,
     SCALING_GROUP,
 )
+from nodewright.devenv.crds import install_crds
 from nodewright.devenv.nodesim import SIMULATED_LABEL, NodeSimulator, machines_in_emulator
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
@@ -44,23 +45,6 @@ OLD_IMAGE = "/CommunityGalleries/nodewright-test/images/node/versions/1.0.0"
 NEW_IMAGE = "/CommunityGalleries/nodewright-test/images/node/versions/2.0.0"
 RESOURCE_GROUP = "rg-rollout"
 CUSTOM_LABEL = "example.com/slot"
-CRD_KIND = Kind("apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", False)
-
-
-def install_crds(client: Client) -> None:
-    """Create the four nodewright.io CRDs if missing and wait until they are served."""
-    for resource in RESOURCES:
-        definition = resource.custom_resource_definition()
-        with contextlib.suppress(errors.AlreadyExists):
-            client.create(CRD_KIND, definition)
-        deadline = time.monotonic() + 30
-        while True:
-            crd = client.get(CRD_KIND, definition["metadata"]["name"])
-            conditions = {c["type"]: c["status"] for c in (crd.get("status") or {}).get("conditions") or []}
-            if conditions.get("Established") == "True":
-                break
-            assert time.monotonic() < deadline, f"CRD {definition['metadata']['name']} not established"
-            time.sleep(0.1)
 
 
 class SimulatedCrashError(Exception):
@@ -354,7 +338,7 @@ def rollout_bench(
 ) -> Iterator[RolloutBench]:
     """A bench with the CRDs installed, closed afterwards."""
     client = Client.from_kubeconfig(kubeconfig)
-    install_crds(client)
+    install_crds(client, RESOURCES, timeout=30)
     bench = RolloutBench(kubeconfig, client, emulator, namespace, join_delay=join_delay)
     try:
         yield bench
