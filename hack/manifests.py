@@ -64,8 +64,8 @@ def _role_and_binding(name: str, rules: list[PolicyRule]) -> list[dict[str, obje
 def rbac_documents() -> list[dict[str, object]]:
     """A least-privilege ClusterRole (and binding) per reconciler, and one for the runtime."""
     documents = _role_and_binding("runtime", list(RUNTIME_RULES))
-    for module in BUILT_IN_RECONCILERS:
-        documents += _role_and_binding(f"reconciler-{module.NAME}", list(module.RBAC_RULES))
+    for plugin in BUILT_IN_RECONCILERS:
+        documents += _role_and_binding(f"reconciler-{plugin.name}", list(plugin.rbac_rules))
     return documents
 
 

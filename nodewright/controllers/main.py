@@ -11,26 +11,28 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from types import ModuleType
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nodewright.controllers import identity, node_image, node_network_config
 from nodewright.runtime import logs
 from nodewright.runtime.config import ConfigError, load_config
 from nodewright.runtime.manager import Manager, ManagerError
-from nodewright.runtime.registry import ReconcilerRegistry, RegistryError
+from nodewright.runtime.registry import ReconcilerPlugin, ReconcilerRegistry, RegistryError
 
 __all__ = ["BUILT_IN_RECONCILERS", "REGISTRY", "main"]
 
-BUILT_IN_RECONCILERS: tuple[ModuleType, ...] = (identity, node_image, node_network_config)
-"""Our reconciler modules: each has ``NAME``, ``setup``, ``validate_options`` and ``RBAC_RULES``
-(from which ``make manifests`` writes config/rbac)."""
+BUILT_IN_RECONCILERS: tuple[ReconcilerPlugin, ...] = (
+    identity.PLUGIN,
+    node_image.PLUGIN,
+    node_network_config.PLUGIN,
+)
+"""Our reconcilers' plug-ins (``make manifests`` writes config/rbac from their ``rbac_rules``)."""
 
 REGISTRY = ReconcilerRegistry()
 """Our reconcilers by name (config enables them: ``reconcilers: {identity-assignment: {...}}``)."""
-for _module in BUILT_IN_RECONCILERS:
-    REGISTRY.register(_module.NAME, _module)
+for _plugin in BUILT_IN_RECONCILERS:
+    REGISTRY.register(_plugin)
 
 EXIT_CONFIG = 2
 EXIT_FAILURE = 1
@@ -57,15 +59,15 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _validate_options(path: str, name: str, setup: Callable[..., Any], options: Mapping[str, Any]) -> None:
-    """Run the reconciler module's ``validate_options(options)``, if it has one, so that
+def _validate_options(path: str, name: str, plugin: ReconcilerPlugin, options: Mapping[str, Any]) -> None:
+    """Run the plug-in's ``validate_options(options)``, if it declares one, so that
     check-config and run catch bad options before touching a cluster."""
-    validate = getattr(sys.modules.get(getattr(setup, "__module__", "")), "validate_options", None)
-    if callable(validate):
-        try:
-            validate(options)
-        except ConfigError as error:
-            raise ConfigError(f"{path}: reconcilers.{name}.{error}") from None
+    if plugin.validate_options is None:
+        return
+    try:
+        plugin.validate_options(options)
+    except ConfigError as error:
+        raise ConfigError(f"{path}: reconcilers.{name}.{error}") from None
 
 
 def _fail(code: int, message: str) -> int:

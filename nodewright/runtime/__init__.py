@@ -31,13 +31,14 @@ from nodewright.runtime.predicates import (
 from nodewright.runtime.ratelimit import RateLimiter, default_controller_rate_limiter
 from nodewright.runtime.rbac import PolicyRule
 from nodewright.runtime.reconcile import Reconciler, Request, Result, TerminalError
-from nodewright.runtime.registry import ReconcilerRegistry
+from nodewright.runtime.registry import ReconcilerPlugin, ReconcilerRegistry
 from nodewright.runtime.retry import DEFAULT_BACKOFF, DEFAULT_RETRY, retry_on_conflict
-from nodewright.runtime.workqueue import WorkQueue
+from nodewright.runtime.workqueue import BatchWindow, WorkQueue
 
 __all__ = [
     "DEFAULT_BACKOFF",
     "DEFAULT_RETRY",
+    "BatchWindow",
     "Builder",
     "Cache",
     "Client",
@@ -58,6 +59,7 @@ __all__ = [
     "Predicate",
     "RateLimiter",
     "Reconciler",
+    "ReconcilerPlugin",
     "ReconcilerRegistry",
     "Request",
     "Result",

@@ -4,6 +4,10 @@ Owns ``Builder``: ``manager.controller("nodeimage").for_(NODE_IMAGE).owns(PENDIN
 .watches(NODE, map_function, predicate=ready_changed).with_options(max_concurrent_reconciles=4)
 .complete(reconciler)``. ``for_`` reconciles the object itself, ``owns`` reconciles the
 controlling owner of a dependent object, ``watches`` reconciles whatever a map function names.
+A controller whose unit of work is not one object (a scale set, a node pool) has no ``for_``:
+``manager.controller("identity").watches(POD, pods_to_targets).complete(reconciler)``, as
+controller-runtime's ``Named()`` without ``For()``. ``with_options(batch_window=...)`` makes the
+queue wait for a burst of events on one key to go quiet before the key is reconciled once.
 Informers come from the manager's shared cache; the finished ``Controller`` is handed to the
 manager, which starts it while leading. A ``max_concurrent_reconciles`` set for this name in the
 manager's config wins over the one given in code.
@@ -28,6 +32,7 @@ from nodewright.runtime.kinds import Kind
 from nodewright.runtime.predicates import Predicate
 from nodewright.runtime.ratelimit import RateLimiter
 from nodewright.runtime.reconcile import Reconciler, ReconcilerFunc
+from nodewright.runtime.workqueue import BatchWindow
 
 if TYPE_CHECKING:
     from nodewright.runtime.manager import Manager
@@ -52,9 +57,9 @@ class Builder:
         self._name = name
         self._for: _WatchSpec | None = None
         self._watches: list[_WatchSpec] = []
-        self._predicates: list[Predicate] = []
         self._max_concurrent_reconciles = 1
         self._rate_limiter: RateLimiter | None = None
+        self._batch_window: BatchWindow | None = None
 
     def for_(
         self,
@@ -74,6 +79,8 @@ class Builder:
         self, kind: Kind, *, predicate: Predicate | None = None, namespace: str | None = None
     ) -> Builder:
         """Reconcile the ``for_`` object that controls (ownerReference) a changed ``kind``."""
+        if self._for is None:
+            raise ValueError(f"controller {self._name!r}: owns() needs for_(kind) first")
         self._watches.append(_WatchSpec(kind, None, _tuple(predicate), namespace, None))
         return self
 
@@ -95,24 +102,26 @@ class Builder:
         self._watches.append(_WatchSpec(kind, handler, _tuple(predicate), namespace, label_selector))
         return self
 
-    def with_predicates(self, *predicates: Predicate) -> Builder:
-        """Predicates applied to every watch of this controller."""
-        self._predicates.extend(predicates)
-        return self
-
     def with_options(
-        self, *, max_concurrent_reconciles: int | None = None, rate_limiter: RateLimiter | None = None
+        self,
+        *,
+        max_concurrent_reconciles: int | None = None,
+        rate_limiter: RateLimiter | None = None,
+        batch_window: BatchWindow | None = None,
     ) -> Builder:
+        """Worker count, retry rate limiter and the queue's batching window (see ``WorkQueue``)."""
         if max_concurrent_reconciles is not None:
             self._max_concurrent_reconciles = max_concurrent_reconciles
         if rate_limiter is not None:
             self._rate_limiter = rate_limiter
+        if batch_window is not None:
+            self._batch_window = batch_window
         return self
 
     def complete(self, reconciler: Reconciler | ReconcilerFunc | Callable[..., object]) -> Controller:
         """Build the controller, attach its watches to shared informers, register it."""
-        if self._for is None:
-            raise ValueError(f"controller {self._name!r}: call for_(kind) before complete()")
+        if self._for is None and not self._watches:
+            raise ValueError(f"controller {self._name!r}: call for_(kind) or watches(...) before complete()")
         configured = self._manager.reconciler_config(self._name)
         workers = self._max_concurrent_reconciles
         if configured is not None and configured.max_concurrent_reconciles is not None:
@@ -122,14 +131,19 @@ class Builder:
             reconciler,  # type: ignore[arg-type]
             max_concurrent_reconciles=workers,
             rate_limiter=self._rate_limiter,
+            batch_window=self._batch_window,
             metrics=self._manager.metrics,
         )
-        for spec in (self._for, *self._watches):
-            handler = spec.handler or enqueue_owner(self._for.kind)
+        specs = self._watches if self._for is None else [self._for, *self._watches]
+        for spec in specs:
+            handler = spec.handler
+            if handler is None:  # owns(): only reachable after for_, checked there
+                assert self._for is not None
+                handler = enqueue_owner(self._for.kind)
             informer = self._manager.cache.informer(
                 spec.kind, namespace=spec.namespace, label_selector=spec.label_selector
             )
-            controller.watch(informer, handler, (*self._predicates, *spec.predicates))
+            controller.watch(informer, handler, spec.predicates)
         self._manager.add_controller(controller)
         return controller
 

@@ -33,7 +33,7 @@ from nodewright.runtime.predicates import Predicate
 from nodewright.runtime.ratelimit import RateLimiter
 from nodewright.runtime.reconcile import Reconciler, ReconcilerFunc, Request, Result, TerminalError
 from nodewright.runtime.tracing import tracer
-from nodewright.runtime.workqueue import WorkQueue
+from nodewright.runtime.workqueue import BatchWindow, WorkQueue
 
 __all__ = ["Controller", "Watch"]
 
@@ -83,6 +83,7 @@ class Controller:
         *,
         max_concurrent_reconciles: int = 1,
         rate_limiter: RateLimiter | None = None,
+        batch_window: BatchWindow | None = None,
         metrics: Metrics | None = None,
     ) -> None:
         if max_concurrent_reconciles < 1:
@@ -95,7 +96,10 @@ class Controller:
         self.max_concurrent_reconciles = max_concurrent_reconciles
         self.metrics = metrics if metrics is not None else Metrics()
         self.queue: WorkQueue[Request] = WorkQueue(
-            name, rate_limiter=rate_limiter, metrics=self.metrics.queue_metrics(name)
+            name,
+            rate_limiter=rate_limiter,
+            metrics=self.metrics.queue_metrics(name),
+            batch_window=batch_window,
         )
         self.metrics.watch_queue(self.queue)
         self.metrics.controller_registered(name, max_concurrent_reconciles)

@@ -121,10 +121,10 @@ class Manager:
             if not reconciler.enabled:
                 log.info("Skipped disabled reconciler", reconciler=name)
                 continue
-            setup = registry.resolve(name, reconciler.module)
+            plugin = registry.resolve(name, reconciler.module)
             options: Mapping[str, Any] = reconciler.options
             try:
-                setup(self, options)
+                plugin.setup(self, options)
             except ConfigError as error:  # name the key from the top of the config file
                 raise ConfigError(f"reconcilers.{name}.{error}") from None
             enabled.append(name)

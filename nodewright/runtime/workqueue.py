@@ -3,7 +3,10 @@
 Owns ``WorkQueue``: a key is never handed to two workers at once; adding a key that is already
 queued is a no-op; adding a key while a worker holds it marks it dirty and re-queues it when
 the worker calls ``done``; ``add_after`` delays an add (one heap, one timer thread, earliest
-deadline first); ``add_rate_limited`` delays by the rate limiter from ``ratelimit.py``.
+deadline first); ``add_rate_limited`` delays by the rate limiter from ``ratelimit.py``. With a
+``BatchWindow``, ``add`` debounces: a key becomes ready once its adds have been quiet for
+``quiet`` seconds, and never later than ``max_delay`` after the first add of the burst, so a
+burst of events on one key costs one reconcile (``add_after`` and retries are not debounced).
 
 Shutdown differs from client-go in one deliberate way: after ``shut_down`` the queue stops
 intake at once (``get`` returns ``None`` even if keys are still queued), so a manager that
@@ -20,13 +23,27 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 from nodewright.runtime.ratelimit import RateLimiter, default_controller_rate_limiter
 
-__all__ = ["QueueMetrics", "WorkQueue"]
+__all__ = ["BatchWindow", "QueueMetrics", "WorkQueue"]
 
 T = TypeVar("T", bound=Hashable)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchWindow:
+    """Debounce adds: ready after ``quiet`` seconds without a new add, at most ``max_delay``
+    seconds after the first add of a burst."""
+
+    quiet: float
+    max_delay: float
+
+    def __post_init__(self) -> None:
+        if not 0 < self.quiet <= self.max_delay:
+            raise ValueError("a batch window needs 0 < quiet <= max_delay")
 
 
 class QueueMetrics(Protocol):
@@ -51,9 +68,13 @@ class WorkQueue(Generic[T]):
         rate_limiter: RateLimiter | None = None,
         metrics: QueueMetrics | None = None,
         clock: Callable[[], float] = time.monotonic,
+        batch_window: BatchWindow | None = None,
     ) -> None:
         self.name = name
         self.rate_limiter = rate_limiter or default_controller_rate_limiter()
+        self.batch_window = batch_window
+        self._burst_started: dict[T, float] = {}  # key -> first add of its open burst
+        self._batched: set[T] = set()  # keys whose pending deadline a batched add set
         self._metrics = metrics
         self._clock = clock
         self._lock = threading.Lock()
@@ -72,11 +93,30 @@ class WorkQueue(Generic[T]):
     # -- intake --------------------------------------------------------------------------
 
     def add(self, item: T) -> None:
-        """Queue the key unless it is queued already; if a worker holds it, re-queue it later."""
+        """Queue the key unless it is queued already; if a worker holds it, re-queue it later.
+
+        With a batch window the key is queued once its burst of adds has gone quiet.
+        """
+        if self.batch_window is not None:
+            self._add_batched(item, self.batch_window)
+            return
         with self._lock:
             added = self._add_locked(item)
         if added and self._metrics is not None:
             self._metrics.added()  # outside the lock: metrics must not slow the workers down
+
+    def _add_batched(self, item: T, window: BatchWindow) -> None:
+        with self._lock:
+            if self._shutting_down or item in self._dirty:
+                return  # queued (or re-queued when done) already: it will read the newest state
+            now = self._clock()
+            first = self._burst_started.setdefault(item, now)
+            ready_at = min(now + window.quiet, first + window.max_delay)
+            current = self._waiting_until.get(item)
+            if current is not None and current <= ready_at and item not in self._batched:
+                return  # an explicit add_after that is due sooner adds it
+            self._batched.add(item)
+            self._schedule_locked(item, ready_at)
 
     def _add_locked(self, item: T) -> bool:
         if self._shutting_down or item in self._dirty:
@@ -100,14 +140,18 @@ class WorkQueue(Generic[T]):
             current = self._waiting_until.get(item)
             if current is not None and current <= ready_at:
                 return
-            self._waiting_until[item] = ready_at
-            heapq.heappush(self._waiting, (ready_at, next(self._sequence), item))
-            if self._timer is None:
-                self._timer = threading.Thread(
-                    target=self._run_timer, name=f"workqueue-timer-{self.name}", daemon=True
-                )
-                self._timer.start()
-            self._timer_wakeup.notify()
+            self._batched.discard(item)  # an explicit deadline: a later batched add must not postpone it
+            self._schedule_locked(item, ready_at)
+
+    def _schedule_locked(self, item: T, ready_at: float) -> None:
+        self._waiting_until[item] = ready_at
+        heapq.heappush(self._waiting, (ready_at, next(self._sequence), item))
+        if self._timer is None:
+            self._timer = threading.Thread(
+                target=self._run_timer, name=f"workqueue-timer-{self.name}", daemon=True
+            )
+            self._timer.start()
+        self._timer_wakeup.notify()
 
     def add_rate_limited(self, item: T) -> None:
         """Add the key after the delay its rate limiter gives (a retry after a failure)."""
@@ -130,6 +174,8 @@ class WorkQueue(Generic[T]):
                     ready_at, _, item = heapq.heappop(self._waiting)
                     if self._waiting_until.get(item) == ready_at:
                         del self._waiting_until[item]
+                        self._burst_started.pop(item, None)
+                        self._batched.discard(item)
                         if self._add_locked(item) and self._metrics is not None:
                             self._metrics.added()
                 timeout = self._waiting[0][0] - now if self._waiting else None

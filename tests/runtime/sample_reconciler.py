@@ -6,14 +6,11 @@
 It writes ``options.greeting`` into ``data.greeting`` of every ConfigMap labelled ``sample=yes``.
 """
 
-from __future__ import annotations
-
 from collections.abc import Mapping
 from typing import Any
 
+from nodewright.runtime import Manager, ReconcilerPlugin, Request, Result
 from nodewright.runtime.kinds import CONFIG_MAP
-from nodewright.runtime.manager import Manager
-from nodewright.runtime.reconcile import Request, Result
 
 SELECTOR = "sample=yes"
 
@@ -33,3 +30,6 @@ def setup(manager: Manager, options: Mapping[str, Any]) -> None:
         return Result()
 
     manager.controller("sample").for_(CONFIG_MAP, label_selector=SELECTOR).complete(reconcile)
+
+
+PLUGIN = ReconcilerPlugin("sample", setup)

@@ -107,11 +107,37 @@ def test_config_max_concurrent_reconciles_wins(cluster: Any, namespace: str) -> 
     assert controller.max_concurrent_reconciles == 5
 
 
+def test_named_controller_without_for(cluster: Any, namespace: str, kube_api: pykube.HTTPClient) -> None:
+    """A controller with only watches() (controller-runtime's Named() without For()) reconciles
+    the keys its map function names, here one key per label value."""
+    manager = make_manager(cluster, namespace)
+    seen: list[Request] = []
+
+    def by_team(obj: dict[str, Any]) -> list[Request]:
+        return [Request("", f"team-{obj['metadata'].get('labels', {}).get('team', 'none')}")]
+
+    def reconcile(request: Request) -> Result:
+        seen.append(request)
+        return Result()
+
+    manager.controller("teams").watches(CONFIG_MAP, by_team, namespace=namespace).complete(reconcile)
+    running = RunningManager(manager)
+    try:
+        body = {"metadata": {"name": "a", "namespace": namespace, "labels": {"team": "blue"}}}
+        pykube.ConfigMap(kube_api, body).create()
+        wait_for(lambda: Request("", "team-blue") in seen, message="mapped key reconciled")
+    finally:
+        running.stop()
+
+
 def test_builder_misuse_is_reported(cluster: Any, namespace: str) -> None:
-    """complete() without for_, a second for_, and duplicate controller names are errors."""
+    """complete() with no watch at all, owns() without for_, a second for_, and duplicate
+    controller names are errors."""
     manager = make_manager(cluster, namespace)
     with pytest.raises(ValueError, match="for_"):
         manager.controller("x").complete(lambda _request: Result())
+    with pytest.raises(ValueError, match="owns"):
+        manager.controller("x").owns(SECRET)
     with pytest.raises(ValueError, match="already"):
         manager.controller("x").for_(CONFIG_MAP).for_(SECRET)
     manager.controller("dup").for_(CONFIG_MAP).complete(lambda _request: Result())

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from nodewright.runtime.registry import ENTRY_POINT_GROUP, ReconcilerRegistry, RegistryError
+from nodewright.controllers.main import BUILT_IN_RECONCILERS
+from nodewright.runtime.registry import ENTRY_POINT_GROUP, ReconcilerPlugin, ReconcilerRegistry, RegistryError
 from tests.runtime import sample_reconciler
 
 
@@ -17,29 +18,52 @@ def setup_here(manager: Any, options: Mapping[str, Any]) -> None:
     """A setup function registered explicitly in the tests."""
 
 
-def test_explicit_registration_by_function_or_module() -> None:
-    """register() takes a setup function or a module exposing setup."""
+HERE = ReconcilerPlugin("here", setup_here)
+
+
+def test_explicit_registration_of_plugins() -> None:
+    """register() takes declared plug-ins and resolves them by name."""
     registry = ReconcilerRegistry()
-    registry.register("here", setup_here)
-    registry.register("sample", sample_reconciler)
-    assert registry.resolve("here") is setup_here
-    assert registry.resolve("sample") is sample_reconciler.setup
+    registry.register(HERE)
+    registry.register(sample_reconciler.PLUGIN)
+    assert registry.resolve("here") is HERE
+    assert registry.resolve("sample") is sample_reconciler.PLUGIN
     assert registry.names() == ["here", "sample"]
 
 
 def test_module_path_from_config_wins() -> None:
-    """A dotted module path (or module:attribute) named in config is imported and used."""
+    """A dotted module path (its PLUGIN, or module:attribute) named in config is imported and used."""
     registry = ReconcilerRegistry()
-    registry.register("sample", setup_here)
-    assert registry.resolve("sample", "tests.runtime.sample_reconciler") is sample_reconciler.setup
-    assert registry.resolve("x", "tests.runtime.sample_reconciler:setup") is sample_reconciler.setup
+    registry.register(ReconcilerPlugin("sample", setup_here))
+    assert registry.resolve("sample", "tests.runtime.sample_reconciler") is sample_reconciler.PLUGIN
+    assert registry.resolve("x", "tests.runtime.sample_reconciler:PLUGIN") is sample_reconciler.PLUGIN
+
+
+def test_a_bare_setup_function_is_a_plugin_without_checks() -> None:
+    """module:setup still works: a plug-in with no option check and no declared rules."""
+    plugin = ReconcilerRegistry().resolve("bare", "tests.runtime.sample_reconciler:setup")
+    assert plugin == ReconcilerPlugin("bare", sample_reconciler.setup)
+    assert plugin.validate_options is None
+    assert plugin.rbac_rules == ()
+
+
+def test_built_in_plugins_declare_everything() -> None:
+    """Each built-in reconciler declares its option check and its RBAC rules in its plug-in."""
+    assert [plugin.name for plugin in BUILT_IN_RECONCILERS] == [
+        "identity-assignment",
+        "node-image",
+        "node-network-config",
+    ]
+    for plugin in BUILT_IN_RECONCILERS:
+        assert plugin.validate_options is not None, plugin.name
+        assert plugin.rbac_rules, plugin.name
 
 
 @pytest.mark.parametrize(
     ("module", "message"),
     [
         pytest.param("tests.runtime.absent_module", "cannot import reconciler module", id="missing-module"),
-        pytest.param("json", "has no setup", id="no-setup"),
+        pytest.param("json", "exports no PLUGIN and no setup", id="no-setup"),
         pytest.param("tests.runtime.sample_reconciler:absent", "has no attribute", id="missing-attribute"),
     ],
 )
@@ -71,4 +95,4 @@ def test_entry_point_group(installed_entry_point: None) -> None:
     """An installed package's nodewright.reconcilers entry point is found by name."""
     names = [entry.name for entry in metadata.entry_points(group=ENTRY_POINT_GROUP)]
     assert "plugged" in names
-    assert ReconcilerRegistry().resolve("plugged") is sample_reconciler.setup
+    assert ReconcilerRegistry().resolve("plugged") is sample_reconciler.PLUGIN

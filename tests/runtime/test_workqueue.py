@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 
 from nodewright.runtime.ratelimit import ItemExponentialRateLimiter
-from nodewright.runtime.workqueue import WorkQueue
+from nodewright.runtime.workqueue import BatchWindow, WorkQueue
 
 
 def test_add_of_queued_key_is_a_noop() -> None:
@@ -20,6 +20,56 @@ def test_add_of_queued_key_is_a_noop() -> None:
         queue.add(key)
     assert len(queue) == 3
     assert [queue.get(), queue.get(), queue.get()] == ["a", "b", "c"]
+
+
+def test_batch_window_turns_a_burst_into_one_key_after_quiet() -> None:
+    """With a batch window, a burst of adds on one key is handed out once, after the burst."""
+    queue: WorkQueue[str] = WorkQueue("batched", batch_window=BatchWindow(quiet=0.2, max_delay=5))
+    started = time.monotonic()
+    for _ in range(5):
+        time.sleep(0.05)
+        queue.add("a")
+    last_add = time.monotonic()
+    assert len(queue) == 0  # still inside the window
+    assert queue.get(timeout=3) == "a"
+    assert time.monotonic() - last_add >= 0.2 - 0.01  # waited for the quiet period
+    assert time.monotonic() - started < 3
+    queue.done("a")
+    assert queue.get(timeout=0.5) is None  # the burst cost exactly one hand-out
+    queue.shut_down()
+
+
+def test_batch_window_never_waits_past_max_delay() -> None:
+    """Adds that never go quiet are still handed out max_delay after the first one."""
+    now = [0.0]
+    queue: WorkQueue[str] = WorkQueue(
+        "capped", batch_window=BatchWindow(quiet=1.0, max_delay=2.0), clock=lambda: now[0]
+    )
+    queue.add("a")
+    now[0] = 0.9
+    queue.add("a")  # would postpone to 1.9
+    now[0] = 1.8
+    queue.add("a")  # would postpone to 2.8: capped at 2.0
+    assert queue._waiting_until["a"] == pytest.approx(2.0)
+    queue.shut_down()
+
+
+def test_batch_window_does_not_postpone_an_explicit_add_after() -> None:
+    """A retry due sooner than the batch window keeps its deadline."""
+    now = [0.0]
+    queue: WorkQueue[str] = WorkQueue(
+        "retry", batch_window=BatchWindow(quiet=1.0, max_delay=2.0), clock=lambda: now[0]
+    )
+    queue.add_after("a", 0.3)
+    queue.add("a")
+    assert queue._waiting_until["a"] == pytest.approx(0.3)
+    queue.shut_down()
+
+
+def test_batch_window_rejects_a_quiet_longer_than_the_cap() -> None:
+    """quiet must be positive and at most max_delay."""
+    with pytest.raises(ValueError, match="quiet"):
+        BatchWindow(quiet=3, max_delay=2)
 
 
 def test_add_while_processing_requeues_after_done() -> None:
@@ -68,10 +118,10 @@ def test_shutdown_with_drain_waits_for_in_flight_keys() -> None:
 def test_add_after_fires_in_deadline_order() -> None:
     """Delayed keys arrive ordered by deadline, not by the order they were added."""
     queue: WorkQueue[str] = WorkQueue("delayed")
+    started = time.monotonic()  # before the adds: each deadline counts from its own add_after
     queue.add_after("c", 0.30)
     queue.add_after("a", 0.10)
     queue.add_after("b", 0.20)
-    started = time.monotonic()
     order = []
     for _ in range(3):
         key = queue.get(timeout=2)

@@ -35,8 +35,9 @@ from nodewright.runtime.kinds import NODE, POD
 from nodewright.runtime.manager import Manager
 from nodewright.runtime.predicates import generation_changed, predicate
 from nodewright.runtime.rbac import PolicyRule
+from nodewright.runtime.registry import ReconcilerPlugin
 
-__all__ = ["EVENT_COMPONENT", "NAME", "RBAC_RULES", "setup", "validate_options"]
+__all__ = ["EVENT_COMPONENT", "NAME", "PLUGIN", "RBAC_RULES", "setup", "validate_options"]
 
 NAME = "identity-assignment"
 """The reconciler's name in the manager config (and its main controller's)."""
@@ -122,3 +123,7 @@ def setup(manager: Manager, options: Mapping[str, Any]) -> None:
             .with_options(max_concurrent_reconciles=2)
             .complete(identity_info)
         )
+
+
+PLUGIN = ReconcilerPlugin(NAME, setup, validate_options, RBAC_RULES)
+"""This reconciler's declared plug-in (the registry and ``make manifests`` read it)."""

@@ -38,9 +38,11 @@ from nodewright.runtime.manager import Manager
 from nodewright.runtime.predicates import Predicate, generation_changed, predicate
 from nodewright.runtime.rbac import PolicyRule, merge_rules
 from nodewright.runtime.reconcile import Request
+from nodewright.runtime.registry import ReconcilerPlugin
 
 __all__ = [
     "NAME",
+    "PLUGIN",
     "RBAC_RULES",
     "NodeImageCloud",
     "NodeImageReconciler",
@@ -208,3 +210,7 @@ def setup(manager: Manager, options: Mapping[str, Any]) -> None:
     Cloud of its ``cloud`` block, and ``install``."""
     settings = parse_options(options)
     install(manager, settings, cloud_from_options(options).compute)
+
+
+PLUGIN = ReconcilerPlugin(NAME, setup, validate_options, RBAC_RULES)
+"""This reconciler's declared plug-in (the registry and ``make manifests`` read it)."""

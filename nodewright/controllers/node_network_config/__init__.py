@@ -43,6 +43,7 @@ from nodewright.runtime.manager import Manager
 from nodewright.runtime.predicates import Predicate, predicate
 from nodewright.runtime.rbac import RUNTIME_RULES, PolicyRule
 from nodewright.runtime.reconcile import Request
+from nodewright.runtime.registry import ReconcilerPlugin
 
 __all__ = [
     "CLUSTER_SUBNET_STATE",
@@ -50,6 +51,7 @@ __all__ = [
     "NAME",
     "NETWORK_INTERFACE_ANNOTATION",
     "NODE_NETWORK_CONFIG",
+    "PLUGIN",
     "RBAC_RULES",
     "NetworkOperations",
     "NicLocator",
@@ -158,3 +160,7 @@ def setup(manager: Manager, options: Mapping[str, Any]) -> None:
     settings = parse_options(options)
     cloud = cloud_from_options(options)
     install(manager, settings, cloud.network, MachineNicLocator(cloud))
+
+
+PLUGIN = ReconcilerPlugin(NAME, setup, validate_options, RBAC_RULES)
+"""This reconciler's declared plug-in (the registry and ``make manifests`` read it)."""
