@@ -62,6 +62,24 @@ def test_the_real_tree_keeps_every_contract(tree_copy: Path) -> None:
         pytest.param(
             "ipam/__init__.py", "import nodewright.controllers", "Layers", id="ipam-imports-controllers"
         ),
+        pytest.param(
+            "controllers/cloud_access.py",
+            "import nodewright.cloud.emulator",
+            "production never imports the ARM emulator",
+            id="controllers-import-the-emulator",
+        ),
+        pytest.param(
+            "cloud/factory.py",
+            "import nodewright.cloud.emulator.server",
+            "production never imports the ARM emulator",
+            id="cloud-imports-the-emulator",
+        ),
+        pytest.param(
+            "controllers/main.py",
+            "import nodewright.devenv",
+            "devenv sits on top",
+            id="controllers-import-devenv",
+        ),
     ],
 )
 def test_a_forbidden_import_breaks_the_lint(
