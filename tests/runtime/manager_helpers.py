@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import threading
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 from typing import Any
 
 from nodewright.runtime.config import parse_config
@@ -66,13 +64,3 @@ def http_get(port: int, path: str) -> tuple[int, str]:
     except urllib.error.HTTPError as error:
         with error:
             return error.code, error.read().decode()
-
-
-def wait_for(condition: Callable[[], Any], timeout: float = 10.0, message: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"{message} not met within {timeout} s"
-        time.sleep(0.05)

@@ -12,7 +12,8 @@ import pytest
 from nodewright.runtime.kinds import CONFIG_MAP, SECRET
 from nodewright.runtime.predicates import labels_changed
 from nodewright.runtime.reconcile import Request, Result
-from tests.runtime.manager_helpers import RunningManager, make_manager, wait_for
+from tests.runtime.manager_helpers import RunningManager, make_manager
+from tests.waiting import wait_for
 
 
 class Recorder:

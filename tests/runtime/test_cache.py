@@ -3,8 +3,6 @@ by namespace, label selector and field index."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -13,20 +11,12 @@ from nodewright.runtime import errors
 from nodewright.runtime.cache import Cache, field_indexer, label_selector_matcher
 from nodewright.runtime.client import Client
 from nodewright.runtime.kinds import CONFIG_MAP, POD
+from tests.waiting import wait_for
 
 
 @pytest.fixture
 def client(cluster: Any) -> Client:
     return Client.from_kubeconfig(cluster.kubeconfig)
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError("timed out")
 
 
 def pod(name: str, node: str, labels: dict[str, str]) -> dict[str, Any]:
@@ -67,12 +57,12 @@ def test_cached_reads_by_namespace_label_and_field_index(client: Client, namespa
         assert len(cache.list(POD, namespace)) == 3
 
         client.create(POD, pod("d", "node-2", {"app": "db"}), namespace)
-        wait_until(lambda: len(cache.list(POD, namespace, index=("spec.nodeName", "node-2"))) == 2)
+        wait_for(lambda: len(cache.list(POD, namespace, index=("spec.nodeName", "node-2"))) == 2)
 
         late = cache.informer(CONFIG_MAP, namespace=namespace)
         client.create(CONFIG_MAP, {"metadata": {"name": "late"}}, namespace)
         assert late.wait_for_sync(10)
-        wait_until(lambda: late.store.get(f"{namespace}/late") is not None)
+        wait_for(lambda: late.store.get(f"{namespace}/late") is not None)
         assert cache.get(CONFIG_MAP, "late", namespace)["metadata"]["name"] == "late"
     finally:
         cache.stop()

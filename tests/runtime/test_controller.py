@@ -20,6 +20,7 @@ from nodewright.runtime.logs import record_pairs
 from nodewright.runtime.metrics import Metrics
 from nodewright.runtime.ratelimit import ItemExponentialRateLimiter
 from nodewright.runtime.reconcile import Request, Result, TerminalError
+from tests.waiting import wait_for
 
 REQUEST = Request("ns", "a")
 
@@ -31,13 +32,6 @@ def sample(metrics: Metrics, series_name: str, **labels: str) -> float:
             if series.name == series_name and all(series.labels.get(k) == v for k, v in labels.items()):
                 return float(series.value)
     return 0.0
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ from nodewright.runtime import errors
 from nodewright.runtime.client import Client
 from nodewright.runtime.informer import CompressedJson, Informer, Store, object_key
 from nodewright.runtime.kinds import CONFIG_MAP, NAMESPACE
+from tests.waiting import wait_for
 
 
 class Recorder:
@@ -44,15 +45,6 @@ class Recorder:
     def names(self, event: str) -> set[str]:
         with self.lock:
             return {name for kind, name, _ in self.events if kind == event}
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 10.0, message: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting: {message}")
 
 
 def cache_equals_fresh_list(informer: Informer, client: Client, namespace: str) -> bool:
@@ -96,7 +88,7 @@ def test_lists_then_watches_every_change_in_order(client: Client, namespace: str
         make(client, namespace, "after", v="1")
         client.patch(CONFIG_MAP, "after", {"data": {"v": "2"}}, namespace)
         client.delete(CONFIG_MAP, "before", namespace)
-        wait_until(lambda: len(recorder.events) == 4, message=str(recorder.events))
+        wait_for(lambda: len(recorder.events) == 4, message=str(recorder.events))
         assert recorder.events[1:] == [
             ("add", "after", {"v": "1"}),
             ("update", "after", {"v": "2"}),
@@ -121,8 +113,8 @@ def test_watch_resumes_from_last_resource_version_when_server_ends_stream(
         for index in range(6):
             make(client, namespace, f"cm-{index}")
             time.sleep(0.5)
-        wait_until(lambda: len(recorder.names("add")) == 6, message=str(recorder.events))
-        wait_until(lambda: informer.stats.watches >= 3, message=str(informer.stats))
+        wait_for(lambda: len(recorder.names("add")) == 6, message=str(recorder.events))
+        wait_for(lambda: informer.stats.watches >= 3, message=str(informer.stats))
         assert informer.stats.lists == 1
         assert informer.stats.watch_errors == 0
         versions = [int(rv) for rv in informer.stats.watch_resource_versions or []]
@@ -139,10 +131,10 @@ def test_survives_a_quiet_period_longer_than_ten_seconds(client: Client, namespa
     informer = Informer(client, CONFIG_MAP, namespace=namespace)
     informer.add_event_handler(recorder)
     with running(informer):
-        wait_until(lambda: informer.stats.watches == 1)
+        wait_for(lambda: informer.stats.watches == 1)
         time.sleep(12)
         make(client, namespace, "after-silence")
-        wait_until(lambda: "after-silence" in recorder.names("add"), timeout=3)
+        wait_for(lambda: "after-silence" in recorder.names("add"), timeout=3)
         assert (informer.stats.lists, informer.stats.watches, informer.stats.watch_errors) == (1, 1, 0)
 
 
@@ -245,16 +237,16 @@ def test_relists_after_410_gone_and_reports_what_changed_meanwhile(
         informer = Informer(proxied, CONFIG_MAP, namespace=namespace, max_backoff=1.0, compress=compress)
         informer.add_event_handler(recorder)
         with running(informer):
-            wait_until(lambda: informer.stats.watches == 1)
+            wait_for(lambda: informer.stats.watches == 1)
             last_seen = informer.resource_version
             proxy.cut()
             admin.delete(CONFIG_MAP, "drop-1", namespace)
             admin.delete(CONFIG_MAP, "drop-2", namespace)
             admin.patch(CONFIG_MAP, "change", {"data": {"v": "1"}}, namespace)
             make(admin, namespace, "new", v="0")
-            wait_until(lambda: compacted(admin, namespace, last_seen), timeout=15, message="compaction")
+            wait_for(lambda: compacted(admin, namespace, last_seen), timeout=15, message="compaction")
             proxy.restore()
-            wait_until(lambda: informer.stats.lists == 2, timeout=15, message=str(informer.stats))
+            wait_for(lambda: informer.stats.lists == 2, timeout=15, message=str(informer.stats))
             assert recorder.names("delete") == {"drop-1", "drop-2"}
             deleted_state = [data for kind, _, data in recorder.events if kind == "delete"]
             assert deleted_state == [{"v": "0"}, {"v": "0"}]
@@ -263,7 +255,7 @@ def test_relists_after_410_gone_and_reports_what_changed_meanwhile(
             assert ("update", "keep", {"v": "0"}) not in recorder.events
             assert cache_equals_fresh_list(informer, admin, namespace)
             make(admin, namespace, "after-relist")
-            wait_until(lambda: "after-relist" in recorder.names("add"))
+            wait_for(lambda: "after-relist" in recorder.names("add"))
     finally:
         proxy.close()
 
@@ -308,7 +300,7 @@ def test_api_server_restart_loses_no_change(control_plane_factory: Callable[...,
         finally:
             stop.set()
             thread.join()
-        wait_until(
+        wait_for(
             lambda: cache_equals_fresh_list(informer, client, namespace),
             timeout=20,
             message="cache never matched a fresh list",
@@ -331,7 +323,7 @@ def test_a_failing_handler_does_not_stop_the_informer(client: Client, namespace:
     with running(informer):
         make(client, namespace, "a")
         make(client, namespace, "b")
-        wait_until(lambda: healthy.names("add") == {"a", "b"})
+        wait_for(lambda: healthy.names("add") == {"a", "b"})
         assert broken.names("add") == {"a", "b"}
         assert informer.stats.watch_errors == 0
 
@@ -345,7 +337,7 @@ def test_a_late_handler_first_receives_every_stored_object(client: Client, names
         informer.add_event_handler(late)
         assert late.names("add") == {"a", "b", "c"}
         make(client, namespace, "d")
-        wait_until(lambda: "d" in late.names("add"))
+        wait_for(lambda: "d" in late.names("add"))
 
 
 @pytest.mark.parametrize("compress", [False, True], ids=["plain-store", "compressed-store"])
@@ -367,10 +359,10 @@ def test_indexers_follow_changes(client: Client, namespace: str, compress: bool)
         assert names("red") == {"apple"}
         make(client, namespace, "cherry", colour="red")
         make(client, namespace, "lime", colour="green")
-        wait_until(lambda: names("red") == {"apple", "cherry"} and names("green") == {"lime"})
+        wait_for(lambda: names("red") == {"apple", "cherry"} and names("green") == {"lime"})
         client.patch(CONFIG_MAP, "apple", {"data": {"colour": "green"}}, namespace)
         client.delete(CONFIG_MAP, "lime", namespace)
-        wait_until(lambda: names("red") == {"cherry"} and names("green") == {"apple"})
+        wait_for(lambda: names("red") == {"cherry"} and names("green") == {"apple"})
         with pytest.raises(KeyError):
             informer.store.by_index("size", "big")
 
@@ -382,7 +374,7 @@ def test_resync_redelivers_every_object_as_an_update(client: Client, namespace: 
     informer = Informer(client, CONFIG_MAP, namespace=namespace, resync_period=0.5)
     informer.add_event_handler(recorder)
     with running(informer):
-        wait_until(lambda: recorder.names("update") == {"a", "b"}, timeout=5)
+        wait_for(lambda: recorder.names("update") == {"a", "b"}, timeout=5)
 
 
 def test_transform_runs_before_storing(client: Client, namespace: str) -> None:
@@ -399,7 +391,7 @@ def test_stop_returns_promptly_while_a_watch_is_open(client: Client, namespace: 
     informer = Informer(client, CONFIG_MAP, namespace=namespace)
     informer.start()
     assert informer.wait_for_sync(10)
-    wait_until(lambda: informer.stats.watches == 1)
+    wait_for(lambda: informer.stats.watches == 1)
     started = time.monotonic()
     informer.stop()
     assert time.monotonic() - started < 2

@@ -12,7 +12,8 @@ from nodewright.runtime.kinds import CONFIG_MAP, Kind
 from nodewright.runtime.manager import CacheSyncTimeoutError
 from nodewright.runtime.reconcile import Request, Result
 from nodewright.runtime.registry import ReconcilerRegistry
-from tests.runtime.manager_helpers import RunningManager, http_get, make_manager, wait_for
+from tests.runtime.manager_helpers import RunningManager, http_get, make_manager
+from tests.waiting import wait_for
 
 ABSENT_KIND = Kind("absent.example.com/v1", "Widget", "widgets")
 
