@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import re
 import types
 import typing
 from collections.abc import Mapping
@@ -246,9 +245,6 @@ class PrinterColumn:
     description: str = ""
 
 
-_NAME_PATTERN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
-
-
 @dataclasses.dataclass(kw_only=True)
 class Resource(Model):
     """A top-level kind: ``metadata`` stays the API server's own dict; subclasses add ``spec`` and
@@ -350,8 +346,3 @@ class Resource(Model):
                 "versions": [version],
             },
         }
-
-
-def is_valid_name(name: str) -> bool:
-    """A DNS-1123 subdomain, as object names must be."""
-    return len(name) <= 253 and bool(_NAME_PATTERN.match(name))
