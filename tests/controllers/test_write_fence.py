@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from azure.mgmt.compute.models import VirtualMachineScaleSetUpdate
 
 from nodewright.cloud.config import CloudSettings, CredentialKind, CredentialSettings
 from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION, ArmEmulator
@@ -49,7 +50,7 @@ def installed_fence() -> Iterator[WriteFence]:
 
 def tag(cloud: Cloud, value: str) -> None:
     scale_sets = cloud.clients.compute.virtual_machine_scale_sets
-    scale_sets.begin_update(GROUP, "vmss-a", {"tags": {"t": value}}).result()
+    scale_sets.begin_update(GROUP, "vmss-a", VirtualMachineScaleSetUpdate(tags={"t": value})).result()
 
 
 def test_fenced_cloud_refuses_arm_writes_unsent_and_lets_reads_through(
@@ -69,7 +70,7 @@ def test_fenced_cloud_refuses_arm_writes_unsent_and_lets_reads_through(
     stored = cloud.clients.compute.virtual_machine_scale_sets.get(GROUP, scale_set)
     assert stored.tags == {"t": "while-leading"}
     writes = [entry for entry in arm_emulator.requests.entries() if entry.method != "GET"]
-    print(f"arm_writes_sent={len(writes)} tokens={sorted({w.bearer_token for w in writes})}")  # noqa: T201
+    print(f"arm_writes_sent={len(writes)} tokens={sorted({str(w.bearer_token) for w in writes})}")  # noqa: T201
     assert [(w.method, w.bearer_token) for w in writes] == [("PATCH", "token-a")]
     cloud.close()
 
