@@ -31,6 +31,7 @@ from nodewright.cloud.throttle import (
     RetryAfterGatePolicy,
     TokenBucket,
 )
+from nodewright.cloud.write_guard import WriteGuard, WriteGuardPolicy
 
 
 @dataclass
@@ -80,37 +81,40 @@ def build_clients(
     credential: TokenCredential | None = None,
     observer: CallObserver | None = None,
     mutation_bucket: TokenBucket | None = None,
+    write_guard: WriteGuard | None = None,
     **client_options: Any,
 ) -> CloudClients:
     """Build the three SDK clients (no network traffic until the first call).
 
     ``credential`` overrides the one ``settings.credential`` describes; ``client_options`` are
-    extra azure-core keyword arguments (for example a ``transport``).
+    extra azure-core keyword arguments (for example a ``transport``). ``write_guard`` is asked
+    before every mutating attempt, after the throttling policies (``write_guard.py``).
     """
     credential = credential if credential is not None else build_credential(settings.credential)
     observer = observer if observer is not None else NullObserver()
     bucket = mutation_bucket or TokenBucket(settings.mutation_qps, settings.mutation_burst)
     options = {**settings.client_options(), **client_options}
     gates = [RetryAfterGate(max_wait_seconds=settings.retry_after_max_wait_seconds) for _ in range(3)]
+    guarded = [WriteGuardPolicy(write_guard)] if write_guard is not None else []
     compute = ComputeManagementClient(
         credential,
         settings.subscription_id,
         base_url=settings.endpoint,
-        per_retry_policies=_policies(gates[0], bucket, observer),
+        per_retry_policies=_policies(gates[0], bucket, observer) + guarded,
         **options,
     )
     network = NetworkManagementClient(
         credential,
         settings.subscription_id,
         base_url=settings.endpoint,
-        per_retry_policies=_policies(gates[1], bucket, observer),
+        per_retry_policies=_policies(gates[1], bucket, observer) + guarded,
         **options,
     )
     msi = ManagedServiceIdentityClient(
         credential,
         settings.subscription_id,
         base_url=settings.endpoint,
-        per_retry_policies=_policies(gates[2], bucket, observer),
+        per_retry_policies=_policies(gates[2], bucket, observer) + guarded,
         **options,
     )
     return CloudClients(
@@ -133,11 +137,17 @@ def build_cloud(
     credential: TokenCredential | None = None,
     observer: CallObserver | None = None,
     mutation_bucket: TokenBucket | None = None,
+    write_guard: WriteGuard | None = None,
     **client_options: Any,
 ) -> Cloud:
     """Build the clients and the services over them."""
     clients = build_clients(
-        settings, credential=credential, observer=observer, mutation_bucket=mutation_bucket, **client_options
+        settings,
+        credential=credential,
+        observer=observer,
+        mutation_bucket=mutation_bucket,
+        write_guard=write_guard,
+        **client_options,
     )
     compute = ComputeService(clients.compute, observer=clients.observer)
     return Cloud(

@@ -2,7 +2,9 @@
 shared process-wide by every reconciler configured with the same settings, so that they share
 one Retry-After gate and one mutation token bucket, and whose every ARM call is counted in the
 manager's metrics (``nodewright_azure_calls_total``, ``nodewright_azure_requests_total``,
-``nodewright_azure_call_duration_seconds``).
+``nodewright_azure_call_duration_seconds``), and whose every mutating ARM request passes the
+write guard installed with ``install_write_guard`` (the composition root installs the manager's
+leadership fence: ``manager.fence.guard("arm")``; a refused request is never sent).
 
 Owns the YAML shape of that block (camelCase, strict: unknown keys and wrong types fail with
 one line naming the key) and the OpenTelemetry observer. Composition-root code: it may import
@@ -21,18 +23,25 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
+
+import requests
+from azure.core.pipeline.transport import RequestsTransport
+from urllib3.util.retry import Retry
 
 from nodewright.cloud.config import CloudSettings, CredentialKind, CredentialSettings
 from nodewright.cloud.factory import Cloud, build_cloud
 from nodewright.cloud.throttle import CallEvent, CallObserver
 from nodewright.runtime.config import ConfigError
+from nodewright.runtime.fence import guard_session
 from nodewright.runtime.metrics import get_meter
 
 __all__ = [
     "MetricsCallObserver",
     "cloud_from_options",
+    "guarded_transport",
+    "install_write_guard",
     "parse_cloud_settings",
     "settings_as_options",
     "shared_cloud",
@@ -130,6 +139,36 @@ class MetricsCallObserver:
 
 _lock = threading.Lock()
 _clouds: dict[CloudSettings, Cloud] = {}
+_write_guard: Callable[[str], None] | None = None
+
+
+def install_write_guard(guard: Callable[[str], None] | None) -> None:
+    """Make every shared Cloud (built before or after) ask ``guard`` before each ARM write."""
+    global _write_guard  # noqa: PLW0603 - one guard per process, as there is one manager
+    _write_guard = guard
+
+
+def _check_write(operation: str) -> None:
+    guard = _write_guard
+    if guard is not None:
+        guard(operation)
+
+
+_TRANSPORT_OPTIONS = ("connection_verify", "connection_timeout", "read_timeout")
+
+
+def guarded_transport(settings: CloudSettings) -> RequestsTransport:
+    """An azure-core transport whose connections ask the write guard again right before the
+    bytes of a mutating request reach the socket (the last-moment check of ``runtime.fence``)."""
+    session = requests.Session()
+    adapter = requests.adapters.HTTPAdapter(
+        max_retries=Retry(total=False, redirect=False, raise_on_status=False)
+    )
+    for prefix in ("https://", "http://"):
+        session.mount(prefix, adapter)
+    guard_session(session, _check_write)
+    options = {key: value for key, value in settings.client_options().items() if key in _TRANSPORT_OPTIONS}
+    return RequestsTransport(session=session, session_owner=False, **options)
 
 
 def shared_cloud(settings: CloudSettings, observer: CallObserver | None = None) -> Cloud:
@@ -137,7 +176,12 @@ def shared_cloud(settings: CloudSettings, observer: CallObserver | None = None) 
     with _lock:
         cloud = _clouds.get(settings)
         if cloud is None:
-            cloud = build_cloud(settings, observer=observer or MetricsCallObserver())
+            cloud = build_cloud(
+                settings,
+                observer=observer or MetricsCallObserver(),
+                write_guard=_check_write,
+                transport=guarded_transport(settings),
+            )
             _clouds[settings] = cloud
         return cloud
 

@@ -4,6 +4,8 @@ Owns ``main()``: ``nodewright run --config FILE [--kubeconfig PATH]`` runs the m
 reconcilers the config enables; ``nodewright check-config FILE`` validates a config without
 touching a cluster; ``nodewright version`` prints the version. A bad config exits with code 2
 and one line on stderr. ``REGISTRY`` is where our own reconcilers are registered by name.
+Here the manager's leadership fence is installed as the write guard of every ARM client, so
+API and ARM writes alike are refused by one fence when this replica may not lead.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nodewright.controllers import identity, node_image, node_network_config
+from nodewright.controllers import cloud_access, identity, node_image, node_network_config
 from nodewright.runtime import logs
 from nodewright.runtime.config import ConfigError, load_config
 from nodewright.runtime.manager import Manager, ManagerError
@@ -98,6 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         manager = Manager(config, kubeconfig=arguments.kubeconfig)
     except Exception as error:
         return _fail(EXIT_FAILURE, f"cannot build the API client: {error}")
+    cloud_access.install_write_guard(manager.fence.guard("arm"))
     try:
         manager.setup_reconcilers(REGISTRY)
     except ConfigError as error:

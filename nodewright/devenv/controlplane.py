@@ -75,6 +75,9 @@ class ControlPlane:
 
     ``etcd_compaction_interval`` (seconds) makes the API server compact etcd that often, so
     that tests can provoke 410 Gone; ``watch_cache`` False sends watches straight to etcd.
+    ``audit_policy`` (the YAML of an ``audit.k8s.io/v1`` Policy) turns on the audit log, one JSON
+    event per line at ``audit_log`` (blocking mode: an event is written before the response).
+    ``user_kubeconfig(name)`` issues a client certificate for one more user (attribution).
     """
 
     def __init__(
@@ -85,6 +88,7 @@ class ControlPlane:
         etcd_compaction_interval: float | None = None,
         watch_cache: bool = True,
         extra_apiserver_args: tuple[str, ...] = (),
+        audit_policy: str | None = None,
     ) -> None:
         self._binaries = binaries
         self._owns_work_dir = work_dir is None
@@ -92,6 +96,7 @@ class ControlPlane:
         self.etcd_compaction_interval = etcd_compaction_interval
         self.watch_cache = watch_cache
         self.extra_apiserver_args = extra_apiserver_args
+        self.audit_policy = audit_policy
         self.etcd_port = 0
         self.apiserver_port = 0
         self.etcd_process: subprocess.Popen[bytes] | None = None
@@ -112,6 +117,35 @@ class ControlPlane:
     @property
     def ca_file(self) -> Path:
         return self.work_dir / "pki" / "ca.crt"
+
+    @property
+    def audit_log(self) -> Path:
+        """The audit log (JSON lines), written only when ``audit_policy`` was given."""
+        return self.work_dir / "logs" / "audit.log"
+
+    def user_kubeconfig(self, name: str, groups: tuple[str, ...] = (), server: str | None = None) -> Path:
+        """Write a kubeconfig for user ``name`` (a new client certificate, ``groups`` as its
+        organisations) that talks to ``server`` (default: this API server); returns its path."""
+        assert self.ca is not None, "start the control plane first"
+        pair = self.ca.issue(name, organizations=groups, client=True)
+
+        def b64(data: bytes) -> str:
+            return base64.b64encode(data).decode()
+
+        cluster = {"server": server or self.server, "certificate-authority-data": b64(self.ca.cert_pem)}
+        user = {"client-certificate-data": b64(pair.cert_pem), "client-key-data": b64(pair.key_pem)}
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "local", "cluster": cluster}],
+            "users": [{"name": name, "user": user}],
+            "contexts": [{"name": name, "context": {"cluster": "local", "user": name}}],
+            "current-context": name,
+        }
+        path = self.work_dir / f"{name}.kubeconfig"
+        path.write_text(yaml.safe_dump(config))
+        path.chmod(0o600)
+        return path
 
     def pids(self) -> list[int]:
         return [p.pid for p in (self.etcd_process, self.apiserver_process) if p is not None]
@@ -262,6 +296,12 @@ class ControlPlane:
             args.append(f"--etcd-compaction-interval={self.etcd_compaction_interval}s")
         if not self.watch_cache:
             args.append("--watch-cache=false")
+        if self.audit_policy is not None:
+            policy = self.work_dir / "audit-policy.yaml"
+            policy.write_text(self.audit_policy)
+            self.audit_log.parent.mkdir(parents=True, exist_ok=True)
+            args += [f"--audit-policy-file={policy}", f"--audit-log-path={self.audit_log}"]
+            args += ["--audit-log-mode=blocking", "--audit-log-format=json", "--audit-log-maxsize=0"]
         args.extend(self.extra_apiserver_args)
         self.apiserver_process = self._spawn("kube-apiserver", args)
         context = self.admin_ssl_context()

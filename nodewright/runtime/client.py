@@ -10,6 +10,13 @@ failure is raised as a typed error from ``errors.py``; transport failures become
 The client is the "uncached reader": reads through it go to the API server. Controllers read
 from the shared cache (``cache.py``) and use the client for writes.
 
+Every mutating request (any method but GET, HEAD and OPTIONS, so create, update, status, patch,
+delete, eviction, and the Events the recorder writes) first passes the client's ``WriteFence``
+(``fence.py``) when it has one: a refused write raises ``FencedWriteError`` and sends nothing.
+``with_fence`` gives a fenced view and makes the session's connections check the fence again
+right before the bytes go out; the manager hands that view to reconcilers, and the Lease itself
+is written through ``with_own_connections``, a client with a pool the fence does not guard.
+
 Side effects: network I/O to the API server.
 """
 
@@ -30,6 +37,7 @@ import pykube
 import requests
 
 from nodewright.runtime import errors
+from nodewright.runtime.fence import WriteFence, guard_session
 from nodewright.runtime.kinds import Kind
 
 __all__ = [
@@ -53,6 +61,8 @@ DEFAULT_TIMEOUT: tuple[float, float] = (10.0, 60.0)
 WATCH_READ_MARGIN = 60.0
 """A watch's socket read timeout is the server's timeoutSeconds plus this margin."""
 LIST_PAGE_SIZE = 500
+
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 _CONTENT_TYPES: dict[str, str] = {
     "merge": "application/merge-patch+json",
@@ -160,12 +170,30 @@ class Client:
         *,
         field_manager: str = DEFAULT_FIELD_MANAGER,
         timeout: tuple[float, float] = DEFAULT_TIMEOUT,
+        fence: WriteFence | None = None,
     ) -> None:
         self.http = http
         self.field_manager = field_manager
         self.timeout = timeout
+        self.fence = fence
+        """Checked before every mutating request; None sends writes unchecked."""
         self._session: requests.Session = http.session
         self._base_url: str = http.url.rstrip("/")
+
+    def with_fence(self, fence: WriteFence) -> Client:
+        """The same client (same connections) whose writes pass ``fence`` first.
+
+        Side effect: the shared session's connections check the fence again at the last moment,
+        before each chunk of a mutating request reaches the socket (``fence.guard_session``), so
+        every mutating request on this session is fenced, through any view of the client.
+        """
+        guard_session(self._session, fence.guard("kubernetes"))
+        return Client(self.http, field_manager=self.field_manager, timeout=self.timeout, fence=fence)
+
+    def with_own_connections(self, pool_size: int = 4) -> Client:
+        """A client for the same server and credentials with a connection pool of its own
+        (the leader elector's: its Lease writes must not pass the fence they feed)."""
+        return Client.from_config(self.http.config, pool_size=pool_size, field_manager=self.field_manager)
 
     # ---- construction ---------------------------------------------------------------------
     @classmethod
@@ -221,7 +249,11 @@ class Client:
         stream: bool = False,
     ) -> requests.Response:
         """Send one request to ``path`` (for example ``/api/v1/pods``); raise a typed error on
-        failure. The raw building block of every other method."""
+        failure. The raw building block of every other method.
+
+        A mutating ``method`` passes the fence first (``FencedWriteError``, nothing sent)."""
+        if self.fence is not None and method.upper() not in _SAFE_METHODS:
+            self.fence.check("kubernetes", f"{method} {path}")
         headers = {"Accept": "application/json"}
         data: bytes | None = None
         if body is not None:
@@ -254,8 +286,12 @@ class Client:
         params: dict[str, Any] | None = None,
         body: Any = None,
         content_type: str = "application/json",
+        timeout: float | None = None,
     ) -> dict[str, Any]:
-        response = self.request(method, path, params=params, body=body, content_type=content_type)
+        bounded = None if timeout is None else (timeout, timeout)
+        response = self.request(
+            method, path, params=params, body=body, content_type=content_type, timeout=bounded
+        )
         try:
             result = json.loads(response.content)
         except ValueError as error:
@@ -273,9 +309,13 @@ class Client:
         return namespace or obj.get("metadata", {}).get("namespace") or None
 
     # ---- reads ----------------------------------------------------------------------------
-    def get(self, kind: Kind, name: str, namespace: str | None = None) -> dict[str, Any]:
-        """Read one object from the API server (uncached). Raises ``errors.NotFound``."""
-        return self._json("GET", kind.path(namespace, name))
+    def get(
+        self, kind: Kind, name: str, namespace: str | None = None, *, timeout: float | None = None
+    ) -> dict[str, Any]:
+        """Read one object from the API server (uncached). Raises ``errors.NotFound``.
+
+        ``timeout`` (seconds) bounds connecting and each read instead of the client default."""
+        return self._json("GET", kind.path(namespace, name), timeout=timeout)
 
     def list_pages(
         self,
@@ -344,28 +384,40 @@ class Client:
         *,
         field_manager: str | None = None,
         dry_run: bool = False,
+        timeout: float | None = None,
     ) -> dict[str, Any]:
         """Create ``obj``; returns the stored object. Raises ``errors.AlreadyExists``."""
         body = {"apiVersion": kind.api_version, "kind": kind.kind, **obj}
         path = kind.path(self._namespace_of(kind, obj, namespace))
-        return self._json("POST", path, params=self._write_params(field_manager, dry_run), body=body)
+        params = self._write_params(field_manager, dry_run)
+        return self._json("POST", path, params=params, body=body, timeout=timeout)
 
-    def update(self, kind: Kind, obj: dict[str, Any], *, field_manager: str | None = None) -> dict[str, Any]:
+    def update(
+        self,
+        kind: Kind,
+        obj: dict[str, Any],
+        *,
+        field_manager: str | None = None,
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
         """Replace ``obj`` (PUT). Its ``metadata.resourceVersion`` guards against lost updates:
         a stale one raises ``errors.Conflict``."""
-        return self._put(kind, obj, "", field_manager)
+        return self._put(kind, obj, "", field_manager, timeout)
 
     def update_status(
         self, kind: Kind, obj: dict[str, Any], *, field_manager: str | None = None
     ) -> dict[str, Any]:
         """Replace the status subresource of ``obj`` (PUT ``.../status``)."""
-        return self._put(kind, obj, "/status", field_manager)
+        return self._put(kind, obj, "/status", field_manager, None)
 
-    def _put(self, kind: Kind, obj: dict[str, Any], suffix: str, field_manager: str | None) -> dict[str, Any]:
+    def _put(
+        self, kind: Kind, obj: dict[str, Any], suffix: str, field_manager: str | None, timeout: float | None
+    ) -> dict[str, Any]:
         name = obj["metadata"]["name"]
         path = kind.path(self._namespace_of(kind, obj, None), name) + suffix
         body = {"apiVersion": kind.api_version, "kind": kind.kind, **obj}
-        return self._json("PUT", path, params=self._write_params(field_manager, False), body=body)
+        params = self._write_params(field_manager, False)
+        return self._json("PUT", path, params=params, body=body, timeout=timeout)
 
     def patch(
         self,

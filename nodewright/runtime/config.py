@@ -12,7 +12,8 @@ Example::
     metrics: {bindAddress: ":8080"}
     health: {bindAddress: ":8081"}
     leaderElection: {enabled: true, namespace: kube-system, name: nodewright,
-                     leaseDuration: 15, renewDeadline: 10, retryPeriod: 2}
+                     leaseDuration: 15, renewDeadline: 10, retryPeriod: 2,
+                     writeFenceMargin: 2}
     logging: {level: info, format: json}
     cache: {compressedKinds: [Pod]}
     cacheSyncTimeout: 120
@@ -73,6 +74,8 @@ class LeaderElectionConfig:
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0
+    write_fence_margin: float = 2.0
+    """Writes are refused once the last renew is older than renewDeadline minus this."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +209,10 @@ def _validate(config: ManagerConfig) -> None:
         raise ConfigError("leaderElection.leaseDuration: must be greater than renewDeadline")
     if not election.renew_deadline > 1.2 * election.retry_period:
         raise ConfigError("leaderElection.renewDeadline: must be greater than 1.2 x retryPeriod")
+    if not 0 <= election.write_fence_margin < election.renew_deadline - election.retry_period:
+        raise ConfigError(
+            "leaderElection.writeFenceMargin: must be at least 0 and less than renewDeadline - retryPeriod"
+        )
     for name in ("cache_sync_timeout", "graceful_shutdown_timeout"):
         if getattr(config, name) < 0:
             raise ConfigError(f"{_camel(name)}: expected a non-negative number of seconds")

@@ -11,7 +11,10 @@ handler (``handlers.py``); events that pass become ``Request``s in the controlle
 - ``TerminalError`` -> logged and counted, never re-added.
 
 Nothing a reconciler raises ends a worker: ``BaseException``s that are not ``Exception``s (and
-non-``Result`` return values) are counted as panics and retried like errors. Every reconcile
+non-``Result`` return values) are counted as panics and retried like errors. A write refused by
+the fence (``FencedWriteError``) is retried like an error but logged without a traceback (the
+fence logged the refusal). ``cancel()`` (leadership lost) stops intake at once and discards
+whatever the reconciles still running return: no requeue, no metrics, no further writes pass. Every reconcile
 runs inside one OpenTelemetry span and a log context carrying a fresh reconcile ID.
 """
 
@@ -25,6 +28,7 @@ from typing import Any
 
 from opentelemetry.trace import Status, StatusCode
 
+from nodewright.runtime.fence import FencedWriteError
 from nodewright.runtime.handlers import Handler
 from nodewright.runtime.informer import Informer
 from nodewright.runtime.logs import get_logger, log_context
@@ -106,6 +110,7 @@ class Controller:
         self._watches: list[Watch] = []
         self._workers: list[threading.Thread] = []
         self._started = False
+        self._cancelled = threading.Event()
         self._attributes = {"controller": name}
 
     def watch(self, informer: Informer, handler: Handler, predicates: Sequence[Predicate] = ()) -> None:
@@ -144,6 +149,13 @@ class Controller:
         else:
             log.warning("Stopped with reconciles still running", controller=self.name)
         return drained
+
+    def cancel(self) -> None:
+        """Stop at once, without drain: no new reconcile starts and the running ones' results
+        are discarded (their writes are refused by the fence, which is revoked first)."""
+        self._cancelled.set()
+        self.queue.shut_down()
+        log.info("Cancelled reconciles without drain", controller=self.name)
 
     def enqueue(self, request: Request) -> None:
         """Ask for a reconcile of ``request`` (for tests and generic triggers)."""
@@ -184,47 +196,56 @@ class Controller:
                 set_status_on_exception=False,
             ) as span,
         ):
-            outcome: str
             try:
                 result = self._reconcile(request)
                 if not isinstance(result, Result):
                     raise _ContractViolationError(f"reconcile returned {type(result).__name__}, not Result")
-            except TerminalError as error:
-                outcome = "error"
-                self.queue.forget(request)
-                self.metrics.reconcile_errors.add(1, self._attributes)
-                self.metrics.terminal_reconcile_errors.add(1, self._attributes)
-                span.record_exception(error)
-                span.set_status(Status(StatusCode.ERROR, str(error)))
-                log.error("Reconcile failed terminally, not retrying", error=str(error))
             except BaseException as error:
-                outcome = "error"
-                panic = isinstance(error, _ContractViolationError) or not isinstance(error, Exception)
-                self.queue.add_rate_limited(request)
-                self.metrics.reconcile_errors.add(1, self._attributes)
-                if panic:
-                    self.metrics.reconcile_panics.add(1, self._attributes)
-                span.record_exception(error)
-                span.set_status(Status(StatusCode.ERROR, str(error)))
-                log.error(
-                    "Reconcile panicked" if panic else "Reconcile failed",
-                    exc_info=True,
-                    retries=self.queue.num_requeues(request),
-                )
+                if self._cancelled.is_set():
+                    return  # leadership was lost meanwhile: the outcome counts for nothing
+                outcome = self._failed(request, error, span)
             else:
-                if result.requeue_after is not None and result.requeue_after > 0:
-                    outcome = "requeue_after"
-                    self.queue.forget(request)
-                    self.queue.add_after(request, result.requeue_after)
-                elif result.requeue:
-                    outcome = "requeue"
-                    self.queue.add_rate_limited(request)
-                else:
-                    outcome = "success"
-                    self.queue.forget(request)
+                if self._cancelled.is_set():
+                    return
+                outcome = self._succeeded(request, result)
                 span.set_attribute("result", outcome)
             self.metrics.reconcile_total.add(1, {**self._attributes, "result": outcome})
             self.metrics.reconcile_time.record(time.monotonic() - started, self._attributes)
+
+    def _succeeded(self, request: Request, result: Result) -> str:
+        if result.requeue_after is not None and result.requeue_after > 0:
+            self.queue.forget(request)
+            self.queue.add_after(request, result.requeue_after)
+            return "requeue_after"
+        if result.requeue:
+            self.queue.add_rate_limited(request)
+            return "requeue"
+        self.queue.forget(request)
+        return "success"
+
+    def _failed(self, request: Request, error: BaseException, span: Any) -> str:
+        self.metrics.reconcile_errors.add(1, self._attributes)
+        span.set_status(Status(StatusCode.ERROR, str(error)))
+        if isinstance(error, FencedWriteError):  # the fence logged the refusal: no traceback
+            self.queue.add_rate_limited(request)
+            log.debug("Reconcile stopped by the write fence", error=str(error))
+            return "error"
+        span.record_exception(error)
+        if isinstance(error, TerminalError):
+            self.queue.forget(request)
+            self.metrics.terminal_reconcile_errors.add(1, self._attributes)
+            log.error("Reconcile failed terminally, not retrying", error=str(error))
+            return "error"
+        panic = isinstance(error, _ContractViolationError) or not isinstance(error, Exception)
+        self.queue.add_rate_limited(request)
+        if panic:
+            self.metrics.reconcile_panics.add(1, self._attributes)
+        log.error(
+            "Reconcile panicked" if panic else "Reconcile failed",
+            exc_info=True,  # called from the except block: the traceback is current
+            retries=self.queue.num_requeues(request),
+        )
+        return "error"
 
 
 class _ContractViolationError(Exception):

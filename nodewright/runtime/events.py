@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
+from nodewright.runtime.fence import FencedWriteError
 from nodewright.runtime.kinds import EVENT
 from nodewright.runtime.logs import get_logger
 
@@ -130,6 +131,8 @@ class EventRecorder:
                 if pending is None:
                     return
                 self._write(pending)
+            except FencedWriteError:
+                self.failed += 1  # the fence logged the refusal already: one line per write
             except Exception as error:
                 self.failed += 1
                 log.warning(

@@ -5,11 +5,22 @@ a conditional update on the Lease's ``resourceVersion``, so two candidates can n
 the same round. A candidate may take the Lease only when it is free (empty holder) or when the
 holder has not renewed for ``lease_duration``, measured on this process's own monotonic clock
 from the last time it saw the record change (never by comparing wall clocks across hosts). The
-leader renews every ``retry_period``; if it cannot renew for ``renew_deadline`` it stops leading.
-``release()`` empties the holder and shortens the lease so another candidate takes over at once.
+leader renews every ``retry_period``; ``release()`` empties the holder and shortens the lease so
+another candidate takes over at once.
+
+The renew deadline is enforced in time, not in the order of calls (as client-go bounds each
+renew with a context deadline): each attempt runs on its own thread with a request timeout
+derived from what is left of ``renew_deadline`` since the last successful renew was sent, and the
+loop waits for it only until that deadline, by the monotonic clock. A leader whose renew is not
+back by then stops leading even while its request still hangs; one that sees another holder in
+the Lease stops at once. Every successful renew opens the ``WriteFence`` (``fence.py``) from
+the moment it was sent; losing leadership revokes it before anything else happens.
+``leader_election_master_status`` is 1 only while the fence is open: it drops to 0 when the
+renew is older than ``renew_deadline - margin`` (in doubt), before the deadline itself.
 
 The manager drives it: controllers start in ``on_started_leading`` and the process stops in
-``on_stopped_leading``. Side effects: API calls on the Lease, one background thread.
+``on_stopped_leading``. Side effects: API calls on the Lease, one background thread (plus one
+short-lived thread per renew attempt).
 """
 
 from __future__ import annotations
@@ -22,10 +33,12 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
+from nodewright.runtime.fence import DEFAULT_MARGIN, WriteFence
 from nodewright.runtime.kinds import LEASE
 from nodewright.runtime.logs import get_logger
 from nodewright.runtime.metrics import Metrics
@@ -43,12 +56,30 @@ def default_identity() -> str:
     return f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
 
 
+Outcome = Literal["held", "failed", "taken"]
+"""One round: we hold the Lease; the round failed (transport, conflict); another holder has it."""
+
+
+@dataclass
+class _Attempt:
+    """One acquire-or-renew round running on its own thread."""
+
+    sent_at: float
+    done: threading.Event = field(default_factory=threading.Event)
+    outcome: Outcome = "failed"
+    finished_at: float = 0.0
+
+
 def _micro_time(moment: datetime.datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class LeaderElector:
-    """Acquires and renews one Lease for ``identity``; reports gains and losses by callback."""
+    """Acquires and renews one Lease for ``identity``; reports gains and losses by callback.
+
+    ``fence`` is opened by each successful renew and revoked on loss; without one the elector
+    keeps its own (margin: the smaller of 2 s and a quarter of ``renew_deadline``).
+    """
 
     def __init__(
         self,
@@ -63,6 +94,7 @@ class LeaderElector:
         on_started_leading: Callable[[], None] = lambda: None,
         on_stopped_leading: Callable[[], None] = lambda: None,
         metrics: Metrics | None = None,
+        fence: WriteFence | None = None,
     ) -> None:
         if not lease_duration > renew_deadline:
             raise ValueError("lease_duration must be greater than renew_deadline")
@@ -79,6 +111,9 @@ class LeaderElector:
         self.retry_period = retry_period
         self.on_started_leading = on_started_leading
         self.on_stopped_leading = on_stopped_leading
+        self.fence = fence or WriteFence(
+            renew_deadline=renew_deadline, margin=min(DEFAULT_MARGIN, renew_deadline / 4), metrics=metrics
+        )
         self._metrics = metrics
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -86,12 +121,16 @@ class LeaderElector:
         self._lock = threading.Lock()  # serialises Lease writes between the loop and release
         self._observed_record: tuple[str, str] | None = None  # (holder, renewTime)
         self._observed_at = 0.0
+        self._status: bool | None = None
+        self.lost_at: float | None = None
+        """Monotonic time at which leadership was lost (None while never lost)."""
         self._set_status(False)
 
     # -- public --------------------------------------------------------------------------
 
     def is_leader(self) -> bool:
-        return self._leading.is_set()
+        """True while leading and the fence is open (a renew is recent enough to write)."""
+        return self._leading.is_set() and self.fence.is_open()
 
     def start(self) -> None:
         """Run the acquire-then-renew loop in a background thread."""
@@ -100,30 +139,18 @@ class LeaderElector:
 
     def run(self) -> None:
         """Acquire the Lease, then keep renewing it until stopped or lost (blocks)."""
-        log.info("Started leader election", lease=f"{self.namespace}/{self.name}", identity=self.identity)
-        while not self._stop.is_set():
-            if self._try_acquire_or_renew():
-                break
-            self._stop.wait(self.retry_period * random.uniform(1.0, JITTER))  # noqa: S311 - jitter
-        else:
+        log.info("Started leader election", lease=self._lease_name, identity=self.identity)
+        sent_at = self._acquire()
+        if sent_at is None:
             return
+        self.fence.renewed(sent_at)
         self._leading.set()
         self._set_status(True)
-        log.info("Acquired lease", lease=f"{self.namespace}/{self.name}", identity=self.identity)
+        log.info("Acquired lease", lease=self._lease_name, identity=self.identity)
         self.on_started_leading()
-        last_renewed = time.monotonic()
-        while not self._stop.wait(self.retry_period):
-            if self._try_acquire_or_renew():
-                last_renewed = time.monotonic()
-                continue
-            if time.monotonic() - last_renewed >= self.renew_deadline or not self._leading.is_set():
-                break
-        if self._stop.is_set():
-            return
-        self._leading.clear()
-        self._set_status(False)
-        log.warning("Lost lease", lease=f"{self.namespace}/{self.name}", identity=self.identity)
-        self.on_stopped_leading()
+        reason = self._renew_until_lost(sent_at)
+        if reason is not None:
+            self._lose(reason)
 
     def stop(self) -> None:
         """Stop the loop without touching the Lease (``release`` also gives it up)."""
@@ -139,6 +166,7 @@ class LeaderElector:
         self.stop()
         if not self._leading.is_set():
             return False
+        self.fence.revoke()  # no write of ours may follow the hand-over
         with self._lock:
             self._leading.clear()
             self._set_status(False)
@@ -152,30 +180,95 @@ class LeaderElector:
                 )
                 self.client.update(LEASE, lease)
             except errors.ApiError as error:
-                log.error("Failed to release lease", lease=f"{self.namespace}/{self.name}", error=str(error))
+                log.error("Failed to release lease", lease=self._lease_name, error=str(error))
                 return False
-        log.info("Released lease", lease=f"{self.namespace}/{self.name}", identity=self.identity)
+        log.info("Released lease", lease=self._lease_name, identity=self.identity)
         return True
+
+    # -- the loop ------------------------------------------------------------------------
+
+    @property
+    def _lease_name(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def _acquire(self) -> float | None:
+        """Try every retry period until the Lease is ours; the monotonic time the winning
+        write was sent, or None when stopped first."""
+        while not self._stop.is_set():
+            sent_at = time.monotonic()
+            if self._try_acquire_or_renew(self.renew_deadline) == "held":
+                return sent_at
+            self._stop.wait(self.retry_period * random.uniform(1.0, JITTER))  # noqa: S311 - jitter
+        return None
+
+    def _renew_until_lost(self, sent_at: float) -> str | None:
+        """Renew every retry period; the reason leadership ended, or None when stopped."""
+        last_sent = sent_at
+        next_attempt = time.monotonic() + self.retry_period
+        attempt: _Attempt | None = None
+        while not self._stop.is_set():
+            now = time.monotonic()
+            deadline = last_sent + self.renew_deadline
+            if now >= deadline:
+                return "renew deadline passed"
+            if not self.fence.is_open():
+                self._set_status(False)  # in doubt: writes are refused from now on
+            if attempt is None and now >= next_attempt:
+                attempt = self._start_attempt(deadline - now)
+            closes_at = self.fence.closes_at()
+            doubt = closes_at if closes_at is not None and closes_at > now else deadline
+            wake = min(deadline, doubt, deadline if attempt else next_attempt)
+            waited = max(0.0, wake - now)
+            if attempt is not None:
+                attempt.done.wait(waited)
+            else:
+                self._stop.wait(waited)
+            if attempt is None or not attempt.done.is_set():
+                continue
+            if attempt.outcome == "taken":
+                return "another candidate holds the lease"
+            if attempt.outcome == "held" and attempt.finished_at < deadline:
+                last_sent = attempt.sent_at
+                self.fence.renewed(last_sent)
+                self._set_status(True)
+            attempt, next_attempt = None, time.monotonic() + self.retry_period
+        return None
+
+    def _start_attempt(self, budget: float) -> _Attempt:
+        """Run one round on its own thread, its requests bounded by ``budget`` seconds."""
+        attempt = _Attempt(sent_at=time.monotonic())
+
+        def run() -> None:
+            attempt.outcome = self._try_acquire_or_renew(budget)
+            attempt.finished_at = time.monotonic()
+            attempt.done.set()
+
+        threading.Thread(target=run, name=f"lease-renew-{self.name}", daemon=True).start()
+        return attempt
+
+    def _lose(self, reason: str) -> None:
+        self.fence.revoke()  # first: no write passes from here on
+        self._leading.clear()
+        self.lost_at = time.monotonic()
+        self._set_status(False)
+        log.warning("Lost lease", lease=self._lease_name, identity=self.identity, reason=reason)
+        self.on_stopped_leading()
 
     # -- one round -----------------------------------------------------------------------
 
-    def _try_acquire_or_renew(self) -> bool:
-        """One conditional write of the Lease; True when we hold it afterwards."""
+    def _try_acquire_or_renew(self, timeout: float) -> Outcome:
+        """One conditional write of the Lease, every request bounded by ``timeout`` seconds."""
         with self._lock:
             try:
-                return self._attempt()
+                return self._attempt(max(0.05, timeout))
             except errors.ApiError as error:
-                log.info(
-                    "Failed to acquire or renew lease",
-                    lease=f"{self.namespace}/{self.name}",
-                    error=str(error),
-                )
-                return False
+                log.info("Failed to acquire or renew lease", lease=self._lease_name, error=str(error))
+                return "failed"
             except Exception:
-                log.exception("Failed to acquire or renew lease", lease=f"{self.namespace}/{self.name}")
-                return False
+                log.exception("Failed to acquire or renew lease", lease=self._lease_name)
+                return "failed"
 
-    def _attempt(self) -> bool:
+    def _attempt(self, timeout: float) -> Outcome:
         now = datetime.datetime.now(datetime.UTC)
         spec: dict[str, Any] = {
             "holderIdentity": self.identity,
@@ -183,23 +276,16 @@ class LeaderElector:
             "renewTime": _micro_time(now),
         }
         try:
-            lease = self.client.get(LEASE, self.name, self.namespace)
+            lease = self.client.get(LEASE, self.name, self.namespace, timeout=timeout)
         except errors.NotFound:
-            spec.update(acquireTime=_micro_time(now), leaseTransitions=0)
-            body = {"metadata": {"name": self.name, "namespace": self.namespace}, "spec": spec}
-            try:
-                self.client.create(LEASE, body, self.namespace)
-            except (errors.AlreadyExists, errors.Conflict):
-                return False
-            self._observe((self.identity, spec["renewTime"]))
-            return True
+            return self._create(spec, now, timeout)
         current = lease.get("spec") or {}
         holder = current.get("holderIdentity") or ""
         self._observe((holder, str(current.get("renewTime", ""))))
         observed_duration = float(current.get("leaseDurationSeconds") or self.lease_duration)
         expired = time.monotonic() > self._observed_at + observed_duration
         if holder and holder != self.identity and not expired:
-            return False
+            return "taken"
         if holder == self.identity:
             spec["acquireTime"] = current.get("acquireTime") or _micro_time(now)
             spec["leaseTransitions"] = current.get("leaseTransitions") or 0
@@ -208,11 +294,21 @@ class LeaderElector:
             spec["leaseTransitions"] = (current.get("leaseTransitions") or 0) + 1
         lease["spec"] = {**current, **spec}
         try:
-            self.client.update(LEASE, lease)  # conditional on metadata.resourceVersion
+            self.client.update(LEASE, lease, timeout=timeout)  # conditional on metadata.resourceVersion
         except errors.Conflict:
-            return False
+            return "failed"
         self._observe((self.identity, spec["renewTime"]))
-        return True
+        return "held"
+
+    def _create(self, spec: dict[str, Any], now: datetime.datetime, timeout: float) -> Outcome:
+        spec.update(acquireTime=_micro_time(now), leaseTransitions=0)
+        body = {"metadata": {"name": self.name, "namespace": self.namespace}, "spec": spec}
+        try:
+            self.client.create(LEASE, body, self.namespace, timeout=timeout)
+        except (errors.AlreadyExists, errors.Conflict):
+            return "failed"
+        self._observe((self.identity, spec["renewTime"]))
+        return "held"
 
     def _observe(self, record: tuple[str, str]) -> None:
         if record != self._observed_record:
@@ -220,5 +316,8 @@ class LeaderElector:
             self._observed_at = time.monotonic()
 
     def _set_status(self, leading: bool) -> None:
+        if self._status is leading:
+            return
+        self._status = leading
         if self._metrics is not None:
             self._metrics.leader_election_status.set(1 if leading else 0, {"name": self.name})

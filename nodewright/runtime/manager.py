@@ -7,8 +7,17 @@ recorders, and sets up the reconcilers the config enables through the registry
 informers and waits for them to sync (``/readyz`` turns 200), then starts the controllers,
 only while holding the Lease when leader election is on. ``stop()`` (or SIGTERM/SIGINT when
 ``run`` is on the main thread) stops intake, drains in-flight reconciles for up to the graceful
-shutdown timeout, and then releases the Lease so a standby takes over at once. Losing the Lease
-stops the manager and makes ``run`` raise ``LeadershipLostError``, as controller-runtime exits.
+shutdown timeout, and then releases the Lease so a standby takes over at once.
+
+Leadership is a fence, not a flag. A replica that does not lead is a warm standby: its
+informers run and its caches stay synced (``/readyz`` is 200 on leader and standby alike; the
+``nodewright_leader`` gauge tells them apart), but no reconciler runs and no write passes. The
+client handed to reconcilers (``manager.client``) is fenced by ``manager.fence`` (``fence.py``),
+which the elector opens on every renew; the elector alone writes the Lease, through the
+unfenced client. Losing the Lease revokes the fence, cancels every controller at once (no
+graceful drain: running reconciles' writes are refused and their results discarded), stops the
+manager and makes ``run`` raise ``LeadershipLostError``, so the process exits non-zero and
+restarts as a standby, as controller-runtime does.
 """
 
 from __future__ import annotations
@@ -20,6 +29,8 @@ from collections.abc import Mapping
 from types import FrameType
 from typing import Any
 
+from opentelemetry.metrics import Observation
+
 from nodewright.runtime import metrics as metrics_module
 from nodewright.runtime.builder import Builder
 from nodewright.runtime.cache import Cache
@@ -27,6 +38,7 @@ from nodewright.runtime.client import Client
 from nodewright.runtime.config import ConfigError, ManagerConfig, ReconcilerConfig
 from nodewright.runtime.controller import Controller
 from nodewright.runtime.events import EventRecorder
+from nodewright.runtime.fence import WriteFence
 from nodewright.runtime.health import HealthServer
 from nodewright.runtime.leaderelection import LeaderElector
 from nodewright.runtime.logs import get_logger
@@ -63,14 +75,22 @@ class Manager:
         self.config = config or ManagerConfig()
         if client is None:
             client = Client.from_kubeconfig(kubeconfig) if kubeconfig else Client.from_environment()
-        self.client = client
+        self.metrics = Metrics()
+        metrics_module.activate(self.metrics)
+        self.fence = self._build_fence()
+        """Every write of ``client`` (and, wired by the composition root, of ARM) passes it."""
+        self._lease_client = client.with_own_connections()  # the Lease is written unfenced
+        self.client = client.with_fence(self.fence)
         self.cache = Cache(
             client,
             sync_timeout=self.config.cache_sync_timeout,
             compressed_kinds=self.config.cache.compressed_kinds,
         )
-        self.metrics = Metrics()
-        metrics_module.activate(self.metrics)
+        self.metrics.provider.get_meter("nodewright.runtime").create_observable_gauge(
+            "nodewright_leader",
+            callbacks=[lambda _: [Observation(1 if self.is_leader() else 0)]],
+            description="1 while this replica leads and may write, 0 while it is a standby",
+        )
         self.health = HealthServer()
         self.health.add_readiness_check("informers-synced", self._informers_synced)
         self.elector: LeaderElector | None = None
@@ -145,9 +165,18 @@ class Manager:
             return None
 
     def is_leader(self) -> bool:
+        """True while this replica leads and its writes pass the fence."""
         if not self.config.leader_election.enabled:
             return self._controllers_started
         return self.elector is not None and self.elector.is_leader()
+
+    def _build_fence(self) -> WriteFence:
+        election = self.config.leader_election
+        if not election.enabled:
+            return WriteFence.always_open(self.metrics)
+        return WriteFence(
+            renew_deadline=election.renew_deadline, margin=election.write_fence_margin, metrics=self.metrics
+        )
 
     def stop(self) -> None:
         """Ask ``run`` to shut down (safe from any thread or a signal handler)."""
@@ -173,7 +202,7 @@ class Manager:
             election = self.config.leader_election
             if election.enabled:
                 self.elector = LeaderElector(
-                    self.client,
+                    self._lease_client,
                     namespace=election.namespace,
                     name=election.name,
                     identity=election.identity or None,
@@ -183,7 +212,10 @@ class Manager:
                     on_started_leading=self._start_controllers,
                     on_stopped_leading=self._on_lost_lease,
                     metrics=self.metrics,
+                    fence=self.fence,
                 )
+                lease = f"{election.namespace}/{election.name}"
+                log.info("Waiting for leadership as a warm standby", lease=lease)
                 self.elector.start()
             else:
                 self._start_controllers()
@@ -222,12 +254,18 @@ class Manager:
         log.info("Started controllers", count=len(self._controllers))
 
     def _on_lost_lease(self) -> None:
+        """Called by the elector after it revoked the fence: cancel everything at once."""
         self._lost_lease = True
+        with self._controllers_lock:
+            controllers = list(self._controllers) if self._controllers_started else []
+        for controller in controllers:
+            controller.cancel()
         self._stop.set()
 
     def _shut_down(self) -> None:
-        log.info("Stopping manager", graceful_shutdown_timeout=self.config.graceful_shutdown_timeout)
-        deadline = time.monotonic() + self.config.graceful_shutdown_timeout
+        graceful = 0.0 if self._lost_lease else self.config.graceful_shutdown_timeout
+        log.info("Stopping manager", graceful_shutdown_timeout=graceful, lost_lease=self._lost_lease)
+        deadline = time.monotonic() + graceful
         with self._controllers_lock:
             controllers = list(self._controllers) if self._controllers_started else []
             self._controllers_started = False
@@ -239,7 +277,7 @@ class Manager:
         if self.elector is not None:
             self.elector.release()
         for recorder in self._recorders.values():
-            recorder.stop()  # writes the Events still queued
+            recorder.stop(timeout=graceful or 1.0)  # writes the Events still queued (if leading)
         self.cache.stop()
         self.health.stop()
         if self._metrics_server is not None:

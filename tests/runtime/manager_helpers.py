@@ -23,6 +23,7 @@ def config_data(namespace: str, **overrides: Any) -> dict[str, Any]:
             "leaseDuration": 3,
             "renewDeadline": 2,
             "retryPeriod": 0.5,
+            "writeFenceMargin": 0.5,
         },
         "cacheSyncTimeout": 20,
         "gracefulShutdownTimeout": 5,

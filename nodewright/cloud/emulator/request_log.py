@@ -24,7 +24,9 @@ class RecordedRequest:
     ``route`` is the method and the path template (``"PATCH /subscriptions/{subscriptionId}/..."``).
     ``monotonic`` is ``time.monotonic()`` when the request arrived (compare with deadlines taken
     in the same process); ``timestamp`` is wall-clock seconds since the epoch; ``body`` is the
-    parsed JSON request body (None when empty or not JSON); ``if_match`` the If-Match header.
+    parsed JSON request body (None when empty or not JSON); ``if_match`` the If-Match header;
+    ``bearer_token`` the token the caller presented (the emulator accepts any, so tests give each
+    caller its own to attribute requests to it).
     """
 
     method: str
@@ -38,6 +40,7 @@ class RecordedRequest:
     fault: str | None = None
     body: Any = None
     if_match: str | None = None
+    bearer_token: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

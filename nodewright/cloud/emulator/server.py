@@ -93,6 +93,14 @@ def build_router() -> Router:
     return router
 
 
+def _bearer_token(headers: dict[str, str]) -> str | None:
+    """The token of ``Authorization: Bearer <token>`` (who made the call), else None."""
+    authorization = headers.get("authorization", "")
+    if authorization.lower().startswith("bearer "):
+        return authorization[7:].strip() or None
+    return None
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -310,6 +318,7 @@ class ArmEmulator:
                 fault=fault_name,
                 body=_parsed_or_none(raw_body),
                 if_match=headers.get("if-match"),
+                bearer_token=_bearer_token(headers),
             )
         )
         return status, body, response_headers

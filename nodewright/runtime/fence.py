@@ -1,0 +1,228 @@
+"""The write fence: no mutating call leaves a replica that may have lost its Lease.
+
+Owns ``WriteFence`` and ``FencedWriteError``. The leader elector (``leaderelection.py``) tells
+the fence each time a renew of the Lease succeeded, giving the monotonic time at which that
+renew *was sent* (``renewed(sent_at)``); it revokes the fence the moment leadership is lost or
+given up. Every mutating call asks ``check(target, operation)`` first: the API client
+(``client.py``: create, update, status, patch, delete, evict, and so Events too) with target
+``kubernetes``, and the Azure SDK pipeline (a policy in ``cloud/write_guard.py``, wired by the
+controllers package) with target ``arm``. ``check`` raises ``FencedWriteError`` (and nothing is
+sent) unless the last successful renew is younger than ``renew_deadline - margin`` on this
+process's monotonic clock. Each refusal is counted in ``nodewright_fenced_writes_total{target}``
+and logged as one line, without a traceback.
+
+Why the margin bounds what a deposed leader can do
+--------------------------------------------------
+Another candidate may take the Lease only after it has seen the same Lease record, unchanged,
+for ``lease_duration`` on its own monotonic clock. It cannot see our last renew before we sent
+it, so it cannot take over before ``sent_at + lease_duration``. Our fence closes at
+``sent_at + renew_deadline - margin``. Between the two lie ``lease_duration - renew_deadline +
+margin`` seconds (15 - 10 + 2 = 7 s with the defaults): that slack is what a write that passed
+the check still has to reach the server before a new leader can exist.
+
+The window that remains, stated honestly: ``check`` and the bytes reaching the server are two
+moments. A process that passes the check and is then paused (SIGSTOP, a VM freeze, a long
+garbage collection, CPU starvation) for longer than that slack, or a request whose bytes are
+held back in the network (a TCP retransmission, a proxy that buffers and later forwards) for
+that long, can still land one write per in-flight call after a new leader started. The fence
+cannot close this window, only shrink it: no check in the client can reach past the socket.
+What the fence does guarantee is that no *new* call is sent once the renew is older than
+``renew_deadline - margin``, that the SDK's retries are checked one by one (a retry after a long
+back-off is refused), and that on loss every later call is refused at once.
+
+To make "paused between the check and the send" as narrow as it can be in Python, the check is
+made twice: early, where the call is made (the typed error, before any work), and again at the
+last moment, in the HTTP connection itself, before each chunk of a mutating request is handed to
+the socket (``guard_session``: the API client's session and, wired by the controllers, the ARM
+transport's session). What is left is the handful of interpreter steps between that last check
+and the ``sendall`` system call; a pause that lands there still sends one request on resume. Making the API
+server itself reject stale writers would need a fencing token checked server-side (a
+precondition on a resourceVersion that the new leader bumps), which Kubernetes Leases do not
+offer for arbitrary objects.
+
+Side effects: metrics and log lines on refusal; ``guard_session`` replaces the connection pools
+of the session it is given.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Literal
+
+import requests
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+
+from nodewright.runtime.logs import get_logger
+from nodewright.runtime.metrics import Metrics, get_meter
+
+__all__ = ["DEFAULT_MARGIN", "FenceTarget", "FencedWriteError", "WriteFence", "guard_session"]
+
+log = get_logger(__name__)
+
+DEFAULT_MARGIN = 2.0
+"""Seconds cut from renew_deadline: the fence closes this long before the elector gives up."""
+
+FenceTarget = Literal["kubernetes", "arm"]
+
+
+class FencedWriteError(Exception):
+    """A mutating call was refused because this replica may no longer lead; nothing was sent.
+
+    Deliberately not an ``ApiError`` (nor an Azure error): code that handles API or cloud
+    failures does not swallow it, and the controller treats it as "stop, retry later".
+    """
+
+    def __init__(self, target: str, operation: str, renew_age: float | None) -> None:
+        age = "never renewed" if renew_age is None else f"last renew {renew_age:.3f} s ago"
+        super().__init__(f"refused {target} write {operation}: not leading ({age})")
+        self.target = target
+        self.operation = operation
+        self.renew_age = renew_age
+
+
+class WriteFence:
+    """Opens for ``renew_deadline - margin`` after each successful renew; closed otherwise.
+
+    ``always_open()`` makes a fence for a manager without leader election (a single replica).
+    Thread-safe: any worker thread may call ``check`` while the elector calls ``renewed``.
+    """
+
+    def __init__(
+        self,
+        *,
+        renew_deadline: float,
+        margin: float = DEFAULT_MARGIN,
+        clock: Callable[[], float] = time.monotonic,
+        metrics: Metrics | None = None,
+    ) -> None:
+        if not 0 <= margin < renew_deadline:
+            raise ValueError("the write fence margin must be at least 0 and less than renew_deadline")
+        self.renew_deadline = renew_deadline
+        self.margin = margin
+        self.validity = renew_deadline - margin
+        """Seconds after a renew was sent during which writes pass."""
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._sent_at: float | None = None
+        self._always_open = False
+        scope = "nodewright.runtime"
+        meter = metrics.provider.get_meter(scope) if metrics else get_meter(scope)
+        self._refused = meter.create_counter(
+            "nodewright_fenced_writes_total",
+            description="Mutating calls refused because this replica may not lead, by target",
+        )
+
+    @classmethod
+    def always_open(cls, metrics: Metrics | None = None) -> WriteFence:
+        """A fence that never refuses (leader election is off: this replica is the only one)."""
+        fence = cls(renew_deadline=1.0, margin=0.0, metrics=metrics)
+        fence._always_open = True
+        return fence
+
+    def renewed(self, sent_at: float) -> None:
+        """Record a successful renew that was sent at monotonic time ``sent_at``."""
+        with self._lock:
+            if self._sent_at is None or sent_at > self._sent_at:
+                self._sent_at = sent_at
+
+    def revoke(self) -> None:
+        """Close the fence at once (leadership lost or released)."""
+        with self._lock:
+            self._sent_at = None
+            self._always_open = False
+
+    def renew_age(self) -> float | None:
+        """Seconds since the last successful renew was sent; None when none counts any more."""
+        with self._lock:
+            sent_at = self._sent_at
+        return None if sent_at is None else self._clock() - sent_at
+
+    def is_open(self) -> bool:
+        """True while a write would pass."""
+        if self._always_open:
+            return True
+        age = self.renew_age()
+        return age is not None and age < self.validity
+
+    def closes_at(self) -> float | None:
+        """The monotonic time at which the fence closes unless renewed (None: closed now)."""
+        with self._lock:
+            return None if self._sent_at is None else self._sent_at + self.validity
+
+    def check(self, target: FenceTarget, operation: str) -> None:
+        """Raise ``FencedWriteError`` unless a write may be sent now (side effect on refusal:
+        one counter increment and one log line)."""
+        if self.is_open():
+            return
+        age = self.renew_age()
+        self._refused.add(1, {"target": target})
+        log.warning(
+            "Refused write without leadership",
+            target=target,
+            operation=operation,
+            renew_age=None if age is None else round(age, 3),
+            validity=self.validity,
+        )
+        raise FencedWriteError(target, operation, age)
+
+    def guard(self, target: FenceTarget) -> Callable[[str], None]:
+        """``check`` bound to ``target``: the callable a cloud write guard is given."""
+
+        def check(operation: str) -> None:
+            self.check(target, operation)
+
+        return check
+
+
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def _guarded_connection(base: type[HTTPConnection], check: Callable[[str], None]) -> type[HTTPConnection]:
+    class GuardedConnection(base):  # type: ignore[valid-type,misc]
+        """Checks ``check`` right before each chunk of a mutating request reaches the socket."""
+
+        _guarded_request = ""
+
+        def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> None:
+            mutating = method.upper() not in _SAFE_METHODS
+            self._guarded_request = f"{method.upper()} {url.split('?', 1)[0]}" if mutating else ""
+            try:
+                super().request(method, url, *args, **kwargs)
+            finally:
+                self._guarded_request = ""
+
+        def send(self, data: Any) -> None:
+            if self._guarded_request:
+                check(self._guarded_request)  # raises: this chunk, and the request, never leave
+            super().send(data)
+
+    return GuardedConnection
+
+
+def guard_session(session: requests.Session, check: Callable[[str], None]) -> None:
+    """Make every mutating request of ``session`` call ``check(\"METHOD path\")`` at the last
+    moment, before each chunk goes to the socket; ``check`` refuses by raising.
+
+    Side effect: the session's adapters get new connection pools (existing ones are closed).
+    """
+    pools: dict[str, type[HTTPConnectionPool]] = {
+        "http": type(
+            "GuardedHTTPConnectionPool",
+            (HTTPConnectionPool,),
+            {"ConnectionCls": _guarded_connection(HTTPConnection, check)},
+        ),
+        "https": type(
+            "GuardedHTTPSConnectionPool",
+            (HTTPSConnectionPool,),
+            {"ConnectionCls": _guarded_connection(HTTPSConnection, check)},
+        ),
+    }
+    for adapter in session.adapters.values():
+        manager = getattr(adapter, "poolmanager", None)
+        if manager is None:
+            continue
+        manager.clear()
+        manager.pool_classes_by_scheme = pools
