@@ -74,8 +74,15 @@ class LeaderElectionConfig:
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0
-    write_fence_margin: float = 2.0
-    """Writes are refused once the last renew is older than renewDeadline minus this."""
+    write_fence_margin: float | None = None
+    """Writes are refused once the last renew is older than renewDeadline minus this. Unset:
+    2 s, or half of renewDeadline - retryPeriod when that is smaller (short test leases)."""
+
+    @property
+    def effective_write_fence_margin(self) -> float:
+        if self.write_fence_margin is not None:
+            return self.write_fence_margin
+        return min(2.0, (self.renew_deadline - self.retry_period) / 2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,7 +216,7 @@ def _validate(config: ManagerConfig) -> None:
         raise ConfigError("leaderElection.leaseDuration: must be greater than renewDeadline")
     if not election.renew_deadline > 1.2 * election.retry_period:
         raise ConfigError("leaderElection.renewDeadline: must be greater than 1.2 x retryPeriod")
-    if not 0 <= election.write_fence_margin < election.renew_deadline - election.retry_period:
+    if not 0 <= election.effective_write_fence_margin < election.renew_deadline - election.retry_period:
         raise ConfigError(
             "leaderElection.writeFenceMargin: must be at least 0 and less than renewDeadline - retryPeriod"
         )

@@ -175,7 +175,9 @@ class Manager:
         if not election.enabled:
             return WriteFence.always_open(self.metrics)
         return WriteFence(
-            renew_deadline=election.renew_deadline, margin=election.write_fence_margin, metrics=self.metrics
+            renew_deadline=election.renew_deadline,
+            margin=election.effective_write_fence_margin,
+            metrics=self.metrics,
         )
 
     def stop(self) -> None:

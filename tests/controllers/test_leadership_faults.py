@@ -39,7 +39,7 @@ pytestmark = pytest.mark.slow
 
 GROUP, SCALE_SET = "rg-fence", "vmss-fence"
 PAUSE_TRIALS = int(os.environ.get("NODEWRIGHT_PAUSE_TRIALS", "20"))
-START_TIMEOUT = 60.0  # a cold Python start plus informer sync on a loaded machine; not asserted
+START_TIMEOUT = 120.0  # a cold Python start plus informer sync on a loaded machine; not asserted
 
 
 @pytest.fixture(scope="module")

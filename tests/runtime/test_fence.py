@@ -123,3 +123,14 @@ def test_guarded_session_checks_each_mutating_request_as_it_is_sent(recorder: tu
     with pytest.raises(FencedWriteError):
         session.delete(f"{url}/late", timeout=5)
     assert seen == ["PUT /open", "GET /read"]
+
+
+def test_config_margin_defaults_to_2_s_and_must_leave_room_for_a_retry() -> None:
+    """writeFenceMargin: 2 s by default, halved room on short leases, validated when given."""
+    from nodewright.runtime.config import ConfigError, parse_config  # noqa: PLC0415
+
+    assert parse_config({}, "c").leader_election.effective_write_fence_margin == 2.0
+    short = {"leaseDuration": 3, "renewDeadline": 2, "retryPeriod": 0.5}
+    assert parse_config({"leaderElection": short}, "c").leader_election.effective_write_fence_margin == 0.75
+    with pytest.raises(ConfigError, match="writeFenceMargin"):
+        parse_config({"leaderElection": {**short, "writeFenceMargin": 1.5}}, "c")
