@@ -50,6 +50,7 @@ __all__ = [
     "ClassLimit",
     "NullBudgetObserver",
     "derived_hold_seconds",
+    "forget_shared_budgets",
     "parse_resource_policies",
     "request_class",
     "shared_budget",
@@ -299,6 +300,14 @@ def shared_budget(endpoint: str, subscription: str, principal: str, **options: A
         if budget is None:
             budget = _shared[key] = ArmBudget(subscription, **options)
         return budget
+
+
+def forget_shared_budgets(endpoint: str) -> None:
+    """Drop the budgets kept for ``endpoint`` (a local ARM emulator started anew at a port an
+    earlier one used must not inherit its holds)."""
+    with _shared_lock:
+        for key in [key for key in _shared if key[0] == endpoint.lower()]:
+            del _shared[key]
 
 
 class ArmBudgetPolicy(HTTPPolicy[Any, Any]):

@@ -2,7 +2,9 @@
 shared process-wide by every reconciler configured with the same settings, so that they share
 one Retry-After gate and one mutation token bucket, and whose every ARM call is counted in the
 manager's metrics (``nodewright_azure_calls_total``, ``nodewright_azure_requests_total``,
-``nodewright_azure_call_duration_seconds``).
+``nodewright_azure_call_duration_seconds``), as is the ARM request budget
+(``nodewright_arm_ratelimit_remaining{subscription,class}``,
+``nodewright_arm_throttled_total{class,code}``).
 
 Owns the YAML shape of that block (camelCase, strict: unknown keys and wrong types fail with
 one line naming the key) and the OpenTelemetry observer. Composition-root code: it may import
@@ -31,6 +33,7 @@ from nodewright.runtime.config import ConfigError
 from nodewright.runtime.metrics import get_meter
 
 __all__ = [
+    "MetricsBudgetObserver",
     "MetricsCallObserver",
     "cloud_from_options",
     "parse_cloud_settings",
@@ -52,6 +55,10 @@ _SETTINGS_FIELDS = {
     "retryAfterMaxWaitSeconds": ("retry_after_max_wait_seconds", float),
     "connectionTimeout": ("connection_timeout", float),
     "readTimeout": ("read_timeout", float),
+    "budgetReserveFraction": ("budget_reserve_fraction", float),
+    "backoffInitialSeconds": ("backoff_initial_seconds", float),
+    "backoffMaxSeconds": ("backoff_max_seconds", float),
+    "httpLogging": ("http_logging", bool),
 }
 _CREDENTIAL_FIELDS = {
     "clientId": ("client_id", str),
@@ -64,6 +71,8 @@ _CREDENTIAL_FIELDS = {
 def _typed(value: Any, expected: type, path: str) -> Any:
     if expected is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
+    if expected is bool and isinstance(value, bool):
+        return value
     if isinstance(value, bool) or not isinstance(value, expected):
         raise ConfigError(f"{path}: expected {expected.__name__}, got {value!r}")
     return value
@@ -128,6 +137,26 @@ class MetricsCallObserver:
             self._durations.record(event.duration_seconds, {"operation": event.operation})
 
 
+class MetricsBudgetObserver:
+    """Reports the ARM request budget in the manager's OpenTelemetry metrics."""
+
+    def __init__(self) -> None:
+        meter = get_meter("nodewright.cloud")
+        self._remaining = meter.create_gauge(
+            "nodewright_arm_ratelimit_remaining",
+            description="Requests ARM says are left in the subscription's bucket, by class",
+        )
+        self._throttled = meter.create_counter(
+            "nodewright_arm_throttled_total", description="429 answers from ARM by class and error code"
+        )
+
+    def remaining(self, subscription: str, request_class: str, value: int) -> None:
+        self._remaining.set(value, {"subscription": subscription, "class": request_class})
+
+    def throttled(self, request_class: str, code: str) -> None:
+        self._throttled.add(1, {"class": request_class, "code": code})
+
+
 _lock = threading.Lock()
 _clouds: dict[CloudSettings, Cloud] = {}
 
@@ -137,7 +166,11 @@ def shared_cloud(settings: CloudSettings, observer: CallObserver | None = None) 
     with _lock:
         cloud = _clouds.get(settings)
         if cloud is None:
-            cloud = build_cloud(settings, observer=observer or MetricsCallObserver())
+            cloud = build_cloud(
+                settings,
+                observer=observer or MetricsCallObserver(),
+                budget_observer=MetricsBudgetObserver(),
+            )
             _clouds[settings] = cloud
         return cloud
 
