@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from azure.core.exceptions import HttpResponseError
+from azure.mgmt.compute.models import VirtualMachineScaleSetUpdate
 
 from nodewright.cloud.emulator import ArmEmulator
 from nodewright.cloud.emulator.throttling import BucketLimit, PolicyLimit, RequestLimits, Throttling
@@ -21,15 +22,13 @@ def _headers(pipeline_response: Any, deserialized: Any, headers: Any) -> dict[st
 
 
 def _scale_set_get(clients: Clients, estate: Estate) -> dict[str, str]:
-    headers: dict[str, str] = clients.compute.virtual_machine_scale_sets.get(
-        estate.group, "vmss-a", cls=_headers
-    )
-    return headers
+    headers: Any = clients.compute.virtual_machine_scale_sets.get(estate.group, "vmss-a", cls=_headers)
+    return dict(headers)
 
 
 def _patch_tags(clients: Clients, estate: Estate, value: str) -> None:
     clients.compute.virtual_machine_scale_sets.begin_update(
-        estate.group, "vmss-a", {"tags": {"round": value}}
+        estate.group, "vmss-a", VirtualMachineScaleSetUpdate(tags={"round": value})
     ).result()
 
 
@@ -58,9 +57,10 @@ def test_writes_and_deletes_report_their_own_bucket(arm_emulator: ArmEmulator, e
     """A PATCH draws on the write bucket, a DELETE on the delete bucket (200 each)."""
     clients = sdk_clients(arm_emulator)
     poller = clients.compute.virtual_machine_scale_sets.begin_update(
-        estate.group, "vmss-a", {"tags": {"a": "b"}}
+        estate.group, "vmss-a", VirtualMachineScaleSetUpdate(tags={"a": "b"})
     )
-    initial = poller.polling_method()._initial_response.http_response.headers  # type: ignore[attr-defined]
+    polling: Any = poller.polling_method()
+    initial = polling._initial_response.http_response.headers
     assert initial["x-ms-ratelimit-remaining-subscription-writes"] == "199"
     assert "PutVMScaleSet3Min" in initial["x-ms-ratelimit-remaining-resource"]
     poller.result()
@@ -84,7 +84,7 @@ def test_an_empty_write_bucket_answers_too_many_requests(arm_emulator: ArmEmulat
     assert caught.value.status_code == 429
     assert caught.value.error is not None
     assert caught.value.error.code == "TooManyRequests"
-    response = caught.value.response
+    response: Any = caught.value.response
     assert response is not None
     assert response.headers["Retry-After"] == "2"
     assert response.headers["x-ms-ratelimit-remaining-subscription-writes"] == "0"
@@ -120,7 +120,7 @@ def test_a_spent_compute_policy_answers_operation_not_allowed(
     for _ in range(2):
         with pytest.raises(HttpResponseError) as caught:
             _scale_set_get(clients, estate)
-        response = caught.value.response
+        response: Any = caught.value.response
         assert response is not None
         assert response.status_code == 429
         body = json.loads(response.text())
@@ -140,7 +140,7 @@ def test_an_injected_compute_throttle_has_no_retry_after(arm_emulator: ArmEmulat
     clients = sdk_clients(arm_emulator, retry_total=0)
     with pytest.raises(HttpResponseError) as caught:
         _scale_set_get(clients, estate)
-    response = caught.value.response
+    response: Any = caught.value.response
     assert response is not None
     assert response.status_code == 429
     assert "Retry-After" not in response.headers
