@@ -310,6 +310,8 @@ class ArmEmulator:
             body = ArmError(500, ErrorCode.INTERNAL_SERVER_ERROR, f"Emulator error: {error!r}").body()
             response_headers = {}
         response_headers = {**rate_limit_headers, **response_headers}
+        if operation_name.startswith("VirtualMachine"):
+            compute.redact_for_response(body, query)
         self.requests.append(
             RecordedRequest(
                 method=method,
