@@ -3,8 +3,23 @@
 Build everything with ``build_cloud(CloudSettings(...))``; the services it returns
 (``ComputeService``, ``NetworkService``, ``IdentityService``) take and return this package's own
 frozen values (``resource_ids``, ``models``) and raise ``CloudError`` subclasses.
+
+Retries: exactly one layer retries each kind of failure, so retries never multiply.
+
+- Transport failures (connection refused or reset, read timeout): azure-core's ``RetryPolicy``
+  (``retry_total``, exponential from ``retry_backoff_factor``). Nothing else retries them.
+- 429: nobody retries at once. The shared request budget (``budget``) holds every request of the
+  class (reads, writes or deletes) of that subscription and principal for ``Retry-After``, or a
+  derived time when there is none; the caller gets ``ThrottledError`` and its work queue retries.
+- 5xx, 409, failed long-running operations: not azure-core (``retry_status=0``); the caller gets a
+  ``CloudError`` naming code and target, the target backs off (``backoff``: 5 s doubling to
+  5 min), and the work queue retries; calls made during the backoff are refused unsent
+  (``BackingOffError``, a quiet error).
+- 412 (stale etag): the service re-reads and retries a few times itself (``conflict_retries``).
 """
 
+from nodewright.cloud.backoff import BackingOffError, TargetBackoff
+from nodewright.cloud.budget import ArmBudget, BudgetObserver, shared_budget
 from nodewright.cloud.compute import ComputeService, IdentityUpdateIncompleteError
 from nodewright.cloud.config import (
     CloudSettings,
@@ -71,6 +86,9 @@ from nodewright.cloud.throttle import (
 )
 
 __all__ = [
+    "ArmBudget",
+    "BackingOffError",
+    "BudgetObserver",
     "CallEvent",
     "CallObserver",
     "Cloud",
@@ -113,6 +131,7 @@ __all__ = [
     "SubnetFullError",
     "SubnetId",
     "SubnetInfo",
+    "TargetBackoff",
     "ThrottledError",
     "TokenBucket",
     "UserAssignedIdentityId",
@@ -130,4 +149,5 @@ __all__ = [
     "parse_subnet_id",
     "parse_user_assigned_identity_id",
     "plan_identity_patches",
+    "shared_budget",
 ]

@@ -17,11 +17,11 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from azure.core import MatchConditions
-from azure.core.exceptions import AzureError
 from azure.mgmt.compute import ComputeManagementClient
 from azure.mgmt.compute import models as compute_models
 
-from nodewright.cloud.errors import CloudError, IdentityRejectedError, NotFoundError, translate_error
+from nodewright.cloud.backoff import TargetBackoff, guarded_call
+from nodewright.cloud.errors import CloudError, IdentityRejectedError, NotFoundError
 from nodewright.cloud.identity_updates import (
     MAX_IDENTITIES_PER_REQUEST,
     IdentityPatch,
@@ -51,7 +51,7 @@ from nodewright.cloud.resource_ids import (
     ScaleSetInstanceId,
     VirtualMachineId,
 )
-from nodewright.cloud.throttle import CallObserver, NullObserver, observe_call
+from nodewright.cloud.throttle import CallObserver, NullObserver
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +75,9 @@ class IdentityUpdateIncompleteError(CloudError):
             f"Identity update stopped: {cause.message}", status_code=cause.status_code, code=cause.code
         )
         self.cause = cause
+        self.target = cause.target
+        self.quiet = cause.quiet
+        self.retry_after: float | None = getattr(cause, "retry_after", None)
         self.identities = identities
         self.rejected = rejected
 
@@ -119,23 +122,23 @@ class ComputeService:
         compute: ComputeManagementClient,
         *,
         observer: CallObserver | None = None,
+        backoff: TargetBackoff | None = None,
         max_identities_per_request: int = MAX_IDENTITIES_PER_REQUEST,
         max_ip_configurations_per_nic: int = MAX_IP_CONFIGURATIONS_PER_NIC,
     ) -> None:
         self._compute = compute
         self._observer: CallObserver = observer or NullObserver()
+        self.backoff = backoff
         self.max_identities_per_request = max_identities_per_request
         self.max_ip_configurations_per_nic = max_ip_configurations_per_nic
         self._scale_set_locks = KeyedLocks()
         self._machine_locks = KeyedLocks()
 
-    def _call(self, operation: str, function: Callable[[], T]) -> T:
-        """Run one SDK call: counted, azure-core errors translated to ``CloudError``."""
-        with observe_call(self._observer, operation):
-            try:
-                return function()
-            except AzureError as error:
-                raise translate_error(error) from error
+    def _call(
+        self, operation: str, function: Callable[[], T], target: object | None = None, *, write: bool = False
+    ) -> T:
+        """Run one SDK call: counted, errors translated, held back while ``target`` backs off."""
+        return guarded_call(self._observer, self.backoff, operation, function, target, write=write)
 
     # Identities -------------------------------------------------------------------------------
 
@@ -145,11 +148,13 @@ class ComputeService:
             scale_set = self._call(
                 "compute.get_scale_set",
                 lambda: self._compute.virtual_machine_scale_sets.get(target.resource_group, target.name),
+                target,
             )
             return identities_from_sdk(scale_set.identity)
         machine = self._call(
             "compute.get_virtual_machine",
             lambda: self._compute.virtual_machines.get(target.resource_group, target.name),
+            target,
         )
         return identities_from_sdk(machine.identity)
 
@@ -161,6 +166,8 @@ class ComputeService:
                 lambda: self._compute.virtual_machine_scale_sets.begin_update(
                     target.resource_group, target.name, compute_models.VirtualMachineScaleSetUpdate(body)
                 ).result(),
+                target,
+                write=True,
             )
             return identities_from_sdk(scale_set.identity) if scale_set is not None else None
         machine = self._call(
@@ -168,6 +175,8 @@ class ComputeService:
             lambda: self._compute.virtual_machines.begin_update(
                 target.resource_group, target.name, compute_models.VirtualMachineUpdate(body)
             ).result(),
+            target,
+            write=True,
         )
         return identities_from_sdk(machine.identity) if machine is not None else None
 
@@ -236,6 +245,7 @@ class ComputeService:
         model = self._call(
             "compute.get_scale_set",
             lambda: self._compute.virtual_machine_scale_sets.get(scale_set.resource_group, scale_set.name),
+            scale_set,
         )
         profile = model.virtual_machine_profile
         storage = profile.storage_profile if profile is not None else None
@@ -251,6 +261,8 @@ class ComputeService:
             lambda: self._compute.virtual_machine_scale_sets.begin_update(
                 scale_set.resource_group, scale_set.name, compute_models.VirtualMachineScaleSetUpdate(body)
             ).result(),
+            scale_set,
+            write=True,
         )
 
     # Instances ---------------------------------------------------------------------------------
@@ -296,6 +308,7 @@ class ComputeService:
                 lambda: self._compute.virtual_machine_scale_sets.get(
                     scale_set.resource_group, scale_set.name
                 ),
+                scale_set,
             )
             capacity = int(model.sku.capacity or 0) if model.sku is not None else 0
             body = {"sku": {"capacity": capacity + 1}}
@@ -306,6 +319,8 @@ class ComputeService:
                     scale_set.name,
                     compute_models.VirtualMachineScaleSetUpdate(body),
                 ).result(),
+                scale_set,
+                write=True,
             )
             new = sorted(set(self.list_instance_ids(scale_set)) - before, key=_instance_sort_key)
             if len(new) != 1:
@@ -352,6 +367,7 @@ class ComputeService:
                 lambda: self._compute.virtual_machine_scale_set_vms.get(
                     machine.resource_group, machine.scale_set_name, machine.instance_id, expand="instanceView"
                 ),
+                machine,
             )
             return self._instance_info(instance)
         vm = self._call(
@@ -359,6 +375,7 @@ class ComputeService:
             lambda: self._compute.virtual_machines.get(
                 machine.resource_group, machine.name, expand="instanceView"
             ),
+            machine,
         )
         return self._instance_info(vm)
 
@@ -418,6 +435,8 @@ class ComputeService:
                     lambda: self._compute.virtual_machine_scale_set_vms.begin_delete(
                         machine.resource_group, machine.scale_set_name, machine.instance_id
                     ).result(),
+                    machine,
+                    write=True,
                 )
             else:
                 self._call(
@@ -425,6 +444,8 @@ class ComputeService:
                     lambda: self._compute.virtual_machines.begin_delete(
                         machine.resource_group, machine.name
                     ).result(),
+                    machine,
+                    write=True,
                 )
         except NotFoundError:
             log.info("Instance already deleted: machine=%s", machine)
@@ -448,6 +469,7 @@ class ComputeService:
                 lambda: self._compute.virtual_machine_scale_set_vms.get(
                     instance.resource_group, instance.scale_set_name, instance.instance_id
                 ),
+                instance,
             )
             body = model.as_dict()
             properties = body.setdefault("properties", {})
@@ -485,6 +507,8 @@ class ComputeService:
                     etag=etag,
                     match_condition=MatchConditions.IfNotModified if etag else None,
                 ).result(),
+                instance,
+                write=True,
             )
             return True
 

@@ -47,13 +47,32 @@ LIMIT_CODES = frozenset(
 
 
 class CloudError(Exception):
-    """Any failure of a cloud call. ``status_code`` and ``code`` come from ARM when it answered."""
+    """Any failure of a cloud call. ``status_code`` and ``code`` come from ARM when it answered;
+    ``target`` is the ARM resource the call was about, when known.
+
+    A cloud error is expected: ``log_fields`` gives the one log line it deserves (ARM code and
+    target, no traceback), and ``quiet`` ones (a call not sent because its target backs off) are
+    not worth a line at all above debug. The controller runtime reads both by duck typing.
+    """
+
+    quiet = False
 
     def __init__(self, message: str, *, status_code: int | None = None, code: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.status_code = status_code
         self.code = code
+        self.target: str | None = None
+
+    def log_fields(self) -> dict[str, Any]:
+        """Key/value pairs for the one line that reports this failure (message cut short)."""
+        first_line = self.message.strip().splitlines()[0] if self.message.strip() else ""
+        fields: dict[str, Any] = {"error_code": self.code or "", "error": first_line[:200]}
+        if self.status_code is not None:
+            fields["status"] = self.status_code
+        if self.target is not None:
+            fields["target"] = self.target
+        return fields
 
 
 class NotFoundError(CloudError):

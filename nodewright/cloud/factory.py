@@ -2,14 +2,19 @@
 
 ``build_clients`` turns ``CloudSettings`` into a ``ComputeManagementClient``, a
 ``NetworkManagementClient`` and a ``ManagedServiceIdentityClient`` that share one credential,
-one mutation token bucket and one call observer; each client gets its own Retry-After gate.
+one mutation token bucket, one call observer and the process's one ARM request budget for the
+subscription and principal (``budget.shared_budget``); each client gets its own Retry-After gate.
 The throttling and counting policies go right after azure-core's ``RetryPolicy`` so they see
 every attempt. ``build_cloud`` wraps the clients in the services the rest of nodewright uses
-(``ComputeService``, ``NetworkService``, ``IdentityService``).
+(``ComputeService``, ``NetworkService``, ``IdentityService``), sharing one per-target backoff.
+
+Side effect: azure-core's per-request HTTP logger is set to WARNING unless
+``settings.http_logging`` is on (then INFO): at INFO it is most of a manager's log at idle.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +23,8 @@ from azure.mgmt.compute import ComputeManagementClient
 from azure.mgmt.msi import ManagedServiceIdentityClient
 from azure.mgmt.network import NetworkManagementClient
 
+from nodewright.cloud.backoff import TargetBackoff
+from nodewright.cloud.budget import ArmBudget, ArmBudgetPolicy, BudgetObserver, shared_budget
 from nodewright.cloud.compute import ComputeService
 from nodewright.cloud.config import CloudSettings, build_credential
 from nodewright.cloud.msi import IdentityService
@@ -48,6 +55,7 @@ class CloudClients:
     compute_gate: RetryAfterGate
     network_gate: RetryAfterGate
     msi_gate: RetryAfterGate
+    budget: ArmBudget
 
     def close(self) -> None:
         """Close the clients' HTTP sessions."""
@@ -69,10 +77,25 @@ class Cloud:
         self.clients.close()
 
 
-def _policies(gate: RetryAfterGate, bucket: TokenBucket, observer: CallObserver) -> list[Any]:
-    # The token first, the Retry-After gate last: a write that waited for a token must still
-    # check the gate, or a 429 that arrived during the wait would not hold it back.
-    return [MutationRateLimitPolicy(bucket), RetryAfterGatePolicy(gate), RequestCountingPolicy(observer)]
+HTTP_LOGGER = "azure.core.pipeline.policies.http_logging_policy"
+
+
+def principal_of(settings: CloudSettings) -> str:
+    """Who spends the budget: the credential's client ID, else its kind (one per process)."""
+    return settings.credential.client_id or settings.credential.kind.value
+
+
+def _policies(
+    gate: RetryAfterGate, bucket: TokenBucket, observer: CallObserver, budget: ArmBudgetPolicy
+) -> list[Any]:
+    # The token first, the Retry-After gate and the budget last: a write that waited for a token
+    # must still check them, or a 429 that arrived during the wait would not hold it back.
+    return [
+        MutationRateLimitPolicy(bucket),
+        RetryAfterGatePolicy(gate),
+        budget,
+        RequestCountingPolicy(observer),
+    ]
 
 
 def build_clients(
@@ -82,6 +105,7 @@ def build_clients(
     observer: CallObserver | None = None,
     mutation_bucket: TokenBucket | None = None,
     write_guard: WriteGuard | None = None,
+    budget_observer: BudgetObserver | None = None,
     **client_options: Any,
 ) -> CloudClients:
     """Build the three SDK clients (no network traffic until the first call).
@@ -95,26 +119,37 @@ def build_clients(
     bucket = mutation_bucket or TokenBucket(settings.mutation_qps, settings.mutation_burst)
     options = {**settings.client_options(), **client_options}
     gates = [RetryAfterGate(max_wait_seconds=settings.retry_after_max_wait_seconds) for _ in range(3)]
+    logging.getLogger(HTTP_LOGGER).setLevel(logging.INFO if settings.http_logging else logging.WARNING)
+    budget = shared_budget(
+        settings.endpoint,
+        settings.subscription_id,
+        principal_of(settings),
+        reserve_fraction=settings.budget_reserve_fraction,
+        observer=budget_observer,
+    )
+    if budget_observer is not None:
+        budget.observer = budget_observer
+    budget_policy = ArmBudgetPolicy(budget, max_wait_seconds=settings.retry_after_max_wait_seconds)
     guarded = [WriteGuardPolicy(write_guard)] if write_guard is not None else []
     compute = ComputeManagementClient(
         credential,
         settings.subscription_id,
         base_url=settings.endpoint,
-        per_retry_policies=_policies(gates[0], bucket, observer) + guarded,
+        per_retry_policies=_policies(gates[0], bucket, observer, budget_policy) + guarded,
         **options,
     )
     network = NetworkManagementClient(
         credential,
         settings.subscription_id,
         base_url=settings.endpoint,
-        per_retry_policies=_policies(gates[1], bucket, observer) + guarded,
+        per_retry_policies=_policies(gates[1], bucket, observer, budget_policy) + guarded,
         **options,
     )
     msi = ManagedServiceIdentityClient(
         credential,
         settings.subscription_id,
         base_url=settings.endpoint,
-        per_retry_policies=_policies(gates[2], bucket, observer) + guarded,
+        per_retry_policies=_policies(gates[2], bucket, observer, budget_policy) + guarded,
         **options,
     )
     return CloudClients(
@@ -128,6 +163,7 @@ def build_clients(
         compute_gate=gates[0],
         network_gate=gates[1],
         msi_gate=gates[2],
+        budget=budget,
     )
 
 
@@ -138,6 +174,7 @@ def build_cloud(
     observer: CallObserver | None = None,
     mutation_bucket: TokenBucket | None = None,
     write_guard: WriteGuard | None = None,
+    budget_observer: BudgetObserver | None = None,
     **client_options: Any,
 ) -> Cloud:
     """Build the clients and the services over them."""
@@ -147,12 +184,16 @@ def build_cloud(
         observer=observer,
         mutation_bucket=mutation_bucket,
         write_guard=write_guard,
+        budget_observer=budget_observer,
         **client_options,
     )
-    compute = ComputeService(clients.compute, observer=clients.observer)
+    backoff = TargetBackoff(
+        initial_seconds=settings.backoff_initial_seconds, max_seconds=settings.backoff_max_seconds
+    )
+    compute = ComputeService(clients.compute, observer=clients.observer, backoff=backoff)
     return Cloud(
         clients=clients,
         compute=compute,
-        network=NetworkService(clients.network, compute, observer=clients.observer),
+        network=NetworkService(clients.network, compute, observer=clients.observer, backoff=backoff),
         identities=IdentityService(clients.msi, observer=clients.observer),
     )

@@ -16,12 +16,12 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from azure.core.exceptions import AzureError
 from azure.mgmt.network import NetworkManagementClient
 from azure.mgmt.network import models as network_models
 
+from nodewright.cloud.backoff import TargetBackoff, guarded_call
 from nodewright.cloud.compute import ComputeService
-from nodewright.cloud.errors import PreconditionFailedError, translate_error
+from nodewright.cloud.errors import PreconditionFailedError
 from nodewright.cloud.ip_configurations import (
     MAX_IP_CONFIGURATIONS_PER_NIC,
     changed,
@@ -31,7 +31,7 @@ from nodewright.cloud.ip_configurations import (
 from nodewright.cloud.locks import KeyedLocks
 from nodewright.cloud.models import IpConfigurationInfo, NicInfo, SubnetInfo
 from nodewright.cloud.resource_ids import NetworkInterfaceId, parse_network_interface_id, parse_subnet_id
-from nodewright.cloud.throttle import CallObserver, NullObserver, observe_call
+from nodewright.cloud.throttle import CallObserver, NullObserver
 
 log = logging.getLogger(__name__)
 
@@ -76,22 +76,23 @@ class NetworkService:
         compute: ComputeService | None = None,
         *,
         observer: CallObserver | None = None,
+        backoff: TargetBackoff | None = None,
         conflict_retries: int = 2,
         max_ip_configurations_per_nic: int = MAX_IP_CONFIGURATIONS_PER_NIC,
     ) -> None:
         self._network = network
         self._compute = compute
         self._observer: CallObserver = observer or NullObserver()
+        self.backoff = backoff
         self.conflict_retries = conflict_retries
         self.max_ip_configurations_per_nic = max_ip_configurations_per_nic
         self._nic_locks = KeyedLocks()
 
-    def _call(self, operation: str, function: Callable[[], T]) -> T:
-        with observe_call(self._observer, operation):
-            try:
-                return function()
-            except AzureError as error:
-                raise translate_error(error) from error
+    def _call(
+        self, operation: str, function: Callable[[], T], target: object | None = None, *, write: bool = False
+    ) -> T:
+        """Run one SDK call: counted, errors translated, held back while ``target`` backs off."""
+        return guarded_call(self._observer, self.backoff, operation, function, target, write=write)
 
     def get_network_interface(self, nic: str | NetworkInterfaceId) -> NicInfo:
         """Read a NIC: standalone, or a uniform scale-set instance's (read-only) NIC view."""
@@ -105,10 +106,12 @@ class NetworkService:
                 lambda: self._network.network_interfaces.get_virtual_machine_scale_set_network_interface(
                     instance.resource_group, instance.scale_set_name, instance.instance_id, nic_id.name
                 ),
+                nic_id,
             )
         return self._call(
             "network.get_nic",
             lambda: self._network.network_interfaces.get(nic_id.resource_group, nic_id.name),
+            nic_id,
         )
 
     def add_secondary_ip_configurations(
@@ -182,6 +185,8 @@ class NetworkService:
             lambda: self._network.network_interfaces.begin_create_or_update(
                 nic_id.resource_group, nic_id.name, network_models.NetworkInterface(body), headers=headers
             ).result(),
+            nic_id,
+            write=True,
         )
         return nic_from_sdk(updated)
 

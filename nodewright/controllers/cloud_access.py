@@ -2,7 +2,9 @@
 shared process-wide by every reconciler configured with the same settings, so that they share
 one Retry-After gate and one mutation token bucket, and whose every ARM call is counted in the
 manager's metrics (``nodewright_azure_calls_total``, ``nodewright_azure_requests_total``,
-``nodewright_azure_call_duration_seconds``), and whose every mutating ARM request passes the
+``nodewright_azure_call_duration_seconds``), as is the ARM request budget
+(``nodewright_arm_ratelimit_remaining{subscription,class}``,
+``nodewright_arm_throttled_total{class,code}``), and whose every mutating ARM request passes the
 write guard installed with ``install_write_guard`` (the composition root installs the manager's
 leadership fence: ``manager.fence.guard("arm")``; a refused request is never sent).
 
@@ -38,6 +40,7 @@ from nodewright.runtime.fence import guard_session
 from nodewright.runtime.metrics import get_meter
 
 __all__ = [
+    "MetricsBudgetObserver",
     "MetricsCallObserver",
     "cloud_from_options",
     "guarded_transport",
@@ -61,6 +64,10 @@ _SETTINGS_FIELDS = {
     "retryAfterMaxWaitSeconds": ("retry_after_max_wait_seconds", float),
     "connectionTimeout": ("connection_timeout", float),
     "readTimeout": ("read_timeout", float),
+    "budgetReserveFraction": ("budget_reserve_fraction", float),
+    "backoffInitialSeconds": ("backoff_initial_seconds", float),
+    "backoffMaxSeconds": ("backoff_max_seconds", float),
+    "httpLogging": ("http_logging", bool),
 }
 _CREDENTIAL_FIELDS = {
     "clientId": ("client_id", str),
@@ -73,6 +80,8 @@ _CREDENTIAL_FIELDS = {
 def _typed(value: Any, expected: type, path: str) -> Any:
     if expected is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
+    if expected is bool and isinstance(value, bool):
+        return value
     if isinstance(value, bool) or not isinstance(value, expected):
         raise ConfigError(f"{path}: expected {expected.__name__}, got {value!r}")
     return value
@@ -137,6 +146,26 @@ class MetricsCallObserver:
             self._durations.record(event.duration_seconds, {"operation": event.operation})
 
 
+class MetricsBudgetObserver:
+    """Reports the ARM request budget in the manager's OpenTelemetry metrics."""
+
+    def __init__(self) -> None:
+        meter = get_meter("nodewright.cloud")
+        self._remaining = meter.create_gauge(
+            "nodewright_arm_ratelimit_remaining",
+            description="Requests ARM says are left in the subscription's bucket, by class",
+        )
+        self._throttled = meter.create_counter(
+            "nodewright_arm_throttled_total", description="429 answers from ARM by class and error code"
+        )
+
+    def remaining(self, subscription: str, request_class: str, value: int) -> None:
+        self._remaining.set(value, {"subscription": subscription, "class": request_class})
+
+    def throttled(self, request_class: str, code: str) -> None:
+        self._throttled.add(1, {"class": request_class, "code": code})
+
+
 _lock = threading.Lock()
 _clouds: dict[CloudSettings, Cloud] = {}
 _write_guard: Callable[[str], None] | None = None
@@ -181,6 +210,7 @@ def shared_cloud(settings: CloudSettings, observer: CallObserver | None = None) 
                 observer=observer or MetricsCallObserver(),
                 write_guard=_check_write,
                 transport=guarded_transport(settings),
+                budget_observer=MetricsBudgetObserver(),
             )
             _clouds[settings] = cloud
         return cloud

@@ -240,13 +240,34 @@ class Controller:
         self.queue.add_rate_limited(request)
         if panic:
             self.metrics.reconcile_panics.add(1, self._attributes)
-        log.error(
-            "Reconcile panicked" if panic else "Reconcile failed",
-            exc_info=True,  # called from the except block: the traceback is current
-            retries=self.queue.num_requeues(request),
-        )
+        if panic or not _log_expected_failure(error, self.queue.num_requeues(request)):
+            log.error(
+                "Reconcile panicked" if panic else "Reconcile failed",
+                exc_info=True,  # called from the except block: the traceback is current
+                retries=self.queue.num_requeues(request),
+            )
         return "error"
 
 
 class _ContractViolationError(Exception):
     """A reconciler broke its contract (returned something other than a ``Result``)."""
+
+
+def _log_expected_failure(error: BaseException, retries: int) -> bool:
+    """Log an expected failure in one line, without a traceback; False if ``error`` is not one.
+
+    An error is expected when it offers ``log_fields()`` (key/value pairs such as an error code
+    and a target; the cloud layer's errors do). One with ``quiet = True`` (for example a call not
+    sent because its target backs off) is logged at debug level only.
+    """
+    log_fields = getattr(error, "log_fields", None)
+    if not callable(log_fields):
+        return False
+    fields = log_fields()
+    if not isinstance(fields, dict):
+        return False
+    if getattr(error, "quiet", False):
+        log.debug("Reconcile deferred", retries=retries, **fields)
+    else:
+        log.error("Reconcile failed", retries=retries, **fields)
+    return True

@@ -22,6 +22,7 @@ def cloud_for(emulator: ArmEmulator, observer: CallObserver | None = None, **ove
         "retry_backoff_factor": 0.01,
         "mutation_qps": 1000.0,
         "mutation_burst": 1000,
+        "backoff_initial_seconds": 0.2,
     }
     options.update(overrides)
     return build_cloud(CloudSettings(**options), observer=observer)

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from nodewright.cloud.backoff import BackingOffError
 from nodewright.cloud.compute import IdentityUpdateIncompleteError
 from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION, ArmEmulator
 from nodewright.cloud.errors import CloudError, NotFoundError
@@ -173,6 +174,14 @@ def test_failed_update_rereads_what_landed(estate: Estate) -> None:
     assert caught.value.identities is not None
     assert caught.value.identities.user_assigned == frozenset()
     assert caught.value.cause.code == "InternalExecutionError"
+    # At once again: refused without a request while the scale set backs off (0.2 s here).
+    patches_before = len(estate.emulator.requests.entries())
+    with pytest.raises(IdentityUpdateIncompleteError) as refused:
+        estate.cloud.compute.update_identities(parse_scale_set_id(scale_set_id), add=many)
+    assert isinstance(refused.value.cause, BackingOffError)
+    assert refused.value.quiet
+    assert [entry.method for entry in estate.emulator.requests.entries()[patches_before:]] == ["GET", "GET"]
+    time.sleep(0.3)
     # Retried, everything lands; the counter saw one failed and two good PATCH calls.
     result = estate.cloud.compute.update_identities(parse_scale_set_id(scale_set_id), add=many)
     assert len(result.identities.user_assigned) == 200
@@ -318,12 +327,25 @@ def test_failed_long_running_operation_raises(estate: Estate) -> None:
     assert caught.value.code == "AllocationFailed"
 
 
-def test_server_errors_are_retried(estate: Estate) -> None:
-    """Two 503s then success: azure-core retries, the caller sees the answer, attempts are counted."""
+def test_server_errors_go_back_to_the_caller_and_back_off_the_target(estate: Estate) -> None:
+    """A 503 is not retried by azure-core (the work queue retries): one attempt, an error naming
+    code and target; the target is refused without a request until its backoff ends."""
     scale_set = parse_scale_set_id(
         estate.emulator.estate.add_scale_set(GROUP, "vmss-a", subnet_id=estate.subnet_id)
     )
     estate.emulator.faults.server_error("VirtualMachineScaleSets.get", times=2, status=503)
+    with pytest.raises(CloudError) as caught:
+        estate.cloud.compute.get_scale_set_image(scale_set)
+    assert caught.value.status_code == 503
+    assert caught.value.log_fields()["target"] == str(scale_set)
+    with pytest.raises(BackingOffError):
+        estate.cloud.compute.get_scale_set_image(scale_set)
+    statuses = [entry.status for entry in estate.emulator.requests.entries("VirtualMachineScaleSets.get")]
+    assert statuses == [503]
+    time.sleep(0.3)
+    with pytest.raises(CloudError):
+        estate.cloud.compute.get_scale_set_image(scale_set)
+    time.sleep(0.5)
     assert estate.cloud.compute.get_scale_set_image(scale_set) is not None
     statuses = [entry.status for entry in estate.emulator.requests.entries("VirtualMachineScaleSets.get")]
     assert statuses == [503, 503, 200]

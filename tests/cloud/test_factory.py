@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from azure.core.pipeline.policies import RetryPolicy
 
+from nodewright.cloud.budget import ArmBudgetPolicy
 from nodewright.cloud.config import (
     CloudSettings,
     CredentialKind,
@@ -84,9 +85,10 @@ def test_policies_sit_after_the_retry_policy_in_every_client() -> None:
                 for policy in client._client._pipeline._impl_policies
             ]
             retry = next(index for index, kind in enumerate(policies) if issubclass(kind, RetryPolicy))
-            assert policies[retry + 1 : retry + 4] == [
+            assert policies[retry + 1 : retry + 5] == [
                 MutationRateLimitPolicy,
                 RetryAfterGatePolicy,
+                ArmBudgetPolicy,
                 RequestCountingPolicy,
             ]
             assert client._config.polling_interval == 0.05

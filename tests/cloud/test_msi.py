@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nodewright.cloud.emulator import ArmEmulator
-from nodewright.cloud.errors import NotFoundError
+from nodewright.cloud.errors import NotFoundError, ThrottledError
 from tests.cloud.helpers import cloud_for
 
 GROUP = "rg-identities"
@@ -43,12 +43,15 @@ def test_missing_identity_is_not_found(arm_emulator: ArmEmulator) -> None:
 
 
 def test_throttled_identity_read_waits_and_succeeds(arm_emulator: ArmEmulator) -> None:
-    """A 429 with Retry-After: the retry arrives no earlier than the deadline, then succeeds."""
+    """A 429 with Retry-After goes back to the caller (azure-core does not retry it); the caller's
+    retry, made at once, is held until the deadline, then succeeds."""
     arm_emulator.estate.add_resource_group(GROUP)
     identity_id = arm_emulator.estate.add_identity(GROUP, "id-a")
     arm_emulator.faults.throttle("UserAssignedIdentities.get", times=1, retry_after=1)
     cloud = cloud_for(arm_emulator)
     try:
+        with pytest.raises(ThrottledError):
+            cloud.identities.get_identity(identity_id)
         assert cloud.identities.get_identity(identity_id).client_id
     finally:
         cloud.close()

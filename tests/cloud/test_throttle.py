@@ -9,7 +9,7 @@ import time
 import pytest
 
 from nodewright.cloud.emulator import ArmEmulator
-from nodewright.cloud.errors import NotFoundError, ThrottledError
+from nodewright.cloud.errors import CloudError, NotFoundError, ThrottledError
 from nodewright.cloud.models import ImageReference
 from nodewright.cloud.resource_ids import ScaleSetId, parse_scale_set_id
 from nodewright.cloud.throttle import (
@@ -146,8 +146,9 @@ def _scale_set(emulator: ArmEmulator) -> ScaleSetId:
 
 
 def test_retry_after_gate_holds_other_calls_until_the_deadline(arm_emulator: ArmEmulator) -> None:
-    """A 429 naming 2 s (azure-core retries off): the call fails with ThrottledError, and the
-    next call of the same class, made at once, reaches ARM only after the deadline."""
+    """A 429 naming 2 s: the call fails with ThrottledError, and the next call of the same class,
+    made at once, reaches ARM only after the deadline; so does another client's (one budget per
+    subscription and principal)."""
     scale_set = _scale_set(arm_emulator)
     counter = InMemoryCallCounter()
     cloud = cloud_for(arm_emulator, observer=counter, retry_total=0)
@@ -157,7 +158,7 @@ def test_retry_after_gate_holds_other_calls_until_the_deadline(arm_emulator: Arm
             cloud.compute.get_scale_set_image(scale_set)
         assert caught.value.retry_after == pytest.approx(2.0)
         cloud.compute.get_identities(scale_set)
-        # Another client (its own gate) is not held back.
+        # Another client of the same subscription and principal shares the budget: held too.
         other = cloud_for(arm_emulator)
         try:
             other.compute.get_identities(scale_set)
@@ -168,14 +169,15 @@ def test_retry_after_gate_holds_other_calls_until_the_deadline(arm_emulator: Arm
     throttled, held, unrelated = arm_emulator.requests.entries("VirtualMachineScaleSets.get")
     assert throttled.status == 429
     assert held.monotonic - throttled.monotonic >= 2.0
-    assert unrelated.monotonic > held.monotonic
+    assert unrelated.monotonic - throttled.monotonic >= 2.0
     assert counter.count(kind="call", operation="compute.get_scale_set", outcome="throttled") == 1
     assert counter.count(kind="request", outcome="429") == 1
 
 
 def test_no_concurrent_request_slips_through_the_gate(arm_emulator: ArmEmulator) -> None:
     """Six threads read while one 429 names 1 s: every attempt that reaches the gate after the
-    client learned of the 429 is held until the deadline (azure-core's own retry included).
+    client learned of the 429 is held until the deadline (the throttled caller's own retry
+    included; azure-core does not retry a 429).
 
     Timed on the client side (when the gate learned, when each attempt entered and left it): an
     attempt that passed before the 429 was processed was already on its way, and under load the
@@ -202,7 +204,14 @@ def test_no_concurrent_request_slips_through_the_gate(arm_emulator: ArmEmulator)
     arm_emulator.faults.add_latency(0.05, "VirtualMachineScaleSets.get")
     arm_emulator.faults.throttle("VirtualMachineScaleSets.get", times=1, retry_after=1)
     try:
-        threads = [threading.Thread(target=cloud.compute.get_identities, args=(scale_set,)) for _ in range(6)]
+
+        def read_retrying_once() -> None:
+            try:
+                cloud.compute.get_identities(scale_set)
+            except ThrottledError:
+                cloud.compute.get_identities(scale_set)
+
+        threads = [threading.Thread(target=read_retrying_once) for _ in range(6)]
         for thread in threads:
             thread.start()
             time.sleep(0.02)
@@ -243,12 +252,16 @@ def test_mutation_token_bucket_paces_writes_not_reads(arm_emulator: ArmEmulator)
 
 
 def test_every_attempt_and_call_is_counted(arm_emulator: ArmEmulator) -> None:
-    """One 503 then success: two request events (503, 200) and one successful call event."""
+    """One 503, then (after the target's backoff) success: two request events (503, 200), one
+    failed and one successful call event."""
     scale_set = _scale_set(arm_emulator)
     counter = InMemoryCallCounter()
     cloud = cloud_for(arm_emulator, observer=counter)
     arm_emulator.faults.server_error("VirtualMachineScaleSets.get", times=1, status=503)
     try:
+        with pytest.raises(CloudError):
+            cloud.compute.get_scale_set_image(scale_set)
+        time.sleep(0.3)
         cloud.compute.get_scale_set_image(scale_set)
     finally:
         cloud.close()
@@ -256,6 +269,7 @@ def test_every_attempt_and_call_is_counted(arm_emulator: ArmEmulator) -> None:
     assert counter.count(kind="request", operation=operation, outcome="503") == 1
     assert counter.count(kind="request", operation=operation, outcome="200") == 1
     assert counter.count(kind="call", operation="compute.get_scale_set", outcome="success") == 1
+    assert counter.count(kind="call", operation="compute.get_scale_set", outcome="error") == 1
 
 
 def test_a_write_that_waited_for_a_token_still_respects_a_new_retry_after(arm_emulator: ArmEmulator) -> None:

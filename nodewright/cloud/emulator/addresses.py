@@ -71,18 +71,25 @@ class SubnetAddressPool:
 
     def _allocate_static(self, owner: str, requested: str) -> str:
         address = ipaddress.ip_address(requested)
-        if address not in self.network or int(address) not in self._usable():
+        if address not in self.network:
             raise ArmError(
                 400,
                 ErrorCode.PRIVATE_IP_ADDRESS_NOT_IN_SUBNET,
                 f"IP configuration {owner} references the private IP address {requested} which is not in "
-                f"the usable range of subnet {self.subnet_id} ({self.prefix}).",
+                f"subnet {self.subnet_id} ({self.prefix}).",
+            )
+        if int(address) not in self._usable():
+            raise ArmError(
+                400,
+                ErrorCode.PRIVATE_IP_ADDRESS_IN_RESERVED_RANGE,
+                f"Private static IP address {requested} falls within reserved IP range of subnet prefix "
+                f"{self.prefix} (network address, gateway, two DNS addresses and broadcast).",
             )
         holder = self._by_address.get(str(address))
         if holder is not None and holder != owner.lower():
             raise ArmError(
                 400,
-                ErrorCode.PRIVATE_IP_ADDRESS_IN_USE,
+                ErrorCode.PRIVATE_IP_ADDRESS_IS_ALLOCATED,
                 f"IP configuration {owner} is using the private IP address {requested} which is already "
                 f"allocated to resource {self._owner_names[holder]}.",
             )

@@ -102,6 +102,43 @@ def writable_fields(body: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+_NEVER_RETURNED = ("adminPassword", "customData")
+
+
+def _strip_secrets(properties: Any, *, keep_user_data: bool) -> None:
+    if not isinstance(properties, dict):
+        return
+    os_profile = properties.get("osProfile")
+    if isinstance(os_profile, dict):
+        for key in _NEVER_RETURNED:
+            os_profile.pop(key, None)
+    if not keep_user_data:
+        properties.pop("userData", None)
+    _strip_secrets(properties.get("virtualMachineProfile"), keep_user_data=keep_user_data)
+
+
+def redact_for_response(body: Any, query: dict[str, str]) -> None:
+    """What Azure never sends back, removed in place from a Compute answer: ``adminPassword`` and
+    ``customData`` never; ``userData`` unless ``$expand=userData``. Lists are walked."""
+    if not isinstance(body, dict):
+        return
+    expand = next((value for key, value in query.items() if key.lower() == "$expand"), "")
+    keep_user_data = "userdata" in expand.lower()
+    listed = body.get("value")
+    for document in listed if isinstance(listed, list) else [body]:
+        if isinstance(document, dict):
+            _strip_secrets(document.get("properties"), keep_user_data=keep_user_data)
+
+
+def with_server_defaults(properties: dict[str, Any]) -> None:
+    """Fill in what Azure fills in on create: the OS disk's ``osType`` (Linux)."""
+    storage = properties.get("storageProfile")
+    if isinstance(storage, dict):
+        os_disk = storage.setdefault("osDisk", {})
+        if isinstance(os_disk, dict):
+            os_disk.setdefault("osType", "Linux")
+
+
 def check_linked_image(state: EmulatorState, target_id: str, storage_profile: Any) -> None:
     if not isinstance(storage_profile, dict):
         return
@@ -160,6 +197,7 @@ def new_virtual_machine(
     properties.setdefault("provisioningState", "Succeeded")
     properties["vmId"] = str(uuid.uuid4())
     properties.setdefault("osProfile", {}).setdefault("computerName", name)
+    with_server_defaults(properties)
     properties["timeCreated"] = now_iso()
     document: dict[str, Any] = {
         "id": arm_id,

@@ -40,7 +40,12 @@ class ErrorCode:
     IP_CONFIG_DELETE_NOT_SUPPORTED = "IpConfigDeleteNotSupported"
     SUBNET_IS_FULL = "SubnetIsFull"
     PRIVATE_IP_ADDRESS_IN_USE = "PrivateIPAddressInUse"
+    PRIVATE_IP_ADDRESS_IS_ALLOCATED = "PrivateIPAddressIsAllocated"
+    PRIVATE_IP_ADDRESS_IN_RESERVED_RANGE = "PrivateIPAddressInReservedRange"
+    PRIVATE_IP_ADDRESS_MISSING = "PrivateIPAddressMissing"
     PRIVATE_IP_ADDRESS_NOT_IN_SUBNET = "PrivateIPAddressNotInSubnet"
+    PLATFORM_IMAGE_NOT_FOUND = "PlatformImageNotFound"
+    GALLERY_IMAGE_NOT_FOUND = "GalleryImageNotFound"
     OPERATION_NOT_ALLOWED = "OperationNotAllowed"
     OPERATION_FAILED = "OperationFailed"
     NO_ROUTE = "NoRegisteredProviderFound"
@@ -57,6 +62,7 @@ class ArmError(Exception):
         *,
         headers: dict[str, str] | None = None,
         target: str | None = None,
+        details: list[dict[str, Any]] | None = None,
     ) -> None:
         super().__init__(f"{status} {code}: {message}")
         self.status = status
@@ -64,12 +70,15 @@ class ArmError(Exception):
         self.message = message
         self.headers = dict(headers or {})
         self.target = target
+        self.details = details
 
     def body(self) -> dict[str, Any]:
         """The ARM error body for this error."""
         error: dict[str, Any] = {"code": self.code, "message": self.message}
         if self.target is not None:
             error["target"] = self.target
+        if self.details:
+            error["details"] = self.details
         return {"error": error}
 
     @classmethod

@@ -1,4 +1,5 @@
-"""Fault injection: throttling (429 + Retry-After), server errors, failed long-running operations
+"""Fault injection: throttling (429 + Retry-After, or the Compute provider's 429 without it),
+server errors, failed long-running operations
 and added latency, for the next N calls of an operation.
 
 A fault matches a request by operation name (``"VirtualMachineScaleSets.update"``, the names in
@@ -23,13 +24,19 @@ class FaultKind(enum.StrEnum):
     """What a fault does to a matching request."""
 
     THROTTLE = "throttle"  # answer 429 TooManyRequests with Retry-After, do nothing
+    COMPUTE_THROTTLE = "compute_throttle"  # answer 429 OperationNotAllowed naming policy ``code``
     SERVER_ERROR = "server_error"  # answer 5xx, do nothing
     OPERATION_FAILURE = "operation_failure"  # accept a mutating call, then fail its long-running operation
     LATENCY = "latency"  # delay the answer by ``seconds``, then handle normally
     OPERATION_DURATION = "operation_duration"  # the long-running operation takes ``seconds``
 
 
-_ONE_SHOT_KINDS = {FaultKind.THROTTLE, FaultKind.SERVER_ERROR, FaultKind.OPERATION_FAILURE}
+_ONE_SHOT_KINDS = {
+    FaultKind.THROTTLE,
+    FaultKind.COMPUTE_THROTTLE,
+    FaultKind.SERVER_ERROR,
+    FaultKind.OPERATION_FAILURE,
+}
 
 
 @dataclass
@@ -92,6 +99,31 @@ class FaultInjector:
         """Answer the next ``times`` matching calls with 429 TooManyRequests and ``Retry-After``."""
         return self.add(
             Fault(FaultKind.THROTTLE, operation, method, path, times=times, retry_after=retry_after)
+        )
+
+    def compute_throttle(
+        self,
+        operation: str | None = None,
+        *,
+        method: str | None = None,
+        path: str | None = None,
+        times: int | None = 1,
+        policy: str = "PutVMScaleSetVM3Min",
+        retry_after: float = 0.0,
+    ) -> Fault:
+        """Answer the next ``times`` matching calls as the Compute resource provider throttles:
+        429 ``OperationNotAllowed`` naming ``policy`` in details, and no ``Retry-After`` unless
+        ``retry_after`` is above zero."""
+        return self.add(
+            Fault(
+                FaultKind.COMPUTE_THROTTLE,
+                operation,
+                method,
+                path,
+                times=times,
+                retry_after=retry_after,
+                code=policy,
+            )
         )
 
     def server_error(

@@ -163,6 +163,33 @@ def _check_primary_kept(nic_name: str, old_configurations: list[dict[str, Any]],
             )
 
 
+def _wanted_addresses(
+    state: EmulatorState, arm_id: str, configurations: list[dict[str, Any]]
+) -> list[tuple[str, Subnet, str | None]]:
+    """(owner, subnet, static address) per IP configuration. A secondary configuration without a
+    subnet takes the primary's, as Azure does; Static without an address is refused."""
+    primary = next(c for c in configurations if (c.get("properties") or {}).get("primary"))
+    primary_subnet = (primary.get("properties") or {}).get("subnet")
+    wanted: list[tuple[str, Subnet, str | None]] = []
+    for configuration in configurations:
+        owner = f"{arm_id}/ipConfigurations/{configuration['name']}"
+        configuration_properties = configuration.setdefault("properties", {})
+        if not configuration_properties.get("subnet") and configuration is not primary and primary_subnet:
+            configuration_properties["subnet"] = {"id": primary_subnet.get("id")}
+        subnet = _subnet_for(state, configuration, owner)
+        static = None
+        if str(configuration_properties.get("privateIPAllocationMethod", "Dynamic")).lower() == "static":
+            static = configuration_properties.get("privateIPAddress")
+            if not static:
+                raise ArmError(
+                    400,
+                    ErrorCode.PRIVATE_IP_ADDRESS_MISSING,
+                    f"IP configuration {owner} has Static allocation but no private IP address.",
+                )
+        wanted.append((owner, subnet, str(static) if static else None))
+    return wanted
+
+
 def new_network_interface(
     state: EmulatorState,
     arm_id: str,
@@ -195,15 +222,7 @@ def new_network_interface(
         )
     if not primaries:
         configurations[0].setdefault("properties", {})["primary"] = True
-    wanted: list[tuple[str, Subnet, str | None]] = []
-    for configuration in configurations:
-        owner = f"{arm_id}/ipConfigurations/{configuration['name']}"
-        configuration_properties = configuration.setdefault("properties", {})
-        subnet = _subnet_for(state, configuration, owner)
-        static = None
-        if str(configuration_properties.get("privateIPAllocationMethod", "Dynamic")).lower() == "static":
-            static = configuration_properties.get("privateIPAddress")
-        wanted.append((owner, subnet, str(static) if static else None))
+    wanted = _wanted_addresses(state, arm_id, configurations)
     addresses = _allocate_all(state, wanted, f"{arm_id}/ipConfigurations/")
     rendered_configurations = []
     for configuration, (owner, subnet, _) in zip(configurations, wanted, strict=True):
@@ -234,6 +253,7 @@ def new_network_interface(
     properties["provisioningState"] = "Succeeded"
     properties["resourceGuid"] = old.get("resourceGuid") or str(uuid.uuid4())
     properties["macAddress"] = old.get("macAddress") or _mac_address()
+    properties.setdefault("primary", old.get("primary", True))
     properties.setdefault("nicType", "Standard")
     properties.setdefault("enableAcceleratedNetworking", False)
     properties.setdefault("enableIPForwarding", False)
@@ -396,11 +416,24 @@ def create_or_update_network_interface(state: EmulatorState, request: ArmRequest
 def delete_network_interface(state: EmulatorState, request: ArmRequest) -> ArmResponse:
     _group(state, request)
     arm_id = _nic_id(request)
-    nic = state.network_interfaces.pop(arm_id.lower(), None)
+    nic = state.network_interfaces.get(arm_id.lower())
     if nic is None:
         return ArmResponse(204)
-    release_owner_prefix(state, f"{arm_id}/ipConfigurations/")
-    return ArmResponse(200)
+    nic.provisioning_state = "Deleting"
+
+    def succeed() -> None:
+        state.network_interfaces.pop(arm_id.lower(), None)
+        release_owner_prefix(state, f"{arm_id}/ipConfigurations/")
+
+    def fail(error: OperationError) -> None:
+        del error
+        nic.provisioning_state = "Succeeded"
+
+    location = str(nic.document.get("location") or "")
+    headers = start_operation(
+        state, request, namespace=_NAMESPACE, location=location, on_success=succeed, on_failure=fail
+    )
+    return ArmResponse(202, None, headers)
 
 
 def list_network_interfaces(state: EmulatorState, request: ArmRequest) -> ArmResponse:
@@ -513,7 +546,7 @@ def list_usage(state: EmulatorState, request: ArmRequest) -> ArmResponse:
             "currentValue": float(subnet.pool.used),
             "limit": float(subnet.pool.limit),
             "unit": "Count",
-            "name": {"value": "Subnet size and usage", "localizedValue": "Subnet size and usage"},
+            "name": {"value": "SubnetSpace", "localizedValue": "Subnet size and usage"},
         }
         for subnet in _subnets_of(state, network)
     ]

@@ -28,6 +28,7 @@ from nodewright.cloud.emulator.compute import (
     resource_location,
     start_compute_operation,
     update_machine,
+    with_server_defaults,
     writable_fields,
 )
 from nodewright.cloud.emulator.errors import ArmError
@@ -62,6 +63,7 @@ def new_scale_set(
     properties.setdefault("provisioningState", "Succeeded")
     properties["uniqueId"] = str(uuid.uuid4())
     properties["timeCreated"] = now_iso()
+    with_server_defaults(properties.get("virtualMachineProfile") or {})
     if str(properties["orchestrationMode"]).lower() == "uniform":
         properties.setdefault("upgradePolicy", {"mode": "Manual"})
         properties.setdefault("overprovision", False)

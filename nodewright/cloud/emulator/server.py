@@ -24,6 +24,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from nodewright.cloud.budget import forget_shared_budgets
 from nodewright.cloud.emulator import compute, identities, network, scale_sets
 from nodewright.cloud.emulator.certificates import (
     CertificateFiles,
@@ -37,6 +38,12 @@ from nodewright.cloud.emulator.request_log import RecordedRequest, RequestLog
 from nodewright.cloud.emulator.routing import ArmRequest, ArmResponse, Router
 from nodewright.cloud.emulator.seed import EstateBuilder
 from nodewright.cloud.emulator.state import EmulatorState
+from nodewright.cloud.emulator.throttling import (
+    Throttling,
+    compute_throttle_error,
+    limits_from_json,
+    principal_of,
+)
 
 __all__ = ["ArmEmulator", "build_router"]
 
@@ -186,6 +193,7 @@ class ArmEmulator:
         self._requested_port = port
         self.state = state or EmulatorState()
         self.faults = FaultInjector()
+        self.throttling = Throttling()
         self.requests = RequestLog()
         self.router = build_router()
         self.estate = EstateBuilder(self.state)
@@ -239,6 +247,7 @@ class ArmEmulator:
             target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="arm-emulator", daemon=True
         )
         self._thread.start()
+        forget_shared_budgets(self.endpoint)  # clients of an earlier emulator on this port
         log.info("Started ARM emulator", extra={"endpoint": self.endpoint, "ca_file": str(self.ca_file)})
         return self
 
@@ -269,6 +278,7 @@ class ArmEmulator:
         self.estate = EstateBuilder(self.state)
         self.faults.clear()
         self.requests.clear()
+        self.throttling.configure(self.throttling.limits)
 
     # Request handling --------------------------------------------------------------------------
 
@@ -280,6 +290,7 @@ class ArmEmulator:
         query = dict(urllib.parse.parse_qsl(query_string, keep_blank_values=True))
         operation_name, route_template = "Unknown", f"{method} {path}"
         fault_name: str | None = None
+        rate_limit_headers: dict[str, str] = {}
         try:
             try:
                 route, parameters = self.router.resolve(method, path)
@@ -297,6 +308,7 @@ class ArmEmulator:
                 raw_body=raw_body,
                 parameters=parameters,
                 operation_name=operation_name,
+                rate_limit_headers=rate_limit_headers,
             )
         except ArmError as error:
             status, body, response_headers = error.status, error.body(), dict(error.headers)
@@ -305,6 +317,9 @@ class ArmEmulator:
             status = 500
             body = ArmError(500, ErrorCode.INTERNAL_SERVER_ERROR, f"Emulator error: {error!r}").body()
             response_headers = {}
+        response_headers = {**rate_limit_headers, **response_headers}
+        if operation_name.startswith("VirtualMachine"):
+            compute.redact_for_response(body, query)
         self.requests.append(
             RecordedRequest(
                 method=method,
@@ -334,6 +349,7 @@ class ArmEmulator:
         raw_body: bytes,
         parameters: dict[str, str],
         operation_name: str,
+        rate_limit_headers: dict[str, str],
     ) -> tuple[int, Any, dict[str, str], str | None]:
         authorization = headers.get("authorization", "")
         if not authorization.lower().startswith("bearer ") or not authorization[7:].strip():
@@ -349,6 +365,15 @@ class ArmEmulator:
                 ErrorCode.MISSING_API_VERSION,
                 "The api-version query parameter (?api-version=) is required.",
             )
+        rate_limit_headers.update(
+            self.throttling.admit(
+                method=method,
+                operation=operation_name,
+                subscription=parameters.get("subscriptionId", ""),
+                principal=principal_of(authorization),
+            )
+        )
+        self._injected_throttle(operation_name, method, path)
         throttle = self.faults.take(FaultKind.THROTTLE, operation_name, method, path)
         if throttle is not None:
             seconds = max(0, math.ceil(throttle.retry_after))
@@ -396,6 +421,13 @@ class ArmEmulator:
         with self.state.locked() as state:
             response = handler(state, request)
         return response.status, response.body, response.headers, fault_name
+
+    def _injected_throttle(self, operation_name: str, method: str, path: str) -> None:
+        fault = self.faults.take(FaultKind.COMPUTE_THROTTLE, operation_name, method, path)
+        if fault is None:
+            return
+        headers = {"Retry-After": str(math.ceil(fault.retry_after))} if fault.retry_after > 0 else {}
+        raise compute_throttle_error([(fault.code or "PutVMScaleSetVM3Min", 0, 0)], headers)
 
     # Admin endpoints ---------------------------------------------------------------------------
 
@@ -449,6 +481,9 @@ class ArmEmulator:
         if action == "seed" and method == "POST":
             self.estate.apply(body)
             return 200, self.estate.snapshot()
+        if action == "throttling" and method == "POST":
+            self.throttling.configure(limits_from_json(body))
+            return 200, {"enforce": self.throttling.limits.enforce}
         if action == "operation-duration" and method == "POST":
             with self.state.locked():
                 self.state.operation_duration = float(body["seconds"])

@@ -179,7 +179,8 @@ def test_virtual_network_usage(estate: Estate, clients: Clients) -> None:
     usages = {u.id: u for u in clients.network.virtual_networks.list_usage(estate.group, estate.vnet_name)}
     nodes = usages[estate.subnet_id]
     assert (nodes.current_value, nodes.limit, nodes.unit) == (4, 251, "Count")
-    assert nodes.name.value == "Subnet size and usage"  # type: ignore[union-attr]
+    assert nodes.name.value == "SubnetSpace"  # type: ignore[union-attr]
+    assert nodes.name.localized_value == "Subnet size and usage"  # type: ignore[union-attr]
     assert (usages[estate.small_subnet_id].current_value, usages[estate.small_subnet_id].limit) == (0, 3)
 
 

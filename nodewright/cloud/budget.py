@@ -1,0 +1,342 @@
+"""Living within Azure's request budget: one shared budget per subscription, principal and class.
+
+ARM gives each subscription and principal three token buckets (reads 250 at 25/s, writes 200 at
+10/s, deletes 200 at 10/s) and reports what is left in ``x-ms-ratelimit-remaining-subscription-
+reads/-writes/-deletes``; the Compute provider adds 3- and 30-minute policies per operation family
+and reports them in ``x-ms-ratelimit-remaining-resource``. ``ArmBudget`` mirrors both:
+
+- **Pacing.** Each class (and each Compute policy seen) is a local token bucket with Azure's
+  capacity and refill rate, lowered to what the headers report whenever ARM reports less (other
+  processes spend the same budget). A request takes a token; when fewer than ``reserve`` tokens
+  would be left it waits for the refill instead, so the budget slows us before it reaches zero.
+  A Compute policy's capacity is the most it ever reported plus one; its refill is capacity over
+  its window (the rate that spends exactly the window's allowance).
+- **Holding after a 429.** A 429 holds every later request of its class (reads, writes or
+  deletes) for ``Retry-After``. Without ``Retry-After`` the hold is derived: for a Compute policy
+  named in ``details``, one sixth of its window (30 s for a 3-minute policy, 5 min for a 30-minute
+  one: a sliding window whose calls were spread evenly frees a sixth of its allowance in that
+  time), doubled for each further 429 of the class in a row, at most the whole window; for an ARM
+  429 without the header, the time the bucket needs to refill the reserve (at least 5 s).
+- **Sharing.** ``shared_budget(endpoint, subscription, principal)`` returns the process's one
+  budget for that subscription and principal, so every client and reconciler draws on the same buckets.
+
+``ArmBudgetPolicy`` applies the budget to each HTTP attempt (the factory places it after
+azure-core's ``RetryPolicy``). A hold longer than ``max_wait_seconds`` is not slept: the request
+fails at once with ``ThrottledError`` naming the remaining time, and the caller's work queue
+retries it. ``BudgetObserver`` is the seam to metrics (remaining per class; 429s by class and
+code). Thread-safe; sleeps in the calling thread; no other I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from azure.core.pipeline import PipelineRequest, PipelineResponse
+from azure.core.pipeline.policies import HTTPPolicy
+
+from nodewright.cloud.errors import ThrottledError, parse_retry_after
+from nodewright.cloud.throttle import operation_name
+
+__all__ = [
+    "ARM_LIMITS",
+    "ArmBudget",
+    "ArmBudgetPolicy",
+    "BudgetObserver",
+    "ClassLimit",
+    "NullBudgetObserver",
+    "derived_hold_seconds",
+    "forget_shared_budgets",
+    "parse_resource_policies",
+    "request_class",
+    "shared_budget",
+]
+
+Clock = Callable[[], float]
+Sleep = Callable[[float], None]
+
+ARM_TOO_MANY_REQUESTS_HOLD_FLOOR = 5.0
+UNKNOWN_POLICY_HOLD = 30.0
+
+
+@dataclass(frozen=True)
+class ClassLimit:
+    """One ARM bucket as Azure documents it."""
+
+    capacity: int
+    refill_per_second: float
+
+
+ARM_LIMITS: dict[str, ClassLimit] = {
+    "reads": ClassLimit(250, 25.0),
+    "writes": ClassLimit(200, 10.0),
+    "deletes": ClassLimit(200, 10.0),
+}
+
+
+class BudgetObserver(Protocol):
+    """Receives what the budget learns; must be thread-safe and quick."""
+
+    def remaining(self, subscription: str, request_class: str, value: int) -> None: ...
+
+    def throttled(self, request_class: str, code: str) -> None: ...
+
+
+class NullBudgetObserver:
+    """Records nothing."""
+
+    def remaining(self, subscription: str, request_class: str, value: int) -> None:  # noqa: ARG002
+        return None
+
+    def throttled(self, request_class: str, code: str) -> None:  # noqa: ARG002
+        return None
+
+
+def request_class(method: str) -> str:
+    """``reads``, ``writes`` or ``deletes``: the ARM bucket a request draws from."""
+    upper = method.upper()
+    if upper in ("GET", "HEAD", "OPTIONS"):
+        return "reads"
+    if upper == "DELETE":
+        return "deletes"
+    return "writes"
+
+
+def window_seconds(policy: str) -> float:
+    """The window of a Compute policy from its name's suffix (``...3Min``, ``...30Min``)."""
+    lowered = policy.lower()
+    if lowered.endswith("30min"):
+        return 1800.0
+    if lowered.endswith("3min"):
+        return 180.0
+    return 180.0
+
+
+def parse_resource_policies(header: str | None) -> dict[str, int]:
+    """``Microsoft.Compute/GetVMScaleSet3Min;197,...`` as ``{"GetVMScaleSet3Min": 197, ...}``."""
+    policies: dict[str, int] = {}
+    for part in (header or "").split(","):
+        name, _, value = part.strip().partition(";")
+        if not value:
+            continue
+        try:
+            policies[name.rsplit("/", 1)[-1]] = int(value)
+        except ValueError:
+            continue
+    return policies
+
+
+def throttling_policies(body: bytes | str | None) -> list[str]:
+    """Policy names a Compute 429 names in ``error.details[].target`` (empty when none)."""
+    try:
+        document = json.loads(body or b"{}")
+    except ValueError:
+        return []
+    error = document.get("error") if isinstance(document, dict) else None
+    details = error.get("details") if isinstance(error, dict) else None
+    if not isinstance(details, list):
+        return []
+    return [str(detail["target"]) for detail in details if isinstance(detail, dict) and detail.get("target")]
+
+
+def derived_hold_seconds(code: str, policies: list[str], limit: ClassLimit, reserve: int) -> float:
+    """How long to hold a class after a 429 that named no ``Retry-After`` (see module docstring)."""
+    if policies:
+        return max(window_seconds(policy) / 6.0 for policy in policies)
+    if code.lower() == "operationnotallowed":
+        return UNKNOWN_POLICY_HOLD
+    return max(ARM_TOO_MANY_REQUESTS_HOLD_FLOOR, reserve / limit.refill_per_second)
+
+
+class _Bucket:
+    """A local mirror of one remote budget: estimate, lowered by what the server reports."""
+
+    def __init__(self, capacity: float, refill_per_second: float, now: float) -> None:
+        self.capacity = capacity
+        self.refill_per_second = refill_per_second
+        self.tokens = capacity
+        self.updated = now
+
+    def refill(self, now: float) -> None:
+        elapsed = max(0.0, now - self.updated)
+        self.tokens = min(self.capacity, self.tokens + elapsed * self.refill_per_second)
+        self.updated = now
+
+    def take(self, now: float, reserve: float) -> float:
+        """Take a token; the seconds to wait so that ``reserve`` tokens stay after it."""
+        self.refill(now)
+        self.tokens -= 1.0
+        shortfall = reserve - self.tokens
+        return 0.0 if shortfall <= 0 else shortfall / self.refill_per_second
+
+    def report(self, now: float, remaining: int) -> None:
+        self.refill(now)
+        self.tokens = min(self.tokens, float(remaining))
+
+
+class _ClassState:
+    def __init__(self, limit: ClassLimit, now: float) -> None:
+        self.bucket = _Bucket(float(limit.capacity), limit.refill_per_second, now)
+        self.limit = limit
+        self.hold_until = 0.0
+        self.throttles_in_a_row = 0
+
+
+class ArmBudget:
+    """The request budget of one subscription and principal; see the module docstring."""
+
+    def __init__(
+        self,
+        subscription: str,
+        *,
+        limits: Mapping[str, ClassLimit] | None = None,
+        reserve_fraction: float = 0.1,
+        observer: BudgetObserver | None = None,
+        clock: Clock = time.monotonic,
+    ) -> None:
+        self.subscription = subscription
+        self.limits = dict(limits or ARM_LIMITS)
+        self.reserve_fraction = reserve_fraction
+        self.observer: BudgetObserver = observer or NullBudgetObserver()
+        self._clock = clock
+        self._lock = threading.Lock()
+        now = clock()
+        self._classes = {kind: _ClassState(limit, now) for kind, limit in self.limits.items()}
+        self._policies: dict[str, _Bucket] = {}
+        self._policies_of: dict[str, set[str]] = {}
+
+    def _reserve(self, capacity: float) -> float:
+        return max(1.0, capacity * self.reserve_fraction)
+
+    def wait_seconds(self, method: str, operation: str) -> float:
+        """Take the tokens one request needs; the seconds it must wait before it is sent."""
+        now = self._clock()
+        with self._lock:
+            state = self._classes[request_class(method)]
+            wait = max(state.hold_until - now, 0.0)
+            wait = max(wait, state.bucket.take(now, self._reserve(state.bucket.capacity)))
+            for policy in self._policies_of.get(operation, ()):
+                bucket = self._policies[policy]
+                wait = max(wait, bucket.take(now, self._reserve(bucket.capacity)))
+            return wait
+
+    def held_for(self, method: str) -> float:
+        """Seconds left on the 429 hold of the class of ``method``."""
+        with self._lock:
+            return max(0.0, self._classes[request_class(method)].hold_until - self._clock())
+
+    def learn(self, method: str, operation: str, status: int, headers: Mapping[str, str], body: Any) -> None:
+        """Take in one answer: the remaining counts it reports and, for a 429, the hold."""
+        lowered = {key.lower(): value for key, value in headers.items()}
+        kind = request_class(method)
+        now = self._clock()
+        with self._lock:
+            state = self._classes[kind]
+            reported = lowered.get(f"x-ms-ratelimit-remaining-subscription-{kind}")
+            if reported is not None and reported.strip().isdigit():
+                state.bucket.report(now, int(reported))
+                self.observer.remaining(self.subscription, kind, int(reported))
+            self._learn_policies(
+                operation, parse_resource_policies(lowered.get("x-ms-ratelimit-remaining-resource")), now
+            )
+            if status == 429:
+                self._hold(state, kind, lowered, body, now)
+            else:
+                state.throttles_in_a_row = 0
+
+    def _learn_policies(self, operation: str, policies: dict[str, int], now: float) -> None:
+        if policies:
+            self._policies_of[operation] = set(policies)
+        for name, remaining in policies.items():
+            bucket = self._policies.get(name)
+            if bucket is None or remaining + 1 > bucket.capacity:
+                capacity = float(remaining + 1)
+                if bucket is not None:
+                    capacity = max(capacity, bucket.capacity)
+                bucket = self._policies[name] = _Bucket(capacity, capacity / window_seconds(name), now)
+            bucket.report(now, remaining)
+
+    def _hold(self, state: _ClassState, kind: str, headers: dict[str, str], body: Any, now: float) -> None:
+        code = _error_code(body) or "TooManyRequests"
+        self.observer.throttled(kind, code)
+        retry_after = parse_retry_after(headers)
+        named = throttling_policies(body)
+        for name in named:
+            if name in self._policies:
+                self._policies[name].tokens = 0.0
+        if retry_after is None:
+            hold = derived_hold_seconds(code, named, state.limit, int(self._reserve(state.bucket.capacity)))
+            hold *= 2.0 ** min(state.throttles_in_a_row, 6)
+            cap = max((window_seconds(name) for name in named), default=180.0)
+            retry_after = min(hold, cap)
+        state.throttles_in_a_row += 1
+        state.hold_until = max(state.hold_until, now + retry_after)
+
+
+def _error_code(body: Any) -> str | None:
+    try:
+        document = json.loads(body or b"{}")
+    except (TypeError, ValueError):
+        return None
+    error = document.get("error") if isinstance(document, dict) else None
+    code = error.get("code") if isinstance(error, dict) else None
+    return str(code) if code else None
+
+
+_shared_lock = threading.Lock()
+_shared: dict[tuple[str, str, str], ArmBudget] = {}
+
+
+def shared_budget(endpoint: str, subscription: str, principal: str, **options: Any) -> ArmBudget:
+    """This process's one budget for ``subscription`` and ``principal`` at the ARM ``endpoint``
+    (``options`` apply on first use only)."""
+    key = (endpoint.lower(), subscription.lower(), principal)
+    with _shared_lock:
+        budget = _shared.get(key)
+        if budget is None:
+            budget = _shared[key] = ArmBudget(subscription, **options)
+        return budget
+
+
+def forget_shared_budgets(endpoint: str) -> None:
+    """Drop the budgets kept for ``endpoint`` (a local ARM emulator started anew at a port an
+    earlier one used must not inherit its holds)."""
+    with _shared_lock:
+        for key in [key for key in _shared if key[0] == endpoint.lower()]:
+            del _shared[key]
+
+
+class ArmBudgetPolicy(HTTPPolicy[Any, Any]):
+    """Paces each attempt by the shared budget, and teaches the budget from each answer."""
+
+    def __init__(
+        self, budget: ArmBudget, *, max_wait_seconds: float = 60.0, sleep: Sleep = time.sleep
+    ) -> None:
+        super().__init__()
+        self.budget = budget
+        self.max_wait_seconds = max_wait_seconds
+        self._sleep = sleep
+
+    def send(self, request: PipelineRequest[Any]) -> PipelineResponse[Any, Any]:
+        method = request.http_request.method
+        operation = operation_name(method, request.http_request.url)
+        held = self.budget.held_for(method)
+        if held > self.max_wait_seconds:
+            raise ThrottledError(
+                f"Requests of class {request_class(method)} are held for {held:.0f} s after a 429",
+                retry_after=held,
+                status_code=None,
+                code="ClientThrottleHold",
+            )
+        wait = self.budget.wait_seconds(method, operation)
+        if wait > 0:
+            self._sleep(min(wait, self.max_wait_seconds))
+        response = self.next.send(request)
+        http_response = response.http_response
+        body = http_response.body() if http_response.status_code == 429 else None
+        self.budget.learn(method, operation, http_response.status_code, dict(http_response.headers), body)
+        return response
