@@ -76,8 +76,10 @@ def test_fenced_cloud_refuses_arm_writes_unsent_and_lets_reads_through(
 
 
 def test_each_retry_is_checked_again(arm_emulator: ArmEmulator, scale_set: str) -> None:
-    """A write that failed with 503 is retried by azure-core; the retry meets the guard again and
-    is refused when leadership went away during the back-off: one attempt reached ARM."""
+    """Every attempt azure-core makes meets the guard again: a retry whose back-off outlasted the
+    leadership is refused and only the first attempt reached ARM. In production azure-core
+    retries transport failures only (``retry_status`` 0); this test turns status retries on so
+    that a 503 from the emulator makes the SDK retry deterministically."""
     calls: list[str] = []
 
     def guard(operation: str) -> None:
@@ -86,7 +88,7 @@ def test_each_retry_is_checked_again(arm_emulator: ArmEmulator, scale_set: str) 
             raise FencedWriteError("arm", operation, None)
 
     arm_emulator.faults.server_error("VirtualMachineScaleSets.update", times=1, status=503)
-    cloud = build_cloud(settings_for(arm_emulator, "token-b"), write_guard=guard)
+    cloud = build_cloud(settings_for(arm_emulator, "token-b"), write_guard=guard, retry_status=1)
     with pytest.raises(FencedWriteError):
         tag(cloud, "retried")
     attempts = arm_emulator.requests.count("VirtualMachineScaleSets.update")
