@@ -56,16 +56,16 @@ from nodewright.cloud.resource_ids import (
     parse_machine_id,
     parse_scale_set_id,
 )
+from nodewright.controllers.identity.conditions import (
+    with_condition,
+)
 from nodewright.controllers.identity.decisions import (
     EVENT_BINDING_APPLIED,
     EVENT_BINDING_APPLY_ERROR,
     EVENT_BINDING_REMOVE_ERROR,
     EVENT_BINDING_REMOVED,
     AssignmentKey,
-    AssignmentOutcome,
-    AssignmentRecord,
     DesiredAssignment,
-    IdentityNeed,
     IdentityTarget,
     NodeInfo,
     PodInfo,
@@ -73,22 +73,28 @@ from nodewright.controllers.identity.decisions import (
     assigned_identity_namespace,
     assignment_changes,
     assignment_key_of,
-    assignment_outcome,
     desired_assignments,
-    drift_repairs,
-    identities_to_attempt,
-    identity_diff,
     match_pods,
-    owned_by_nodewright,
-    target_of_provider_id,
-    validate,
-    with_condition,
 )
 from nodewright.controllers.identity.options import (
     AZURE_ASSIGNED_IDENTITY,
     AZURE_IDENTITY,
     AZURE_IDENTITY_BINDING,
     IdentityOptions,
+)
+from nodewright.controllers.identity.targets import (
+    AssignmentOutcome,
+    AssignmentRecord,
+    IdentityNeed,
+    assignment_outcome,
+    drift_repairs,
+    identities_to_attempt,
+    identity_diff,
+    owned_by_nodewright,
+    target_of_provider_id,
+)
+from nodewright.controllers.identity.validation import (
+    validate,
 )
 from nodewright.runtime import errors
 from nodewright.runtime.cache import Cache

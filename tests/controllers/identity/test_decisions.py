@@ -29,37 +29,45 @@ from nodewright.api.aadpodidentity.v1 import (
 )
 from nodewright.api.meta import Condition
 from nodewright.cloud.resource_ids import InvalidResourceIdError, ScaleSetId, VirtualMachineId
+from nodewright.controllers.identity.conditions import (
+    with_condition,
+)
 from nodewright.controllers.identity.decisions import (
     MAX_NAME_LENGTH,
     AssignmentKey,
     AssignmentPolicy,
-    AssignmentRecord,
     DesiredAssignment,
-    IdentityLookup,
-    IdentityNeed,
     NodeInfo,
     PodInfo,
     Problem,
     assigned_identity_name,
     assigned_identity_namespace,
     assignment_changes,
-    assignment_outcome,
     desired_assignments,
+    identity_resource_key,
+    match_pods,
+)
+from nodewright.controllers.identity.identity_info_rules import (
+    IdentityLookup,
+    identity_info_due,
+    identity_info_status,
+    next_recheck_time,
+    truncate_retrieval_error,
+)
+from nodewright.controllers.identity.targets import (
+    AssignmentRecord,
+    IdentityNeed,
+    assignment_outcome,
     drift_repairs,
     identities_to_attempt,
     identity_diff,
-    identity_info_due,
-    identity_info_status,
-    identity_resource_key,
-    match_pods,
     needs_by_target,
-    next_recheck_time,
     node_targets,
     owned_by_nodewright,
     target_of_provider_id,
-    truncate_retrieval_error,
+)
+from nodewright.controllers.identity.validation import (
     validate,
-    with_condition,
 )
 
 SUBSCRIPTION = "00000000-0000-0000-0000-000000000001"
