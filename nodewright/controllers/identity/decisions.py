@@ -92,6 +92,7 @@ __all__ = [
     "identity_key",
     "identity_resource_key",
     "is_namespaced_identity",
+    "kept_and_new",
     "match_pods",
     "usable_identities",
 ]
@@ -171,7 +172,10 @@ class AssignmentPolicy:
     (MIC's immutable list, by clientID; resource IDs accepted too). ``manager_identities``: the
     identity nodewright itself runs as (client ID and/or resource ID), never removed either.
     ``remove_unmarked_assignments``: treat Assigned objects MIC wrote (they carry no nodewright
-    record) as added by the manager, as MIC did; off by default.
+    record) as added by the manager, as MIC did; off by default. An identity ARM refused is sent
+    again after ``rejected_identity_first_retry``, doubling up to ``rejected_identity_retry``. A pod
+    on a node that does not exist keeps its AzureAssignedIdentity (condition NodeNotFound) for
+    ``missing_node_attempts`` passes on the same backoff; then the object is collected.
     """
 
     force_namespaced: bool = False
@@ -179,6 +183,8 @@ class AssignmentPolicy:
     manager_identities: frozenset[str] = frozenset()
     remove_unmarked_assignments: bool = False
     rejected_identity_retry: timedelta = timedelta(minutes=10)
+    rejected_identity_first_retry: timedelta = timedelta(seconds=5)
+    missing_node_attempts: int = 6
 
     def __post_init__(self) -> None:
         object.__setattr__(
@@ -531,3 +537,11 @@ def assignment_changes(
         release=tuple(release),
         waiting=tuple(waiting),
     )
+
+
+def kept_and_new(changes: AssignmentChanges) -> list[tuple[AzureAssignedIdentity | None, DesiredAssignment]]:
+    """The objects a pass records an outcome for: new ones (None) and the kept or rewritten ones."""
+    pairs: list[tuple[AzureAssignedIdentity | None, DesiredAssignment]] = [(None, d) for d in changes.create]
+    pairs.extend((obj, d) for obj, d in changes.update)
+    pairs.extend((obj, d) for obj, d in changes.keep)
+    return pairs

@@ -13,7 +13,7 @@ import dataclasses
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from nodewright.api.aadpodidentity.v1 import (
     ASSIGNED_STATUS_ASSIGNED,
@@ -41,13 +41,17 @@ __all__ = [
     "AssignmentRecord",
     "IdentityDiff",
     "IdentityNeed",
+    "Rejection",
     "assignment_outcome",
     "drift_repairs",
     "identities_to_attempt",
     "identity_diff",
     "needs_by_target",
+    "next_attempt_in",
     "node_targets",
+    "note_rejection",
     "owned_by_nodewright",
+    "retry_delay",
     "target_of_provider_id",
 ]
 
@@ -228,20 +232,69 @@ def _retention_reason(
     return None
 
 
+@dataclass(frozen=True)
+class Rejection:
+    """ARM refused to add an identity to a target: what it said, how many times in a row, and when
+    the identity may be sent again (exponential backoff, see ``note_rejection``)."""
+
+    code: str
+    message: str
+    attempts: int
+    retry_at: datetime
+
+    @property
+    def reason(self) -> str:
+        """The Assigned condition's reason: IdentityNotFound when the identity does not exist in
+        Azure, else IdentityRejected (no permission to assign it, or any other refusal)."""
+        text = self.message.lower()
+        if "was not found" in text or "does not exist" in text or "notfound" in self.code.lower():
+            return "IdentityNotFound"
+        return "IdentityRejected"
+
+    def describe(self) -> str:
+        """The condition message: ARM's words, the attempt count and the next attempt."""
+        when = self.retry_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return f"{self.code}: {self.message} (attempt {self.attempts}; next attempt after {when})"
+
+
+def retry_delay(attempts: int, first: timedelta, cap: timedelta) -> timedelta:
+    """``first`` x 2^(attempts - 1), at most ``cap``: 1, 2, 4 ... x first, then cap for good."""
+    if attempts <= 1:
+        return min(first, cap)
+    delay: timedelta = first * float(2 ** min(attempts - 1, 32))
+    return min(cap, delay)
+
+
+def note_rejection(
+    previous: Rejection | None, code: str, message: str, now: datetime, *, first: timedelta, cap: timedelta
+) -> Rejection:
+    """The record after one more refusal of the same identity on the same target."""
+    attempts = (previous.attempts if previous is not None else 0) + 1
+    return Rejection(code, message, attempts, now + retry_delay(attempts, first, cap))
+
+
 def identities_to_attempt(
-    to_add: Iterable[str], rejected_at: Mapping[str, datetime], now: datetime, retry_after: timedelta
+    to_add: Iterable[str], rejections: Mapping[str, Rejection], now: datetime
 ) -> tuple[frozenset[str], frozenset[str]]:
-    """Split the identities to add into those to send now and those ARM rejected less than
-    ``retry_after`` ago (held back so a known-bad identity costs no failing PATCH per pass)."""
+    """Split the identities to add into those to send now and those ARM refused whose next attempt
+    has not come (held back, so a known-bad identity costs no failing PATCH per pass)."""
     attempt: set[str] = set()
     held: set[str] = set()
     for key in to_add:
-        rejected = rejected_at.get(key.lower())
-        if rejected is not None and now < rejected + retry_after:
+        rejection = rejections.get(key.lower())
+        if rejection is not None and now < rejection.retry_at:
             held.add(key.lower())
         else:
             attempt.add(key.lower())
     return frozenset(attempt), frozenset(held)
+
+
+def next_attempt_in(held: Iterable[str], rejections: Mapping[str, Rejection], now: datetime) -> float | None:
+    """Seconds until the first held identity may be sent again (None when none is held)."""
+    times = [rejections[key].retry_at for key in held if key in rejections]
+    if not times:
+        return None
+    return max(0.0, (min(times) - now).total_seconds())
 
 
 def drift_repairs(current: Iterable[str], records: Iterable[AssignmentRecord], target: str) -> frozenset[str]:
@@ -281,19 +334,22 @@ def assignment_outcome(
     *,
     attempted: frozenset[str] = frozenset(),
     owned: bool = False,
-    rejections: Mapping[str, str] | None = None,
+    rejections: Mapping[str, Rejection] | None = None,
     held: frozenset[str] = frozenset(),
+    node_exists: bool = True,
 ) -> AssignmentOutcome:
     """Decide one assignment's status from what actually landed (re-read after any failure).
 
     ``landed``: the identities on the target after the update (None when even the re-read
     failed). ``attempted``: what this pass asked ARM to add. ``owned``: nodewright already owned
     the identity there (this assignment's own record, or another's, see
-    ``owned_by_nodewright``). ``rejections``: identities ARM refused, with its message. ``held``:
-    identities not sent because ARM refused them recently. Only an identity actually on the
-    target is Assigned (NMI serves tokens only then); it is nodewright's to remove later if this
-    pass added it or nodewright owned it already. Service principals (types 1 and 2) need nothing
-    on the VM and are Assigned at once, as MIC did.
+    ``owned_by_nodewright``). ``rejections``: ARM's refusals on this target (with attempt counts
+    and next attempt). ``held``: identities not sent because their next attempt has not come.
+    ``node_exists``: whether the pod's node exists (it matters only without a target). Only an
+    identity actually on the target is Assigned (NMI serves tokens only then); it is
+    nodewright's to remove later if this pass added it or nodewright owned it already. Service
+    principals (types 1 and 2) need nothing on the VM and are Assigned at once, as MIC did.
+    Every other outcome is Created with a reason and a message saying why.
     """
     if desired.identity_type is not IdentityType.USER_ASSIGNED_MSI:
         return AssignmentOutcome(
@@ -304,17 +360,17 @@ def assignment_outcome(
             "a service principal needs nothing on the node",
         )
     if target is None:
-        return AssignmentOutcome(
-            ASSIGNED_STATUS_CREATED,
-            "",
-            False,
-            "NodeNotResolvable",
-            f"node {desired.node_name} has no Azure VM or scale set in its providerID",
-        )
+        return _without_target(desired, node_exists)
     key = desired.resource_key
-    refused = (rejections or {}).get(key)
-    if refused is not None:
-        return AssignmentOutcome(ASSIGNED_STATUS_CREATED, target.key, owned, "IdentityRejected", refused)
+    if landed is not None and key in landed:
+        return AssignmentOutcome(
+            ASSIGNED_STATUS_ASSIGNED, target.key, key in attempted or owned, "Assigned", f"on {target}"
+        )
+    rejection = (rejections or {}).get(key)
+    if rejection is not None and (key in held or key in attempted):
+        return AssignmentOutcome(
+            ASSIGNED_STATUS_CREATED, target.key, owned, rejection.reason, rejection.describe()
+        )
     if key in held:
         return AssignmentOutcome(
             ASSIGNED_STATUS_CREATED,
@@ -327,10 +383,20 @@ def assignment_outcome(
         return AssignmentOutcome(
             ASSIGNED_STATUS_CREATED, target.key, owned, "AssignmentFailed", f"could not read {target} back"
         )
-    if key in landed:
-        return AssignmentOutcome(
-            ASSIGNED_STATUS_ASSIGNED, target.key, key in attempted or owned, "Assigned", f"on {target}"
-        )
     return AssignmentOutcome(
         ASSIGNED_STATUS_CREATED, target.key, owned, "AssignmentFailed", f"not on {target} after the update"
+    )
+
+
+def _without_target(desired: DesiredAssignment, node_exists: bool) -> AssignmentOutcome:
+    if not node_exists:
+        return AssignmentOutcome(
+            ASSIGNED_STATUS_CREATED, "", False, "NodeNotFound", f"node {desired.node_name} does not exist"
+        )
+    return AssignmentOutcome(
+        ASSIGNED_STATUS_CREATED,
+        "",
+        False,
+        "NodeNotResolvable",
+        f"node {desired.node_name} has no Azure VM or scale set in its providerID",
     )
