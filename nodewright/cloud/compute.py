@@ -181,18 +181,26 @@ class ComputeService:
         return identities_from_sdk(machine.identity) if machine is not None else None
 
     def update_identities(
-        self, target: IdentityTarget, add: Iterable[str] = (), remove: Iterable[str] = ()
+        self,
+        target: IdentityTarget,
+        add: Iterable[str] = (),
+        remove: Iterable[str] = (),
+        *,
+        current: ResourceIdentities | None = None,
     ) -> IdentityUpdateResult:
         """Add and remove user-assigned identities on a VM or scale set; a system-assigned
-        identity is kept. Side effects: GET, then PATCHes of ``identity`` only (150 entries at
-        most each). An identity ARM rejects by name (LinkedAuthorizationFailed,
+        identity is kept. Side effects: GET (skipped when the caller passes the ``current``
+        identities it has just read), then PATCHes of ``identity`` only (150 entries at
+        most each; the delta is idempotent, so a stale ``current`` costs at most a no-op entry).
+        An identity ARM rejects by name (LinkedAuthorizationFailed,
         FailedIdentityOperation) is dropped and the rest retried; the result lists rejections.
         Any other failure re-reads what landed and raises ``IdentityUpdateIncompleteError``.
         """
         wanted = {identity_id.lower() for identity_id in add}
         unwanted = {identity_id.lower() for identity_id in remove}
         with self._scale_set_locks.hold(str(target)):
-            current = self.get_identities(target)
+            if current is None:
+                current = self.get_identities(target)
             excluded: set[str] = set()
             rejected: list[IdentityRejection] = []
             requests = 0

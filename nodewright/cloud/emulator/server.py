@@ -25,12 +25,13 @@ from types import TracebackType
 from typing import Any
 
 from nodewright.cloud.budget import forget_shared_budgets
-from nodewright.cloud.emulator import compute, identities, network, scale_sets
+from nodewright.cloud.emulator import compute, federated_credentials, identities, network, scale_sets
 from nodewright.cloud.emulator.certificates import (
     CertificateFiles,
     LoopbackCertificates,
     issue_loopback_certificates,
 )
+from nodewright.cloud.emulator.entra import EntraTokenEndpoint, is_token_path
 from nodewright.cloud.emulator.errors import ArmError, ErrorCode
 from nodewright.cloud.emulator.faults import Fault, FaultInjector, FaultKind
 from nodewright.cloud.emulator.long_running import OperationError
@@ -94,6 +95,7 @@ def build_router() -> Router:
     scale_sets.register(router)
     network.register(router)
     identities.register(router)
+    federated_credentials.register(router)
     operations = "/subscriptions/{subscriptionId}/providers/{namespace}/locations/{location}"
     router.add("GET", operations + "/operations/{operationId}", "Operations.status", _operation_status)
     router.add("GET", operations + "/operationResults/{operationId}", "Operations.result", _operation_result)
@@ -160,6 +162,10 @@ class _Handler(BaseHTTPRequestHandler):
             status, body = self.server.emulator.admin(self.command, parsed.path, raw)
             self._send(status, body, {})
             return
+        if is_token_path(parsed.path):  # Entra's token endpoint: no ARM bearer token
+            status, body = self.server.emulator.entra.handle(parsed.path, raw)
+            self._send(status, body, {})
+            return
         status, body, headers = self.server.emulator.handle(
             self.command,
             parsed.path,
@@ -197,6 +203,7 @@ class ArmEmulator:
         self.requests = RequestLog()
         self.router = build_router()
         self.estate = EstateBuilder(self.state)
+        self.entra = EntraTokenEndpoint(lambda: self.state)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 

@@ -1,116 +1,114 @@
 """The identity assignment reconciler: one pass per VM or scale set (the *target*), level-based.
 
-A pass reads, from the shared cache, the target's nodes, the labelled pods on them, every
-AzureIdentity and AzureIdentityBinding, and the AzureAssignedIdentities recorded on the target;
-asks ``decisions`` what should exist; reads the target's identities from ARM (one GET); writes
-new and changed AzureAssignedIdentities (status Created, with the target and the ownership
-intent recorded *before* the PATCH so a crash cannot leak an identity); sends one delta PATCH
-for the target (150 per request, rejected identities isolated, by ``ComputeService``); then
-records what actually landed (Assigned only when the identity is on the target), removes
-finalizers and deletes the objects whose identity is released. Events as MIC's: "binding
-applied", "binding apply error", "binding removed", "binding remove error".
+A pass reads (``reading``) the target's nodes, their labelled pods, the identities, bindings and
+the AzureAssignedIdentities recorded there; asks ``decisions`` what should exist; GETs the
+target's identities once; records new objects and the ownership intent *before* the PATCH
+(``assigned_writes``); sends one delta PATCH (identities ARM refuses are isolated and retried on a
+capped backoff, ``targets``); then records what landed (Assigned only when the identity is on the
+target, otherwise Created with a reason) and deletes released objects. MIC's Events.
 
-Requests are keyed by the target's lowercased ARM ID (not a Kubernetes object), so every watch
-maps: a pod or node to its node's target, an identity or binding to the targets of the pods it
-matches, an assigned identity to its recorded target. One more request, ``UNRESOLVED``, handles
-pods on nodes that name no Azure VM or scale set, and assigned identities left by MIC on nodes
-that are gone. Watches filter out status-only churn (node heartbeats, our own status writes), so
-ARM is read only when something relevant changed, and every ``repairInterval`` per target (the
-drift repair of aad-pod-identity #633 / #1308). A burst of changes to one target is batched
-(``ChangeBatcher``: ``batchWindow`` of quiet, at most ``batchMaxDelay``) so it costs one PATCH;
-the pass's Kubernetes writes run ``writeConcurrency`` at a time.
+Requests are keyed by the target's lowercased ARM ID; every watch maps to targets (``watches``).
+``UNRESOLVED`` handles pods on nodes that are missing (retried on a backoff, then collected,
+``lifecycle``) or name no Azure VM or scale set, and MIC's objects whose node is gone. Status-only
+churn is filtered out; each target is re-checked every ``repairInterval`` (drift repair, add
+only); a burst of changes is batched into one pass (``ChangeBatcher``).
 
-Side effects: Kubernetes writes through the runtime ``Client``, Events, ARM calls through the
-``IdentityCompute`` protocol (``ComputeService`` in production).
+Side effects: Kubernetes writes and Events, ARM calls through ``IdentityCompute``.
 """
 
 from __future__ import annotations
 
-import contextvars
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from nodewright.api.aadpodidentity.v1 import (
-    ASSIGNED_IDENTITY_FINALIZER,
-    ASSIGNED_STATUS_ASSIGNED,
-    ASSIGNED_STATUS_CREATED,
-    CONDITION_ASSIGNED,
-    NODE_NAME_LABEL,
     POD_LABEL,
     AzureAssignedIdentity,
     AzureIdentity,
     AzureIdentityBinding,
     IdentityType,
 )
-from nodewright.api.base import ValidationError
 from nodewright.cloud.compute import IdentityUpdateIncompleteError
 from nodewright.cloud.errors import CloudError, NotFoundError
 from nodewright.cloud.models import IdentityRejection, IdentityUpdateResult, ResourceIdentities
-from nodewright.cloud.resource_ids import (
-    InvalidResourceIdError,
-    ScaleSetInstanceId,
-    parse_machine_id,
-    parse_scale_set_id,
-)
+from nodewright.controllers.identity.assigned_writes import AssignedIdentityWriter
 from nodewright.controllers.identity.decisions import (
-    EVENT_BINDING_APPLIED,
     EVENT_BINDING_APPLY_ERROR,
-    EVENT_BINDING_REMOVE_ERROR,
-    EVENT_BINDING_REMOVED,
-    AssignmentKey,
-    AssignmentOutcome,
-    AssignmentRecord,
+    AssignmentChanges,
     DesiredAssignment,
-    IdentityNeed,
     IdentityTarget,
     NodeInfo,
     PodInfo,
-    assigned_identity_name,
-    assigned_identity_namespace,
     assignment_changes,
-    assignment_key_of,
-    assignment_outcome,
-    desired_assignments,
-    drift_repairs,
-    identities_to_attempt,
-    identity_diff,
-    match_pods,
-    owned_by_nodewright,
-    target_of_provider_id,
-    validate,
-    with_condition,
+    kept_and_new,
 )
+from nodewright.controllers.identity.lifecycle import NodeWait, next_wait_in, node_wait_step
 from nodewright.controllers.identity.options import (
     AZURE_ASSIGNED_IDENTITY,
     AZURE_IDENTITY,
     AZURE_IDENTITY_BINDING,
     IdentityOptions,
 )
-from nodewright.runtime import errors
+from nodewright.controllers.identity.reading import (
+    parse_assigned,
+    parse_bindings,
+    parse_identities,
+    plan_desired,
+    typed_target,
+)
+from nodewright.controllers.identity.targets import (
+    AssignmentRecord,
+    IdentityNeed,
+    Rejection,
+    assignment_outcome,
+    drift_repairs,
+    identities_to_attempt,
+    identity_diff,
+    next_attempt_in,
+    note_rejection,
+    owned_by_nodewright,
+)
+from nodewright.controllers.identity.validation import validate
+from nodewright.controllers.identity.watches import (
+    ASSIGNED_NODE_INDEX,
+    ASSIGNED_POD_INDEX,
+    ASSIGNED_TARGET_INDEX,
+    BINDING_LABEL_INDEX,
+    NO_EVENTS,
+    NODE_NAME_INDEX,
+    TARGET_INDEX,
+    ChangeBatcher,
+    assigned_node_index,
+    assigned_pod_index,
+    assigned_target_index,
+    node_relevant_change,
+    node_target_index,
+    pod_binding_label_index,
+    pod_node_index,
+    pod_relevant_change,
+    spec_or_deletion_change,
+    target_key_of_node,
+    with_kind,
+)
 from nodewright.runtime.cache import Cache
 from nodewright.runtime.client import Client
 from nodewright.runtime.events import EventRecorder
 from nodewright.runtime.kinds import NODE, POD
 from nodewright.runtime.logs import get_logger
-from nodewright.runtime.predicates import Predicate, predicate
 from nodewright.runtime.reconcile import Request, Result
 
 __all__ = [
-    "ASSIGNED_NODE_INDEX",
-    "ASSIGNED_POD_INDEX",
-    "ASSIGNED_TARGET_INDEX",
-    "BINDING_LABEL_INDEX",
-    "NODE_NAME_INDEX",
     "NO_EVENTS",
-    "TARGET_INDEX",
     "UNRESOLVED",
-    "ChangeBatcher",
+    "CloudOutcome",
     "IdentityAssignmentReconciler",
     "IdentityCompute",
+    "TargetView",
     "node_relevant_change",
     "pod_relevant_change",
     "spec_or_deletion_change",
@@ -118,18 +116,14 @@ __all__ = [
 
 log = get_logger(__name__)
 
+MIN_REQUEUE = 0.05
+"""Seconds: the soonest a pass comes back for a retry that is already due."""
 UNRESOLVED = Request("", "unresolved")
 """Pods on nodes without an Azure target, and MIC's objects whose node is gone."""
 
-TARGET_INDEX = "identity.target"
-"""Nodes by the lowercased ARM ID of their target ("" when they have none)."""
-NODE_NAME_INDEX = "spec.nodeName"
-BINDING_LABEL_INDEX = "aadpodidbinding"
-ASSIGNED_TARGET_INDEX = "status.target"
-"""AzureAssignedIdentities by recorded target ("" when none is recorded, as MIC wrote them)."""
-ASSIGNED_NODE_INDEX = "spec.nodename"
-ASSIGNED_POD_INDEX = "spec.pod"
-"""AzureAssignedIdentities by ``<podNamespace>/<pod>``."""
+
+def _now() -> datetime:
+    return datetime.now(UTC)
 
 
 class IdentityCompute(Protocol):
@@ -138,126 +132,56 @@ class IdentityCompute(Protocol):
     def get_identities(self, target: IdentityTarget) -> ResourceIdentities: ...
 
     def update_identities(
-        self, target: IdentityTarget, add: Iterable[str] = (), remove: Iterable[str] = ()
+        self,
+        target: IdentityTarget,
+        add: Iterable[str] = (),
+        remove: Iterable[str] = (),
+        *,
+        current: ResourceIdentities | None = None,
     ) -> IdentityUpdateResult: ...
 
 
-# --- indexes, predicates, map functions ---------------------------------------------------------
+@dataclass(frozen=True)
+class TargetView:
+    """What one pass over a target read and decided (the read step's result)."""
+
+    key: str
+    target: IdentityTarget
+    has_nodes: bool
+    desired: list[DesiredAssignment]
+    changes: AssignmentChanges
+    records_here: list[AssignmentRecord]
+    released: dict[tuple[str, str], AssignmentRecord | None]
+
+    @property
+    def needs(self) -> list[IdentityNeed]:
+        return [
+            IdentityNeed(wanted.resource_key, wanted.client_id, wanted.key)
+            for wanted in self.desired
+            if wanted.identity_type is IdentityType.USER_ASSIGNED_MSI
+        ]
+
+    @property
+    def touches_cloud(self) -> bool:
+        return bool(self.needs) or any(
+            record is not None and record.identity_type is IdentityType.USER_ASSIGNED_MSI
+            for record in self.released.values()
+        )
 
 
-def _target_key_of_node(node: Mapping[str, Any]) -> str:
-    provider_id = str((node.get("spec") or {}).get("providerID") or "")
-    if not provider_id:
-        return ""
-    try:
-        return target_of_provider_id(provider_id).key
-    except InvalidResourceIdError:
-        return ""
+@dataclass(frozen=True)
+class CloudOutcome:
+    """What the cloud step did: identities on the target after it (None: unknown), what it tried
+    to add, what it held back, ARM's refusals on this target, released identities kept (and why),
+    whether the target is gone, and the failure to raise once statuses are written."""
 
-
-def node_target_index(node: dict[str, Any]) -> list[str]:
-    return [_target_key_of_node(node)]
-
-
-def pod_node_index(pod: dict[str, Any]) -> list[str]:
-    node_name = (pod.get("spec") or {}).get("nodeName")
-    return [str(node_name)] if node_name else []
-
-
-def pod_binding_label_index(pod: dict[str, Any]) -> list[str]:
-    value = ((pod.get("metadata") or {}).get("labels") or {}).get(POD_LABEL)
-    return [str(value)] if value else []
-
-
-def assigned_target_index(assigned: dict[str, Any]) -> list[str]:
-    return [str((assigned.get("status") or {}).get("target") or "").lower()]
-
-
-def assigned_node_index(assigned: dict[str, Any]) -> list[str]:
-    node_name = (assigned.get("spec") or {}).get("nodename")
-    return [str(node_name)] if node_name else []
-
-
-def assigned_pod_index(assigned: dict[str, Any]) -> list[str]:
-    spec = assigned.get("spec") or {}
-    return [f"{spec.get('podNamespace', '')}/{spec.get('pod', '')}"]
-
-
-def _pod_facts(pod: Mapping[str, Any]) -> tuple[Any, ...]:
-    info = PodInfo.from_object(pod)
-    return (info.node_name, info.is_active, info.binding_label)
-
-
-def pod_relevant_change(old: dict[str, Any], new: dict[str, Any]) -> bool:
-    """A pod update matters only when its node, its label or whether it runs changed."""
-    return _pod_facts(old) != _pod_facts(new)
-
-
-def node_relevant_change(old: dict[str, Any], new: dict[str, Any]) -> bool:
-    """A node update matters only when its providerID changed (not heartbeats or conditions)."""
-    return (old.get("spec") or {}).get("providerID") != (new.get("spec") or {}).get("providerID")
-
-
-def spec_or_deletion_change(old: dict[str, Any], new: dict[str, Any]) -> bool:
-    """Spec edits (generation) and deletion requests, not status writes (ours or anyone's)."""
-    old_metadata, new_metadata = old.get("metadata") or {}, new.get("metadata") or {}
-    return old_metadata.get("generation") != new_metadata.get("generation") or bool(
-        new_metadata.get("deletionTimestamp")
-    ) != bool(old_metadata.get("deletionTimestamp"))
-
-
-def _never(*_: dict[str, Any]) -> bool:
-    return False
-
-
-NO_EVENTS: Predicate = predicate(create=_never, update=_never, delete=_never, generic=_never)
-"""For the builder's ``for_``: this controller's requests are targets, all produced by maps."""
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
-def _with_kind(obj: Mapping[str, Any], api_version: str, kind: str) -> dict[str, Any]:
-    return {**obj, "apiVersion": obj.get("apiVersion") or api_version, "kind": obj.get("kind") or kind}
-
-
-class ChangeBatcher:
-    """Collects a burst of changes per request so that it lands in one pass (and one PATCH):
-    a pass waits until no event came for ``window`` seconds, but never longer than ``max_delay``
-    after the first event of the burst. A pass with no pending burst (a periodic one) goes at
-    once. Thread-safe: informer threads note, workers wait."""
-
-    def __init__(
-        self, window: float, max_delay: float, monotonic: Callable[[], float] = time.monotonic
-    ) -> None:
-        self.window = window
-        self.max_delay = max_delay
-        self.monotonic = monotonic
-        self._lock = threading.Lock()
-        self._first: dict[Request, float] = {}
-        self._last: dict[Request, float] = {}
-
-    def note(self, requests: Iterable[Request]) -> None:
-        now = self.monotonic()
-        with self._lock:
-            for request in requests:
-                self._first.setdefault(request, now)
-                self._last[request] = now
-
-    def wait(self, request: Request) -> float:
-        """Seconds to wait before this pass; 0 means go now (and the burst is consumed)."""
-        now = self.monotonic()
-        with self._lock:
-            first = self._first.get(request)
-            if first is None:
-                return 0.0
-            wait = min(self._last[request] + self.window, first + self.max_delay) - now
-            if wait > 0:
-                return wait
-            del self._first[request]
-            del self._last[request]
-            return 0.0
+    landed: frozenset[str] | None = frozenset()
+    attempt: frozenset[str] = frozenset()
+    held: frozenset[str] = frozenset()
+    rejections: Mapping[str, Rejection] = field(default_factory=dict)
+    retained: Mapping[str, str] = field(default_factory=dict)
+    target_gone: bool = False
+    failure: Exception | None = None
 
 
 class IdentityAssignmentReconciler:
@@ -289,7 +213,16 @@ class IdentityAssignmentReconciler:
         self.bindings = cache.informer(AZURE_IDENTITY_BINDING)
         self.assigned = cache.informer(AZURE_ASSIGNED_IDENTITY)
         self._rejected_lock = threading.Lock()
-        self._rejected_at: dict[str, dict[str, datetime]] = {}
+        self._rejected: dict[str, dict[str, Rejection]] = {}
+        self._node_waits: dict[tuple[str, str, str], NodeWait] = {}
+        self.writer = AssignedIdentityWriter(
+            client,
+            self.bindings,
+            recorder,
+            self.policy,
+            write_concurrency=options.write_concurrency,
+            clock=clock,
+        )
         self.batcher = ChangeBatcher(options.batch_window, options.batch_max_delay, monotonic)
 
     def add_indexers(self) -> None:
@@ -305,7 +238,7 @@ class IdentityAssignmentReconciler:
 
     def _target_request_of_node(self, node_name: str) -> Request:
         node = self.nodes.store.get(node_name)
-        key = _target_key_of_node(node) if node is not None else ""
+        key = target_key_of_node(node) if node is not None else ""
         return Request("", key) if key else UNRESOLVED
 
     def requests_for_pod(self, pod: dict[str, Any]) -> list[Request]:
@@ -313,7 +246,7 @@ class IdentityAssignmentReconciler:
         return [self._target_request_of_node(str(node_name))] if node_name else []
 
     def requests_for_node(self, node: dict[str, Any]) -> list[Request]:
-        key = _target_key_of_node(node)
+        key = target_key_of_node(node)
         return [Request("", key) if key else UNRESOLVED]
 
     def _requests_for_selectors(self, selectors: Iterable[str]) -> list[Request]:
@@ -376,96 +309,26 @@ class IdentityAssignmentReconciler:
         return self._reconcile_target(request.name)
 
     def _read_identities_and_bindings(self) -> tuple[list[AzureIdentity], list[AzureIdentityBinding]]:
-        identities: list[AzureIdentity] = []
-        for obj in self.identities.store.list():
-            try:
-                identities.append(
-                    AzureIdentity.from_object(_with_kind(obj, AZURE_IDENTITY.api_version, "AzureIdentity"))
-                )
-            except ValidationError as error:
-                log.warning(
-                    "Skipped invalid AzureIdentity",
-                    name=(obj.get("metadata") or {}).get("name"),
-                    error=str(error),
-                )
-        bindings: list[AzureIdentityBinding] = []
-        for obj in self.bindings.store.list():
-            try:
-                bindings.append(
-                    AzureIdentityBinding.from_object(
-                        _with_kind(obj, AZURE_IDENTITY_BINDING.api_version, "AzureIdentityBinding")
-                    )
-                )
-            except ValidationError as error:
-                log.warning(
-                    "Skipped invalid AzureIdentityBinding",
-                    name=(obj.get("metadata") or {}).get("name"),
-                    error=str(error),
-                )
-        return identities, bindings
-
-    @staticmethod
-    def _assigned_of(objects: Iterable[dict[str, Any]]) -> list[AzureAssignedIdentity]:
-        result: list[AzureAssignedIdentity] = []
-        for obj in objects:
-            try:
-                result.append(
-                    AzureAssignedIdentity.from_object(
-                        _with_kind(obj, AZURE_ASSIGNED_IDENTITY.api_version, "AzureAssignedIdentity")
-                    )
-                )
-            except ValidationError as error:
-                log.warning(
-                    "Skipped invalid AzureAssignedIdentity",
-                    name=(obj.get("metadata") or {}).get("name"),
-                    error=str(error),
-                )
-        return result
+        return parse_identities(self.identities.store.list()), parse_bindings(self.bindings.store.list())
 
     def _plan_desired(
         self, pods: list[PodInfo], existing_here: list[AzureAssignedIdentity]
     ) -> tuple[list[DesiredAssignment], set[tuple[str, str]]]:
-        """Desired assignments of ``pods``, named around objects other passes own, and the names
-        those objects hold."""
         identities, bindings = self._read_identities_and_bindings()
-        matches = match_pods(pods, bindings, identities, force_namespaced=self.policy.force_namespaced)
-        here = {(a.namespace, a.name) for a in existing_here}
-        taken: dict[tuple[str, str], AssignmentKey] = {}
-        for match in matches:
-            namespace = assigned_identity_namespace(match.identity, self.policy.force_namespaced)
-            name = assigned_identity_name(match.pod.name, match.pod.namespace, match.identity.name)
-            if (namespace, name) in here:
-                continue
-            holder = self.assigned.store.get(f"{namespace}/{name}")
-            if holder is not None:
-                parsed = self._assigned_of([holder])
-                key = assignment_key_of(parsed[0]) if parsed else None
-                if key is not None:
-                    taken[(namespace, name)] = key
-        desired = desired_assignments(matches, force_namespaced=self.policy.force_namespaced, taken=taken)
-        in_use = {
-            (wanted.namespace, wanted.name)
-            for wanted in desired
-            if (wanted.namespace, wanted.name) not in here
-            and self.assigned.store.get(f"{wanted.namespace}/{wanted.name}") is not None
-        }
-        return desired, in_use
+        return plan_desired(
+            pods,
+            existing_here,
+            identities,
+            bindings,
+            self.assigned.store.get,
+            force_namespaced=self.policy.force_namespaced,
+        )
 
-    def _typed_target(self, key: str, nodes: list[dict[str, Any]]) -> IdentityTarget:
-        for node in nodes:
-            try:
-                return target_of_provider_id(str(node["spec"]["providerID"]))
-            except (KeyError, InvalidResourceIdError):
-                continue
-        if "/virtualmachinescalesets/" in key:
-            return parse_scale_set_id(key)
-        machine = parse_machine_id(key)
-        return machine.scale_set if isinstance(machine, ScaleSetInstanceId) else machine
-
-    def _reconcile_target(self, key: str) -> Result:
+    def _read_target(self, key: str) -> TargetView | None:
+        """Read step: the target's nodes, their pods and the objects recorded there, and what
+        should exist (None when the target has neither nodes nor objects)."""
         nodes = self.nodes.store.by_index(TARGET_INDEX, key)
         node_names = {str(node["metadata"]["name"]) for node in nodes}
-        target = self._typed_target(key, nodes)
         pods = [
             PodInfo.from_object(pod)
             for name in sorted(node_names)
@@ -478,71 +341,108 @@ class IdentityAssignmentReconciler:
             for obj in self.assigned.store.by_index(ASSIGNED_NODE_INDEX, name)
             if not (obj.get("status") or {}).get("target")
         ]
-        existing_here = self._assigned_of([*recorded, *unrecorded])
+        existing_here = parse_assigned([*recorded, *unrecorded])
         if not nodes and not existing_here:
-            return Result()
+            return None
         desired, names_in_use = self._plan_desired(pods, existing_here)
         changes = assignment_changes(desired, existing_here, names_in_use=names_in_use)
-        records_here = [r for r in (AssignmentRecord.of(a, node_target=key) for a in existing_here) if r]
-        released = {(a.namespace, a.name): AssignmentRecord.of(a, node_target=key) for a in changes.release}
-        needs = [
-            IdentityNeed(wanted.resource_key, wanted.client_id, wanted.key)
-            for wanted in desired
-            if wanted.identity_type is IdentityType.USER_ASSIGNED_MSI
-        ]
-        touches_cloud = bool(needs) or any(
-            record is not None and record.identity_type is IdentityType.USER_ASSIGNED_MSI
-            for record in released.values()
+        return TargetView(
+            key=key,
+            target=typed_target(key, nodes),
+            has_nodes=bool(nodes),
+            desired=desired,
+            changes=changes,
+            records_here=[r for r in (AssignmentRecord.of(a, node_target=key) for a in existing_here) if r],
+            released={
+                (a.namespace, a.name): AssignmentRecord.of(a, node_target=key) for a in changes.release
+            },
         )
-        now = self.clock()
-        failure: Exception | None = None
-        landed: frozenset[str] | None = frozenset()
-        attempt: frozenset[str] = frozenset()
-        held: frozenset[str] = frozenset()
-        rejections: dict[str, str] = {}
-        retained: Mapping[str, str] = {}
-        target_gone = False
-        current: frozenset[str] = frozenset()
-        if touches_cloud:
-            try:
-                current = self.compute.get_identities(target).user_assigned
-            except NotFoundError:
-                target_gone = True
-                log.info("Found target gone from Azure", target=key)
-            diff = identity_diff(current, needs, [r for r in released.values() if r is not None], self.policy)
-            retained = diff.retained
-            attempt, held = identities_to_attempt(
-                diff.to_add, self._rejections_of(key), now, self.policy.rejected_identity_retry
-            )
-            if target_gone:
-                attempt = frozenset()
-            repairs = drift_repairs(current, records_here, key) & attempt
-            if repairs:
-                log.info("Re-added identities removed out of band", target=key, identities=sorted(repairs))
-            self._write_intents(changes, key, attempt, records_here)
-            landed = current
-            if (attempt or diff.to_remove) and not target_gone:
-                try:
-                    result = self.compute.update_identities(target, add=attempt, remove=diff.to_remove)
-                    landed = result.identities.user_assigned
-                    rejections = self._note_rejections(key, result.rejected, now)
-                    log.info(
-                        "Updated identities",
-                        target=key,
-                        added=sorted(attempt & landed),
-                        removed=sorted(diff.to_remove - landed),
-                        rejected=sorted(rejections),
-                        requests=result.requests,
-                    )
-                except IdentityUpdateIncompleteError as error:
-                    landed = error.identities.user_assigned if error.identities is not None else None
-                    rejections = self._note_rejections(key, error.rejected, now)
-                    failure = error
-                except CloudError as error:
-                    landed = None
-                    failure = error
+
+    def _reconcile_target(self, key: str) -> Result:
+        view = self._read_target(key)
+        if view is None:
+            return Result()
+        if view.touches_cloud:
+            cloud = self._update_cloud(view)
         else:
-            self._write_intents(changes, key, attempt, records_here)
+            self.writer.write_intents(view.changes, key, frozenset(), view.records_here)
+            cloud = CloudOutcome()
+        self._record(view, cloud)
+        if cloud.failure is not None:
+            raise cloud.failure
+        if not view.has_nodes:
+            return Result()
+        waiting = (cloud.attempt | cloud.held) - (cloud.landed or frozenset())
+        retry = next_attempt_in(waiting, cloud.rejections, self.clock())
+        interval = self.options.repair_interval
+        # requeue_after 0 would mean "no requeue": a due retry comes back after a moment instead
+        return Result(requeue_after=max(MIN_REQUEUE, min(interval, retry)) if retry is not None else interval)
+
+    def _update_cloud(self, view: TargetView) -> CloudOutcome:
+        """Apply step: GET the target's identities, decide the delta, record intents, then one
+        delta PATCH (fewer only when ARM refuses an identity by name)."""
+        key, now = view.key, self.clock()
+        target_gone = False
+        try:
+            current = self.compute.get_identities(view.target)
+        except NotFoundError:
+            target_gone = True
+            current = ResourceIdentities(type="None", system_assigned=False, user_assigned=frozenset())
+            log.info("Found target gone from Azure", target=key)
+        released = [r for r in view.released.values() if r is not None]
+        diff = identity_diff(current.user_assigned, view.needs, released, self.policy)
+        table = self._rejections_of(key)
+        attempt, held = identities_to_attempt(diff.to_add, table, now)
+        if target_gone:
+            attempt = frozenset()
+        repairs = drift_repairs(current.user_assigned, view.records_here, key) & attempt
+        if repairs:
+            log.info("Re-added identities removed out of band", target=key, identities=sorted(repairs))
+        self.writer.write_intents(view.changes, key, attempt, view.records_here)
+        outcome = CloudOutcome(
+            landed=current.user_assigned,
+            attempt=attempt,
+            held=held,
+            rejections=table,
+            retained=diff.retained,
+            target_gone=target_gone,
+        )
+        if (attempt or diff.to_remove) and not target_gone:
+            return self._send(view, current, outcome, diff.to_remove)
+        return outcome
+
+    def _send(
+        self,
+        view: TargetView,
+        current: ResourceIdentities,
+        outcome: CloudOutcome,
+        remove: frozenset[str],
+    ) -> CloudOutcome:
+        """The PATCH, and what landed (re-read after a failure by ``ComputeService``)."""
+        key, attempt = view.key, outcome.attempt
+        try:
+            result = self.compute.update_identities(view.target, add=attempt, remove=remove, current=current)
+        except IdentityUpdateIncompleteError as error:
+            landed = error.identities.user_assigned if error.identities is not None else None
+            table = self._note_rejections(key, error.rejected, landed, self.clock())
+            return dataclasses.replace(outcome, landed=landed, rejections=table, failure=error)
+        except CloudError as error:
+            return dataclasses.replace(outcome, landed=None, failure=error)
+        landed = result.identities.user_assigned
+        table = self._note_rejections(key, result.rejected, landed, self.clock())
+        log.info(
+            "Updated identities",
+            target=key,
+            added=sorted(attempt & landed),
+            removed=sorted(remove - landed),
+            rejected=sorted(r.identity_id.lower() for r in result.rejected),
+            requests=result.requests,
+        )
+        return dataclasses.replace(outcome, landed=landed, rejections=table)
+
+    def _record(self, view: TargetView, cloud: CloudOutcome) -> None:
+        """Status step: each kept or new object's outcome, then the released objects."""
+        key = view.key
 
         def decide(pair: tuple[AzureAssignedIdentity | None, DesiredAssignment]) -> None:
             assigned_object, wanted = pair
@@ -551,360 +451,53 @@ class IdentityAssignmentReconciler:
             )
             outcome = assignment_outcome(
                 wanted,
-                target,
-                None if target_gone else landed,
-                attempted=attempt,
-                owned=owned_by_nodewright(records_here, key, wanted.resource_key)
+                view.target,
+                None if cloud.target_gone else cloud.landed,
+                attempted=cloud.attempt,
+                owned=owned_by_nodewright(view.records_here, key, wanted.resource_key)
                 or (own is not None and own.target == key and own.added_by_nodewright),
-                rejections=rejections,
-                held=held,
+                rejections=cloud.rejections,
+                held=cloud.held,
             )
-            self._record_outcome(wanted, assigned_object, outcome)
+            self.writer.record_outcome(wanted, assigned_object, outcome)
 
-        self._each(self._kept_and_new(changes), decide)
-        self._each(
-            changes.release,
-            lambda assigned_object: self._finish_release(
+        self.writer.each(kept_and_new(view.changes), decide)
+        self.writer.each(
+            view.changes.release,
+            lambda assigned_object: self.writer.finish_release(
                 assigned_object,
-                released[(assigned_object.namespace, assigned_object.name)],
-                landed,
-                retained,
-                target_gone,
+                view.released[(assigned_object.namespace, assigned_object.name)],
+                cloud.landed,
+                cloud.retained,
+                cloud.target_gone,
             ),
         )
-        if failure is not None:
-            raise failure
-        if not nodes:
-            return Result()
-        return Result(requeue_after=self.options.repair_interval)
 
-    def _rejections_of(self, key: str) -> dict[str, datetime]:
+    def _rejections_of(self, key: str) -> dict[str, Rejection]:
         with self._rejected_lock:
-            return dict(self._rejected_at.get(key, {}))
+            return dict(self._rejected.get(key, {}))
 
     def _note_rejections(
-        self, key: str, rejected: Iterable[IdentityRejection], now: datetime
-    ) -> dict[str, str]:
-        messages = {r.identity_id.lower(): f"{r.code}: {r.message}" for r in rejected}
+        self, key: str, rejected: Iterable[IdentityRejection], landed: frozenset[str] | None, now: datetime
+    ) -> dict[str, Rejection]:
+        """Count this pass's refusals (backoff grows) and forget identities that landed."""
+        first, cap = self.policy.rejected_identity_first_retry, self.policy.rejected_identity_retry
         with self._rejected_lock:
-            table = self._rejected_at.setdefault(key, {})
-            for identity_id in messages:
-                table[identity_id] = now
-        return messages
-
-    @staticmethod
-    def _kept_and_new(changes: Any) -> list[tuple[AzureAssignedIdentity | None, DesiredAssignment]]:
-        pairs: list[tuple[AzureAssignedIdentity | None, DesiredAssignment]] = [
-            (None, d) for d in changes.create
-        ]
-        pairs.extend((obj, d) for obj, d in changes.update)
-        pairs.extend((obj, d) for obj, d in changes.keep)
-        return pairs
-
-    # --- writes -----------------------------------------------------------------------------------
-
-    def _write_intents(
-        self, changes: Any, key: str, attempt: frozenset[str], records_here: list[AssignmentRecord]
-    ) -> None:
-        """Create new objects and rewrite changed ones before the PATCH, recording the target and
-        whether nodewright is the one adding the identity (so a crash after the PATCH cannot
-        leave an identity nodewright added without a record that lets it remove it later)."""
-        self._each(changes.create, lambda wanted: self._create(wanted, key, attempt, records_here))
-        self._each(changes.update, lambda pair: self._rewrite(pair[0], pair[1], key, attempt, records_here))
-        self._each(changes.keep, lambda pair: self._note_target(pair[0], pair[1], key, attempt, records_here))
-
-    def _each(self, items: Iterable[Any], function: Callable[[Any], None]) -> None:
-        """Run ``function`` on every item, ``writeConcurrency`` at a time (MIC's createDeleteBatch);
-        raises the first failure once all are done."""
-        work = list(items)
-        if len(work) <= 1 or self.options.write_concurrency <= 1:
-            for item in work:
-                function(item)
-            return
-        with ThreadPoolExecutor(max_workers=min(len(work), self.options.write_concurrency)) as pool:
-            futures = [pool.submit(contextvars.copy_context().run, function, item) for item in work]
-        failures = [future.exception() for future in futures if future.exception() is not None]
-        if failures:
-            raise failures[0]  # type: ignore[misc]
-
-    def _create(
-        self,
-        wanted: DesiredAssignment,
-        key: str,
-        attempt: frozenset[str],
-        records_here: list[AssignmentRecord],
-    ) -> None:
-        body = wanted.to_resource().to_object()
-        try:
-            created = self.client.create(AZURE_ASSIGNED_IDENTITY, body)
-        except errors.AlreadyExists:
-            log.info(
-                "Found AzureAssignedIdentity already created", name=wanted.name, namespace=wanted.namespace
-            )
-            return
-        self._patch_status(created, self._intent_status(wanted, key, attempt, records_here))
-        log.info(
-            "Created AzureAssignedIdentity",
-            name=wanted.name,
-            namespace=wanted.namespace,
-            pod=f"{wanted.key.pod_namespace}/{wanted.key.pod_name}",
-            node=wanted.node_name,
-        )
-
-    def _rewrite(
-        self,
-        assigned_object: AzureAssignedIdentity,
-        wanted: DesiredAssignment,
-        key: str,
-        attempt: frozenset[str],
-        records_here: list[AssignmentRecord],
-    ) -> None:
-        body = assigned_object.to_object()
-        body["metadata"]["labels"] = {
-            **(body["metadata"].get("labels") or {}),
-            NODE_NAME_LABEL: wanted.node_name,
-        }
-        body["spec"] = wanted.to_resource().to_object()["spec"]
-        body.pop("status", None)
-        updated = self.client.update(AZURE_ASSIGNED_IDENTITY, body)  # Conflict: stale cache, retried
-        self._patch_status(updated, self._intent_status(wanted, key, attempt, records_here))
-        log.info(
-            "Updated AzureAssignedIdentity",
-            name=wanted.name,
-            namespace=wanted.namespace,
-            node=wanted.node_name,
-        )
-
-    def _note_target(
-        self,
-        assigned_object: AzureAssignedIdentity,
-        wanted: DesiredAssignment,
-        key: str,
-        attempt: frozenset[str],
-        records_here: list[AssignmentRecord],
-    ) -> None:
-        status = assigned_object.status
-        intended = self._intent_status(wanted, key, attempt, records_here, previous=assigned_object)
-        if status.target != intended["target"] or status.added_by_nodewright != intended["addedByNodewright"]:
-            self._patch_status(
-                assigned_object.to_object(),
-                {"target": intended["target"], "addedByNodewright": intended["addedByNodewright"]},
-            )
-
-    def _intent_status(
-        self,
-        wanted: DesiredAssignment,
-        key: str,
-        attempt: frozenset[str],
-        records_here: list[AssignmentRecord],
-        previous: AzureAssignedIdentity | None = None,
-    ) -> dict[str, Any]:
-        if wanted.identity_type is not IdentityType.USER_ASSIGNED_MSI:
-            return {
-                "status": ASSIGNED_STATUS_CREATED,
-                "availableReplicas": 1,
-                "target": "",
-                "addedByNodewright": False,
-            }
-        resource = wanted.resource_key
-        added = resource in attempt or owned_by_nodewright(records_here, key, resource)
-        if previous is not None and previous.status.target == key and previous.status.added_by_nodewright:
-            added = True
-        if (
-            previous is not None
-            and not previous.status.target
-            and previous.status.status == ASSIGNED_STATUS_ASSIGNED
-            and self.policy.remove_unmarked_assignments
-        ):
-            added = True  # adopting MIC's object: MIC would have removed it, as configured
-        status = {"target": key, "addedByNodewright": added}
-        if previous is None:
-            status.update(status=ASSIGNED_STATUS_CREATED, availableReplicas=1)
-        return status
-
-    def _patch_status(self, obj: Mapping[str, Any], status: Mapping[str, Any]) -> None:
-        metadata = obj.get("metadata") or {}
-        try:
-            self.client.patch(
-                AZURE_ASSIGNED_IDENTITY,
-                str(metadata["name"]),
-                {"status": dict(status)},
-                str(metadata.get("namespace") or ""),
-                subresource="status",
-            )
-        except errors.NotFound:
-            log.info(
-                "Found AzureAssignedIdentity gone before its status was written", name=metadata.get("name")
-            )
-
-    def _binding_object(
-        self, wanted_or_assigned: DesiredAssignment | AzureAssignedIdentity
-    ) -> dict[str, Any] | None:
-        if isinstance(wanted_or_assigned, DesiredAssignment):
-            namespace, name = wanted_or_assigned.binding.namespace, wanted_or_assigned.binding.name
-        else:
-            reference = wanted_or_assigned.spec.azure_binding_ref
-            if reference is None:
-                return None
-            namespace, name = reference.namespace, reference.name
-        obj = self.bindings.store.get(f"{namespace}/{name}")
-        return _with_kind(obj, AZURE_IDENTITY_BINDING.api_version, "AzureIdentityBinding") if obj else None
-
-    def _record_outcome(
-        self,
-        wanted: DesiredAssignment,
-        assigned_object: AzureAssignedIdentity | None,
-        outcome: AssignmentOutcome,
-    ) -> None:
-        previous = assigned_object.status if assigned_object is not None else None
-        previous_condition = next(
-            (c for c in (previous.conditions if previous else []) if c.type == CONDITION_ASSIGNED), None
-        )
-        unchanged = (
-            previous is not None
-            and previous.status == outcome.status
-            and previous.target == outcome.target
-            and previous.added_by_nodewright == outcome.added_by_nodewright
-            and previous_condition is not None
-            and previous_condition.reason == outcome.reason
-            and previous_condition.message == outcome.message
-        )
-        if unchanged:
-            return
-        conditions = with_condition(
-            previous.conditions if previous else [],
-            CONDITION_ASSIGNED,
-            status="True" if outcome.assigned else "False",
-            reason=outcome.reason,
-            message=outcome.message,
-            now=self.clock(),
-        )
-        status = {
-            "status": outcome.status,
-            "availableReplicas": 1,
-            "target": outcome.target,
-            "addedByNodewright": outcome.added_by_nodewright,
-            "conditions": [c.to_dict() for c in conditions],
-        }
-        self._patch_status({"metadata": {"name": wanted.name, "namespace": wanted.namespace}}, status)
-        binding = self._binding_object(wanted)
-        pod = f"{wanted.key.pod_namespace}/{wanted.key.pod_name}"
-        was_assigned = previous is not None and previous.status == ASSIGNED_STATUS_ASSIGNED
-        if outcome.assigned and not was_assigned:
-            log.info(
-                "Assigned identity",
-                identity=wanted.resource_key or wanted.key.identity_name,
-                pod=pod,
-                node=wanted.node_name,
-            )
-            if binding is not None:
-                self.recorder.event(
-                    binding,
-                    "Normal",
-                    EVENT_BINDING_APPLIED,
-                    f"Binding {wanted.binding.name} applied on node {wanted.node_name} for pod {pod}",
+            table = self._rejected.setdefault(key, {})
+            for identity_id in landed or ():
+                table.pop(identity_id.lower(), None)
+            for rejection in rejected:
+                identity_id = rejection.identity_id.lower()
+                table[identity_id] = note_rejection(
+                    table.get(identity_id), rejection.code, rejection.message, now, first=first, cap=cap
                 )
-        elif not outcome.assigned and (
-            previous_condition is None
-            or previous_condition.reason != outcome.reason
-            or previous_condition.message != outcome.message
-        ):
-            log.warning(
-                "Failed to assign identity",
-                identity=wanted.resource_key,
-                pod=pod,
-                reason=outcome.reason,
-                detail=outcome.message,
-            )
-            if binding is not None:
-                self.recorder.event(
-                    binding,
-                    "Warning",
-                    EVENT_BINDING_APPLY_ERROR,
-                    f"Applying binding {wanted.binding.name} on node {wanted.node_name} for pod {pod} "
-                    f"failed: {outcome.reason}: {outcome.message}",
-                )
-
-    def _finish_release(
-        self,
-        assigned_object: AzureAssignedIdentity,
-        record: AssignmentRecord | None,
-        landed: frozenset[str] | None,
-        retained: Mapping[str, str],
-        target_gone: bool,
-    ) -> None:
-        """Delete a released object once its identity is off the target, or is not nodewright's
-        to remove; otherwise keep it (and its record) for the next pass."""
-        binding = self._binding_object(assigned_object)
-        pod = f"{assigned_object.spec.pod_namespace}/{assigned_object.spec.pod}"
-        done = (
-            target_gone
-            or record is None
-            or record.identity_type is not IdentityType.USER_ASSIGNED_MSI
-            or record.resource_key in retained
-            or (landed is not None and record.resource_key not in landed)
-        )
-        if not done:
-            log.warning("Failed to remove identity", identity=record.resource_key if record else "", pod=pod)
-            if binding is not None:
-                self.recorder.event(
-                    binding,
-                    "Warning",
-                    EVENT_BINDING_REMOVE_ERROR,
-                    f"Removing binding from node {assigned_object.spec.node_name} for pod {pod} "
-                    "did not complete; retrying",
-                )
-            return
-        self._delete(assigned_object)
-        reason = retained.get(record.resource_key, "") if record is not None else ""
-        log.info(
-            "Released AzureAssignedIdentity",
-            name=assigned_object.name,
-            namespace=assigned_object.namespace,
-            identity_kept=reason or None,
-        )
-        if binding is not None:
-            kept = f" (identity kept on the node: {reason})" if reason else ""
-            self.recorder.event(
-                binding,
-                "Normal",
-                EVENT_BINDING_REMOVED,
-                f"Binding {binding['metadata'].get('name')} removed from node "
-                f"{assigned_object.spec.node_name} for pod {pod}{kept}",
-            )
-
-    def _delete(self, assigned_object: AzureAssignedIdentity) -> None:
-        finalizers = list(assigned_object.metadata.get("finalizers") or [])
-        if ASSIGNED_IDENTITY_FINALIZER in finalizers:
-            index = finalizers.index(ASSIGNED_IDENTITY_FINALIZER)
-            operations = [
-                {"op": "test", "path": f"/metadata/finalizers/{index}", "value": ASSIGNED_IDENTITY_FINALIZER},
-                {"op": "remove", "path": f"/metadata/finalizers/{index}"},
-            ]
-            try:
-                self.client.patch(
-                    AZURE_ASSIGNED_IDENTITY,
-                    assigned_object.name,
-                    operations,
-                    assigned_object.namespace,
-                    patch_type="json",
-                )
-            except errors.NotFound:
-                return
-        if not assigned_object.metadata.get("deletionTimestamp"):
-            self.client.delete(
-                AZURE_ASSIGNED_IDENTITY,
-                assigned_object.name,
-                assigned_object.namespace,
-                ignore_not_found=True,
-            )
+            return dict(table)
 
     # --- pods on nodes with no Azure target ---------------------------------------------------
 
-    def _reconcile_unresolved(self) -> Result:
-        """Pods on nodes that are missing or name no Azure VM or scale set get their objects (so
-        NMI and users see them) with a condition saying why nothing can be assigned, and a
-        Warning Event; MIC's objects whose node is gone are deleted, as MIC did."""
+    def _unresolved_pods(self) -> tuple[list[PodInfo], dict[str, NodeInfo]]:
+        """Active labelled pods on nodes that are missing or name no Azure target, and the nodes
+        that exist among theirs."""
         unresolved_pods: list[PodInfo] = []
         node_infos: dict[str, NodeInfo] = {}
         for pod in self.pods.store.list():
@@ -914,30 +507,86 @@ class IdentityAssignmentReconciler:
             node = self.nodes.store.get(info.node_name)
             if node is not None:
                 node_infos[info.node_name] = NodeInfo.from_object(node)
-                if _target_key_of_node(node):
+                if target_key_of_node(node):
                     continue
             unresolved_pods.append(info)
-        candidates = self._assigned_of(self.assigned.store.by_index(ASSIGNED_TARGET_INDEX, ""))
+        return unresolved_pods, node_infos
+
+    def _step_node_waits(self, pods: list[PodInfo], node_infos: Mapping[str, NodeInfo]) -> list[PodInfo]:
+        """Advance each waiting pod's backoff; the pods whose node is missing and that waited
+        through all their attempts (their objects are collected, with a Warning Event once)."""
+        now, policy = self.clock(), self.policy
+        first, cap = policy.rejected_identity_first_retry, policy.rejected_identity_retry
+        waiting = {(p.namespace, p.name, p.node_name): p for p in pods if p.node_name not in node_infos}
+        exhausted: list[PodInfo] = []
+        with self._rejected_lock:
+            for stale in set(self._node_waits) - set(waiting):
+                del self._node_waits[stale]
+            for wait_key, pod in waiting.items():
+                previous = self._node_waits.get(wait_key)
+                wait = node_wait_step(previous, now, first, cap)
+                self._node_waits[wait_key] = wait
+                if wait.exhausted(policy.missing_node_attempts):
+                    exhausted.append(pod)
+                    if previous is None or not previous.exhausted(policy.missing_node_attempts):
+                        self._report_collected(pod, wait.attempts - 1)
+        return exhausted
+
+    def _report_collected(self, pod: PodInfo, attempts: int) -> None:
+        message = (
+            f"Node {pod.node_name} does not exist after {attempts} attempts; "
+            "the pod's AzureAssignedIdentity is collected until the node appears"
+        )
+        log.warning(
+            "Collected AzureAssignedIdentity of pod on missing node", pod=f"{pod.namespace}/{pod.name}"
+        )
+        pod_object = self.pods.store.get(f"{pod.namespace}/{pod.name}")
+        if pod_object is not None:
+            self.recorder.event(with_kind(pod_object, "v1", "Pod"), "Warning", "NodeNotFound", message)
+
+    def _reconcile_unresolved(self) -> Result:
+        """Pods on nodes that are missing or name no Azure VM or scale set get their objects (so
+        NMI and users see them) with a condition saying why nothing can be assigned, and a
+        Warning Event; retried on a backoff, and for a missing node collected after
+        ``missingNodeAttempts``. MIC's objects whose node is gone are deleted, as MIC did."""
+        unresolved_pods, node_infos = self._unresolved_pods()
+        exhausted = {(p.namespace, p.name) for p in self._step_node_waits(unresolved_pods, node_infos)}
+        kept = [p for p in unresolved_pods if (p.namespace, p.name) not in exhausted]
+        candidates = parse_assigned(self.assigned.store.by_index(ASSIGNED_TARGET_INDEX, ""))
         existing_here = [
             a
             for a in candidates
             if self.nodes.store.get(a.spec.node_name) is None
-            or not _target_key_of_node(self.nodes.store.get(a.spec.node_name) or {})
+            or not target_key_of_node(self.nodes.store.get(a.spec.node_name) or {})
         ]
-        desired, names_in_use = self._plan_desired(unresolved_pods, existing_here)
+        desired, names_in_use = self._plan_desired(kept, existing_here)
         changes = assignment_changes(desired, existing_here, names_in_use=names_in_use)
-        self._write_intents(changes, "", frozenset(), [])
-        self._each(
-            self._kept_and_new(changes),
-            lambda pair: self._record_outcome(pair[1], pair[0], assignment_outcome(pair[1], None, None)),
+        self.writer.write_intents(changes, "", frozenset(), [])
+        self.writer.each(
+            kept_and_new(changes),
+            lambda pair: self.writer.record_outcome(
+                pair[1],
+                pair[0],
+                assignment_outcome(pair[1], None, None, node_exists=pair[1].node_name in node_infos),
+            ),
         )
+        self._report_unresolved(desired, kept, node_infos)
+        self.writer.each(
+            changes.release,
+            lambda assigned_object: self.writer.finish_release(assigned_object, None, None, {}, False),
+        )
+        with self._rejected_lock:
+            retry = next_wait_in(self._node_waits.values(), self.clock(), self.policy.missing_node_attempts)
+        return Result(requeue_after=max(MIN_REQUEUE, retry)) if retry is not None else Result()
+
+    def _report_unresolved(
+        self, desired: list[DesiredAssignment], pods: list[PodInfo], node_infos: Mapping[str, NodeInfo]
+    ) -> None:
+        """A Warning Event on each matched pod that cannot get its identity, saying why."""
         matched = {(d.key.pod_namespace, d.key.pod_name) for d in desired}
         identities, bindings = self._read_identities_and_bindings()
         problems = validate(
-            identities,
-            bindings,
-            [p for p in unresolved_pods if (p.namespace, p.name) in matched],
-            node_infos,
+            identities, bindings, [p for p in pods if (p.namespace, p.name) in matched], node_infos
         )
         for problem in problems:
             if problem.kind != "Pod":
@@ -945,10 +594,5 @@ class IdentityAssignmentReconciler:
             pod_object = self.pods.store.get(f"{problem.namespace}/{problem.name}")
             if pod_object is not None:
                 self.recorder.event(
-                    _with_kind(pod_object, "v1", "Pod"), "Warning", EVENT_BINDING_APPLY_ERROR, problem.message
+                    with_kind(pod_object, "v1", "Pod"), "Warning", EVENT_BINDING_APPLY_ERROR, problem.message
                 )
-        self._each(
-            changes.release,
-            lambda assigned_object: self._finish_release(assigned_object, None, None, {}, False),
-        )
-        return Result()

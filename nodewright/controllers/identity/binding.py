@@ -15,8 +15,13 @@ from typing import Any
 
 from nodewright.api.aadpodidentity.v1 import CONDITION_IDENTITY_FOUND, AzureIdentity, AzureIdentityBinding
 from nodewright.api.base import ValidationError
-from nodewright.controllers.identity.decisions import validate, with_condition
+from nodewright.controllers.identity.conditions import (
+    with_condition,
+)
 from nodewright.controllers.identity.options import AZURE_IDENTITY, AZURE_IDENTITY_BINDING
+from nodewright.controllers.identity.validation import (
+    validate,
+)
 from nodewright.runtime import errors
 from nodewright.runtime.cache import Cache
 from nodewright.runtime.client import Client

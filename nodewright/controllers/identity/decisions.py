@@ -2,9 +2,11 @@
 AzureAssignedIdentity objects should exist, which user-assigned identities to add to and remove
 from each VM or scale set, what to say about bad input, and when to look identities up again.
 
-No I/O: plain data in, plain data out, so every rule is table-tested. The reconcilers in this
-package read the cluster (pods, nodes, the aadpodidentity.k8s.io objects) and the cloud
-(``nodewright.cloud.compute`` / ``msi``), call these functions and write what they return.
+No I/O: plain data in, plain data out, so every rule is table-tested. This module holds the
+inputs, matching, naming and the AzureAssignedIdentity changes; its neighbours hold the rest:
+``targets`` (targets, the delta, ownership, retries, outcomes), ``validation`` (bad input),
+``identity_info_rules`` (clientId lookups) and ``conditions``. The reconcilers in this package
+read the cluster and the cloud, call these functions and write what they return.
 
 The rules follow aad-pod-identity v1.8's MIC, with these deliberate differences (each fixes a
 complaint its users filed, numbers are aad-pod-identity issues):
@@ -39,20 +41,15 @@ complaint its users filed, numbers are aad-pod-identity issues):
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from datetime import timedelta
+from typing import Any
 
 from nodewright.api.aadpodidentity.v1 import (
     ASSIGNED_IDENTITY_FINALIZER,
-    ASSIGNED_STATUS_ASSIGNED,
-    ASSIGNED_STATUS_CREATED,
-    CONDITION_CLIENT_ID_CURRENT,
-    CONDITION_RESOLVED,
     NODE_NAME_LABEL,
     POD_LABEL,
     AzureAssignedIdentity,
@@ -60,18 +57,14 @@ from nodewright.api.aadpodidentity.v1 import (
     AzureIdentity,
     AzureIdentityBinding,
     AzureIdentitySpec,
-    AzureIdentityStatus,
     EmbeddedAzureIdentity,
     EmbeddedAzureIdentityBinding,
     IdentityType,
 )
-from nodewright.api.meta import Condition
 from nodewright.cloud.resource_ids import (
     InvalidResourceIdError,
     ScaleSetId,
-    ScaleSetInstanceId,
     VirtualMachineId,
-    parse_provider_id,
     parse_user_assigned_identity_id,
 )
 
@@ -82,18 +75,10 @@ __all__ = [
     "EVENT_BINDING_REMOVED",
     "EVENT_BINDING_REMOVE_ERROR",
     "MAX_NAME_LENGTH",
-    "RECHECK_INTERVAL",
-    "RETRIEVAL_ERROR_LIMIT",
     "AssignmentChanges",
     "AssignmentKey",
-    "AssignmentOutcome",
     "AssignmentPolicy",
-    "AssignmentRecord",
-    "ConditionStatus",
     "DesiredAssignment",
-    "IdentityDiff",
-    "IdentityLookup",
-    "IdentityNeed",
     "IdentityTarget",
     "Match",
     "NodeInfo",
@@ -103,25 +88,13 @@ __all__ = [
     "assigned_identity_namespace",
     "assignment_changes",
     "assignment_key_of",
-    "assignment_outcome",
     "desired_assignments",
-    "drift_repairs",
-    "identities_to_attempt",
-    "identity_diff",
-    "identity_info_due",
-    "identity_info_status",
+    "identity_key",
     "identity_resource_key",
     "is_namespaced_identity",
+    "kept_and_new",
     "match_pods",
-    "needs_by_target",
-    "next_recheck_time",
-    "node_targets",
-    "owned_by_nodewright",
-    "target_of_provider_id",
-    "truncate_retrieval_error",
     "usable_identities",
-    "validate",
-    "with_condition",
 ]
 
 DEFAULT_ASSIGNED_IDENTITY_NAMESPACE = "default"
@@ -129,11 +102,6 @@ DEFAULT_ASSIGNED_IDENTITY_NAMESPACE = "default"
 MAX_NAME_LENGTH = 253
 """An object name is a DNS-1123 subdomain: at most 253 characters."""
 _NAME_HASH_LENGTH = 10
-
-RECHECK_INTERVAL = timedelta(hours=12)
-"""ARO-HCP rechecks an identity's clientId/principalId every 12 h x (1 + 0.5 x jitter)."""
-RETRIEVAL_ERROR_LIMIT = 1024
-"""ARO-HCP keeps the first 1024 characters of a lookup error."""
 
 EVENT_BINDING_APPLIED = "binding applied"
 EVENT_BINDING_APPLY_ERROR = "binding apply error"
@@ -204,7 +172,10 @@ class AssignmentPolicy:
     (MIC's immutable list, by clientID; resource IDs accepted too). ``manager_identities``: the
     identity nodewright itself runs as (client ID and/or resource ID), never removed either.
     ``remove_unmarked_assignments``: treat Assigned objects MIC wrote (they carry no nodewright
-    record) as added by the manager, as MIC did; off by default.
+    record) as added by the manager, as MIC did; off by default. An identity ARM refused is sent
+    again after ``rejected_identity_first_retry``, doubling up to ``rejected_identity_retry``. A pod
+    on a node that does not exist keeps its AzureAssignedIdentity (condition NodeNotFound) for
+    ``missing_node_attempts`` passes on the same backoff; then the object is collected.
     """
 
     force_namespaced: bool = False
@@ -212,6 +183,8 @@ class AssignmentPolicy:
     manager_identities: frozenset[str] = frozenset()
     remove_unmarked_assignments: bool = False
     rejected_identity_retry: timedelta = timedelta(minutes=10)
+    rejected_identity_first_retry: timedelta = timedelta(seconds=5)
+    missing_node_attempts: int = 6
 
     def __post_init__(self) -> None:
         object.__setattr__(
@@ -261,7 +234,7 @@ def is_namespaced_identity(identity: AzureIdentity, force_namespaced: bool) -> b
     return force_namespaced or identity.is_namespaced
 
 
-def _identity_key(identity: AzureIdentity) -> tuple[str, str]:
+def identity_key(identity: AzureIdentity) -> tuple[str, str]:
     return (identity.namespace, identity.name)
 
 
@@ -274,7 +247,7 @@ def usable_identities(identities: Iterable[AzureIdentity]) -> dict[tuple[str, st
             identity_resource_key(identity.spec)
         except InvalidResourceIdError:
             continue
-        usable[_identity_key(identity)] = identity
+        usable[identity_key(identity)] = identity
     return usable
 
 
@@ -566,554 +539,9 @@ def assignment_changes(
     )
 
 
-# --- Targets ------------------------------------------------------------------------------------------
-
-
-def target_of_provider_id(provider_id: str) -> IdentityTarget:
-    """The VM or scale set a node's identities live on: a uniform scale-set instance's scale set,
-    else the VM itself. Raises ``InvalidResourceIdError`` for anything else."""
-    machine = parse_provider_id(provider_id)
-    if isinstance(machine, ScaleSetInstanceId):
-        return machine.scale_set
-    return machine
-
-
-def node_targets(nodes: Iterable[NodeInfo]) -> tuple[dict[str, IdentityTarget], list[Problem]]:
-    """Each node's target by node name, and a problem for each node that has none."""
-    targets: dict[str, IdentityTarget] = {}
-    problems: list[Problem] = []
-    for node in nodes:
-        if not node.provider_id:
-            problems.append(
-                Problem(
-                    "Node", "", node.name, "NodeWithoutProviderID", f"Node {node.name} has no spec.providerID"
-                )
-            )
-            continue
-        try:
-            targets[node.name] = target_of_provider_id(node.provider_id)
-        except InvalidResourceIdError as error:
-            problems.append(Problem("Node", "", node.name, "InvalidProviderID", str(error)))
-    return targets, problems
-
-
-@dataclass(frozen=True)
-class IdentityNeed:
-    """A pod on a target that needs a user-assigned identity there."""
-
-    resource_key: str
-    client_id: str = ""
-    assignment: AssignmentKey | None = None
-
-
-def needs_by_target(
-    desired: Iterable[DesiredAssignment], targets: Mapping[str, IdentityTarget]
-) -> dict[str, list[IdentityNeed]]:
-    """The type-0 identities each target must carry, keyed by the target's lowercased ARM ID.
-    Nodes of one scale set share a key, so their pods' needs are consolidated; pods on nodes with
-    no target are left out (``validate`` reports them)."""
-    result: dict[str, list[IdentityNeed]] = defaultdict(list)
-    for wanted in desired:
-        target = targets.get(wanted.node_name)
-        if target is None or wanted.identity_type is not IdentityType.USER_ASSIGNED_MSI:
-            continue
-        result[target.key].append(IdentityNeed(wanted.resource_key, wanted.client_id, wanted.key))
-    return dict(result)
-
-
-# --- What is on a target, and what may be removed ---------------------------------------------
-
-
-@dataclass(frozen=True)
-class AssignmentRecord:
-    """What an existing AzureAssignedIdentity says about its identity on its target."""
-
-    target: str
-    resource_key: str
-    client_id: str
-    identity_type: IdentityType
-    status: str
-    added_by_nodewright: bool
-    marked: bool
-
-    @classmethod
-    def of(cls, assigned: AzureAssignedIdentity, node_target: str = "") -> AssignmentRecord | None:
-        """The record of an object; ``node_target`` (the key of its node's target) stands in for
-        objects without ``status.target`` (MIC's). None when the object names no valid identity."""
-        reference = assigned.spec.azure_identity_ref
-        if reference is None:
-            return None
-        try:
-            resource_key = identity_resource_key(reference.spec)
-        except InvalidResourceIdError:
-            return None
-        return cls(
-            target=(assigned.status.target or node_target).lower(),
-            resource_key=resource_key,
-            client_id=reference.spec.client_id.lower(),
-            identity_type=reference.spec.identity_type,
-            status=assigned.status.status,
-            added_by_nodewright=assigned.status.added_by_nodewright,
-            marked=bool(assigned.status.target),
-        )
-
-
-def owned_by_nodewright(records: Iterable[AssignmentRecord], target: str, resource_key: str) -> bool:
-    """Whether some record shows nodewright added ``resource_key`` to ``target`` and it is still
-    Assigned there (the ownership a new assignment of the same identity inherits)."""
-    return any(
-        record.target == target.lower()
-        and record.resource_key == resource_key
-        and record.status == ASSIGNED_STATUS_ASSIGNED
-        and record.added_by_nodewright
-        for record in records
-    )
-
-
-@dataclass(frozen=True)
-class IdentityDiff:
-    """One target's delta: resource IDs (lowercased) to add and to remove, and for each released
-    identity that stays, why."""
-
-    to_add: frozenset[str] = frozenset()
-    to_remove: frozenset[str] = frozenset()
-    retained: Mapping[str, str] = dataclasses.field(default_factory=dict)
-
-    @property
-    def is_empty(self) -> bool:
-        """Nothing to send: no request at all (the cheapest way not to be throttled)."""
-        return not self.to_add and not self.to_remove
-
-
-def identity_diff(
-    current: Iterable[str],
-    needs: Iterable[IdentityNeed],
-    released: Iterable[AssignmentRecord] = (),
-    policy: AssignmentPolicy | None = None,
-) -> IdentityDiff:
-    """What to add to and remove from one VM or scale set (aad-pod-identity's
-    ``generateIdentityAssignmentDiff``, with the rules of the module docstring).
-
-    ``current``: the identity IDs on the target (any case). ``needs``: every identity pods on the
-    target need (all nodes of a scale set). ``released``: records of assignments on this target
-    that are going away. An identity is removed only if it is on the target, released by a record
-    that is Assigned, of type 0, added by nodewright (or unmarked, with
-    ``remove_unmarked_assignments``), not protected by the policy, and no need on the target has
-    the same resource ID or clientID. Identities nobody released are never removed.
-    """
-    policy = policy or AssignmentPolicy()
-    present = {identity_id.lower() for identity_id in current}
-    need_list = list(needs)
-    needed_resources = {need.resource_key for need in need_list if need.resource_key}
-    needed_clients = {need.client_id for need in need_list if need.client_id}
-    to_remove: set[str] = set()
-    retained: dict[str, str] = {}
-    for record in released:
-        key = record.resource_key
-        reason = _retention_reason(record, present, needed_resources, needed_clients, policy)
-        if reason is None:
-            to_remove.add(key)
-        elif key not in to_remove:
-            retained.setdefault(key, reason)
-    for key in to_remove:
-        retained.pop(key, None)
-    return IdentityDiff(
-        to_add=frozenset(needed_resources - present), to_remove=frozenset(to_remove), retained=retained
-    )
-
-
-def _retention_reason(
-    record: AssignmentRecord,
-    present: set[str],
-    needed_resources: set[str],
-    needed_clients: set[str],
-    policy: AssignmentPolicy,
-) -> str | None:
-    if record.identity_type is not IdentityType.USER_ASSIGNED_MSI:
-        return "not a user-assigned identity"
-    if record.resource_key not in present:
-        return "not on the target"
-    if record.resource_key in needed_resources or (record.client_id and record.client_id in needed_clients):
-        return "in use by another pod on the target"
-    if record.status != ASSIGNED_STATUS_ASSIGNED:
-        return "never confirmed Assigned"
-    protected = policy.protects(record.resource_key, record.client_id)
-    if protected is not None:
-        return protected
-    if not record.added_by_nodewright and not (policy.remove_unmarked_assignments and not record.marked):
-        return "not added by nodewright"
-    return None
-
-
-def identities_to_attempt(
-    to_add: Iterable[str], rejected_at: Mapping[str, datetime], now: datetime, retry_after: timedelta
-) -> tuple[frozenset[str], frozenset[str]]:
-    """Split the identities to add into those to send now and those ARM rejected less than
-    ``retry_after`` ago (held back so a known-bad identity costs no failing PATCH per pass)."""
-    attempt: set[str] = set()
-    held: set[str] = set()
-    for key in to_add:
-        rejected = rejected_at.get(key.lower())
-        if rejected is not None and now < rejected + retry_after:
-            held.add(key.lower())
-        else:
-            attempt.add(key.lower())
-    return frozenset(attempt), frozenset(held)
-
-
-def drift_repairs(current: Iterable[str], records: Iterable[AssignmentRecord], target: str) -> frozenset[str]:
-    """Identities recorded as Assigned on ``target`` that are no longer there (removed out of band,
-    or lost by a scale-set model update): to be re-added. Repair never removes anything."""
-    present = {identity_id.lower() for identity_id in current}
-    return frozenset(
-        record.resource_key
-        for record in records
-        if record.target == target.lower()
-        and record.status == ASSIGNED_STATUS_ASSIGNED
-        and record.identity_type is IdentityType.USER_ASSIGNED_MSI
-        and record.resource_key not in present
-    )
-
-
-@dataclass(frozen=True)
-class AssignmentOutcome:
-    """The status an AzureAssignedIdentity gets after its target was updated: upstream's state,
-    the target, whether nodewright owns the identity there, and the Assigned condition."""
-
-    status: str
-    target: str
-    added_by_nodewright: bool
-    reason: str
-    message: str
-
-    @property
-    def assigned(self) -> bool:
-        return self.status == ASSIGNED_STATUS_ASSIGNED
-
-
-def assignment_outcome(
-    desired: DesiredAssignment,
-    target: IdentityTarget | None,
-    landed: frozenset[str] | None,
-    *,
-    attempted: frozenset[str] = frozenset(),
-    owned: bool = False,
-    rejections: Mapping[str, str] | None = None,
-    held: frozenset[str] = frozenset(),
-) -> AssignmentOutcome:
-    """Decide one assignment's status from what actually landed (re-read after any failure).
-
-    ``landed``: the identities on the target after the update (None when even the re-read
-    failed). ``attempted``: what this pass asked ARM to add. ``owned``: nodewright already owned
-    the identity there (this assignment's own record, or another's, see
-    ``owned_by_nodewright``). ``rejections``: identities ARM refused, with its message. ``held``:
-    identities not sent because ARM refused them recently. Only an identity actually on the
-    target is Assigned (NMI serves tokens only then); it is nodewright's to remove later if this
-    pass added it or nodewright owned it already. Service principals (types 1 and 2) need nothing
-    on the VM and are Assigned at once, as MIC did.
-    """
-    if desired.identity_type is not IdentityType.USER_ASSIGNED_MSI:
-        return AssignmentOutcome(
-            ASSIGNED_STATUS_ASSIGNED,
-            "",
-            False,
-            "NothingToAssign",
-            "a service principal needs nothing on the node",
-        )
-    if target is None:
-        return AssignmentOutcome(
-            ASSIGNED_STATUS_CREATED,
-            "",
-            False,
-            "NodeNotResolvable",
-            f"node {desired.node_name} has no Azure VM or scale set in its providerID",
-        )
-    key = desired.resource_key
-    refused = (rejections or {}).get(key)
-    if refused is not None:
-        return AssignmentOutcome(ASSIGNED_STATUS_CREATED, target.key, owned, "IdentityRejected", refused)
-    if key in held:
-        return AssignmentOutcome(
-            ASSIGNED_STATUS_CREATED,
-            target.key,
-            owned,
-            "IdentityRejected",
-            "ARM rejected this identity recently; it is retried later, the others are not held up",
-        )
-    if landed is None:
-        return AssignmentOutcome(
-            ASSIGNED_STATUS_CREATED, target.key, owned, "AssignmentFailed", f"could not read {target} back"
-        )
-    if key in landed:
-        return AssignmentOutcome(
-            ASSIGNED_STATUS_ASSIGNED, target.key, key in attempted or owned, "Assigned", f"on {target}"
-        )
-    return AssignmentOutcome(
-        ASSIGNED_STATUS_CREATED, target.key, owned, "AssignmentFailed", f"not on {target} after the update"
-    )
-
-
-# --- Validation -----------------------------------------------------------------------------------
-
-
-def validate(
-    identities: Iterable[AzureIdentity],
-    bindings: Iterable[AzureIdentityBinding],
-    matched_pods: Iterable[PodInfo] = (),
-    nodes: Mapping[str, NodeInfo] | None = None,
-) -> list[Problem]:
-    """Bad input, one problem per object, each with a reason and a message that names the fix:
-    malformed type-0 resourceIDs, bindings to a missing or invalid identity, matched pods on a
-    node that does not exist or has no usable providerID. Sorted by kind, namespace, name."""
-    problems: list[Problem] = []
-    identity_list = list(identities)
-    known = {_identity_key(identity): identity for identity in identity_list}
-    usable = usable_identities(identity_list)
-    for identity in identity_list:
-        if _identity_key(identity) in usable:
-            continue
-        detail = (
-            "spec.resourceID is empty"
-            if not identity.spec.resource_id
-            else f"spec.resourceID {identity.spec.resource_id!r} is not a user-assigned identity ID"
-        )
-        problems.append(
-            Problem(
-                "AzureIdentity",
-                identity.namespace,
-                identity.name,
-                "InvalidResourceID",
-                f"{detail}; expected /subscriptions/<id>/resourcegroups/<group>/providers/"
-                "Microsoft.ManagedIdentity/userAssignedIdentities/<name>",
-            )
-        )
-    for binding in bindings:
-        wanted = (binding.namespace, binding.spec.azure_identity)
-        if wanted in usable:
-            continue
-        if wanted in known:
-            problems.append(
-                Problem(
-                    "AzureIdentityBinding",
-                    binding.namespace,
-                    binding.name,
-                    "IdentityInvalid",
-                    f"AzureIdentity {binding.namespace}/{binding.spec.azure_identity} is invalid "
-                    "(see its events)",
-                )
-            )
-        else:
-            problems.append(
-                Problem(
-                    "AzureIdentityBinding",
-                    binding.namespace,
-                    binding.name,
-                    "IdentityNotFound",
-                    f"AzureIdentity {binding.spec.azure_identity!r} does not exist "
-                    f"in namespace {binding.namespace}",
-                )
-            )
-    if nodes is not None:
-        for pod in matched_pods:
-            node = nodes.get(pod.node_name)
-            if node is None:
-                problems.append(
-                    Problem(
-                        "Pod", pod.namespace, pod.name, "NodeNotFound", f"Node {pod.node_name} does not exist"
-                    )
-                )
-                continue
-            try:
-                target_of_provider_id(node.provider_id)
-            except InvalidResourceIdError:
-                reason = "NodeWithoutProviderID" if not node.provider_id else "InvalidProviderID"
-                problems.append(
-                    Problem(
-                        "Pod",
-                        pod.namespace,
-                        pod.name,
-                        reason,
-                        f"Node {node.name} has no Azure VM or scale set in spec.providerID "
-                        f"({node.provider_id or 'empty'}); its identities cannot be assigned",
-                    )
-                )
-    return sorted(
-        problems, key=lambda problem: (problem.kind, problem.namespace, problem.name, problem.reason)
-    )
-
-
-# --- Identity info (clientId / principalId from Azure) ---------------------------------------------
-
-
-def _format_time(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _parse_time(value: str) -> datetime | None:
-    if not value:
-        return None
-    try:
-        return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-    except ValueError:
-        return None
-
-
-def truncate_retrieval_error(message: str) -> str:
-    """The first 1024 characters of a lookup error (ARO-HCP's RetrievalError)."""
-    return message[:RETRIEVAL_ERROR_LIMIT]
-
-
-def next_recheck_time(now: datetime, jitter: float) -> datetime:
-    """now + 12 h x (1 + 0.5 x jitter), jitter in [0, 1): identities recreated in Azure are
-    noticed within a day, and lookups of many identities spread out instead of bursting."""
-    if not 0.0 <= jitter < 1.0:
-        raise ValueError(f"jitter must be in [0, 1), got {jitter}")
-    return now + RECHECK_INTERVAL * (1 + 0.5 * jitter)
-
-
-def identity_info_due(identity: AzureIdentity, now: datetime) -> bool:
-    """Whether to look the identity up in Azure now: type 0 only; when the spec changed since the
-    last lookup, when no recheck time is set (never looked up, or the last lookup failed), or
-    when the recheck time has come."""
-    if identity.spec.identity_type is not IdentityType.USER_ASSIGNED_MSI:
-        return False
-    status = identity.status
-    if status.observed_generation != int(identity.metadata.get("generation") or 0):
-        return True
-    recheck = _parse_time(status.next_recheck_time)
-    return recheck is None or now >= recheck
-
-
-ConditionStatus = Literal["True", "False", "Unknown"]
-_LOOKUP_REASONS = {"not_found": "NotFound", "failed": "RetrievalFailed", "invalid": "InvalidResourceID"}
-
-
-@dataclass(frozen=True)
-class IdentityLookup:
-    """The outcome of one GET of a user-assigned identity: found (with its IDs), not found,
-    failed (any other error), or invalid (the resourceID could not even be parsed)."""
-
-    outcome: Literal["found", "not_found", "failed", "invalid"]
-    client_id: str = ""
-    principal_id: str = ""
-    error: str = ""
-
-
-def with_condition(
-    conditions: Sequence[Condition],
-    condition_type: str,
-    *,
-    status: ConditionStatus,
-    reason: str,
-    message: str,
-    now: datetime,
-    observed_generation: int | None = None,
-) -> list[Condition]:
-    """A copy of ``conditions`` with one condition set; its lastTransitionTime moves only when its
-    status changes (apimachinery's SetStatusCondition)."""
-    result: list[Condition] = []
-    found = False
-    for condition in conditions:
-        if condition.type != condition_type:
-            result.append(condition)
-            continue
-        found = True
-        transition = condition.last_transition_time if condition.status == status else _format_time(now)
-        result.append(
-            Condition(
-                type=condition_type,
-                status=status,
-                reason=reason,
-                message=message,
-                last_transition_time=transition,
-                observed_generation=observed_generation,
-            )
-        )
-    if not found:
-        result.append(
-            Condition(
-                type=condition_type,
-                status=status,
-                reason=reason,
-                message=message,
-                last_transition_time=_format_time(now),
-                observed_generation=observed_generation,
-            )
-        )
-    return result
-
-
-def identity_info_status(
-    identity: AzureIdentity, lookup: IdentityLookup, now: datetime, jitter: float
-) -> AzureIdentityStatus:
-    """The AzureIdentity status after a lookup (ARO-HCP's rules, plus the #521 condition).
-
-    Found: clientID and principalID set, error cleared, next recheck in 12-18 h. Any error:
-    both IDs cleared (never left stale) and the first 1024 characters of the error kept. Not
-    found is not fatal (the identity may be created later): recheck at the usual interval.
-    Other failures leave the recheck time unset, so the next pass retries (with the controller's
-    backoff). Invalid resourceID: no recheck until the spec changes. ``ClientIDCurrent`` is False
-    when spec.clientID is not the identity's real clientId (or is not set), Unknown while the
-    real one is not known. Upstream's fields are kept as they were.
-    """
-    generation = int(identity.metadata.get("generation") or 0)
-    old = identity.status
-    conditions = list(old.conditions)
-
-    def set_condition(condition_type: str, status: ConditionStatus, reason: str, message: str) -> None:
-        nonlocal conditions
-        conditions = with_condition(
-            conditions,
-            condition_type,
-            status=status,
-            reason=reason,
-            message=message,
-            now=now,
-            observed_generation=generation,
-        )
-
-    client_id = principal_id = retrieval_error = next_recheck = ""
-    if lookup.outcome == "found":
-        client_id, principal_id = lookup.client_id, lookup.principal_id
-        next_recheck = _format_time(next_recheck_time(now, jitter))
-        set_condition(CONDITION_RESOLVED, "True", "Found", "clientId and principalId read from Azure")
-    else:
-        retrieval_error = truncate_retrieval_error(lookup.error or lookup.outcome)
-        if lookup.outcome == "not_found":
-            next_recheck = _format_time(next_recheck_time(now, jitter))
-        set_condition(CONDITION_RESOLVED, "False", _LOOKUP_REASONS[lookup.outcome], retrieval_error)
-    spec_client_id = identity.spec.client_id
-    if not client_id:
-        set_condition(
-            CONDITION_CLIENT_ID_CURRENT,
-            "Unknown",
-            "NotResolved",
-            "the identity's clientId in Azure is not known",
-        )
-    elif not spec_client_id:
-        set_condition(
-            CONDITION_CLIENT_ID_CURRENT,
-            "False",
-            "NotSet",
-            f"spec.clientID is empty; the identity's clientId is {client_id}",
-        )
-    elif spec_client_id.lower() != client_id.lower():
-        set_condition(
-            CONDITION_CLIENT_ID_CURRENT,
-            "False",
-            "Differs",
-            f"spec.clientID {spec_client_id} differs from the identity's clientId {client_id} in Azure "
-            "(was it deleted and recreated under the same name?); token requests for the old one fail",
-        )
-    else:
-        set_condition(CONDITION_CLIENT_ID_CURRENT, "True", "Matches", "spec.clientID is current")
-    return AzureIdentityStatus(
-        metadata=old.metadata,
-        available_replicas=old.available_replicas,
-        client_id=client_id,
-        principal_id=principal_id,
-        retrieval_error=retrieval_error,
-        next_recheck_time=next_recheck,
-        observed_generation=generation,
-        conditions=conditions,
-    )
+def kept_and_new(changes: AssignmentChanges) -> list[tuple[AzureAssignedIdentity | None, DesiredAssignment]]:
+    """The objects a pass records an outcome for: new ones (None) and the kept or rewritten ones."""
+    pairs: list[tuple[AzureAssignedIdentity | None, DesiredAssignment]] = [(None, d) for d in changes.create]
+    pairs.extend((obj, d) for obj, d in changes.update)
+    pairs.extend((obj, d) for obj, d in changes.keep)
+    return pairs

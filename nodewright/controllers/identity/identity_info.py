@@ -25,7 +25,7 @@ from nodewright.api.base import ValidationError
 from nodewright.cloud.errors import CloudError, NotFoundError
 from nodewright.cloud.models import IdentityInfo
 from nodewright.cloud.resource_ids import InvalidResourceIdError, parse_user_assigned_identity_id
-from nodewright.controllers.identity.decisions import (
+from nodewright.controllers.identity.identity_info_rules import (
     IdentityLookup,
     identity_info_due,
     identity_info_status,

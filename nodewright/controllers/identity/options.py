@@ -14,7 +14,9 @@ Example::
           immutableIdentities: [00000000-0000-0000-0000-000000000000]   # clientIDs or resource IDs
           managerIdentities: [/subscriptions/.../userAssignedIdentities/nodewright]
           repairInterval: 180          # seconds between drift checks of each VM / scale set
-          rejectedIdentityRetry: 600   # seconds before an identity ARM refused is sent again
+          rejectedIdentityFirstRetry: 5  # seconds before an identity ARM refused is sent again,
+          rejectedIdentityRetry: 600   # ... doubling up to this
+          missingNodeAttempts: 6       # passes (same backoff) before a pod's object on a missing node goes
           maxIdentitiesPerRequest: 150
           batchWindow: 0.5             # seconds without a change before a VM / scale set is updated
           batchMaxDelay: 2.0           # ... but no later than this after the first change
@@ -74,6 +76,8 @@ class IdentityOptions:
     remove_unmarked_assignments: bool = False
     repair_interval: float = 180.0
     rejected_identity_retry: float = 600.0
+    rejected_identity_first_retry: float = 5.0
+    missing_node_attempts: int = 6
     max_identities_per_request: int = MAX_IDENTITIES_PER_REQUEST
     resolve_identity_info: bool = True
     batch_window: float = 0.5
@@ -88,6 +92,8 @@ class IdentityOptions:
             manager_identities=self.manager_identities,
             remove_unmarked_assignments=self.remove_unmarked_assignments,
             rejected_identity_retry=timedelta(seconds=self.rejected_identity_retry),
+            rejected_identity_first_retry=timedelta(seconds=self.rejected_identity_first_retry),
+            missing_node_attempts=self.missing_node_attempts,
         )
 
 
@@ -104,6 +110,12 @@ def _number(value: Any, path: str, minimum: float, *, exclusive: bool = False) -
         relation = "greater than" if exclusive else "at least"
         raise ConfigError(f"{path}: expected a number {relation} {minimum:g}, got {value!r}")
     return float(value)
+
+
+def _integer(value: Any, path: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{path}: expected an integer of at least {minimum}, got {value!r}")
+    return value
 
 
 def _strings(value: Any, path: str) -> frozenset[str]:
@@ -134,15 +146,17 @@ def parse_options(options: Mapping[str, Any], path: str = "options") -> Identity
         elif key == "repairInterval":
             values["repair_interval"] = _number(value, where, 0, exclusive=True)
         elif key == "writeConcurrency":
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{where}: expected an integer of at least 1, got {value!r}")
-            values["write_concurrency"] = value
+            values["write_concurrency"] = _integer(value, where, 1)
         elif key == "batchWindow":
             values["batch_window"] = _number(value, where, 0)
         elif key == "batchMaxDelay":
             values["batch_max_delay"] = _number(value, where, 0)
         elif key == "rejectedIdentityRetry":
             values["rejected_identity_retry"] = _number(value, where, 0)
+        elif key == "rejectedIdentityFirstRetry":
+            values["rejected_identity_first_retry"] = _number(value, where, 0)
+        elif key == "missingNodeAttempts":
+            values["missing_node_attempts"] = _integer(value, where, 1)
         elif key == "maxIdentitiesPerRequest":
             if (
                 isinstance(value, bool)
@@ -156,8 +170,9 @@ def parse_options(options: Mapping[str, Any], path: str = "options") -> Identity
         else:
             known = (
                 "batchMaxDelay, batchWindow, cloud, forceNamespaced, immutableIdentities, managerIdentities, "
-                "maxIdentitiesPerRequest, rejectedIdentityRetry, removeUnmarkedAssignments, repairInterval, "
-                "resolveIdentityInfo, writeConcurrency"
+                "maxIdentitiesPerRequest, missingNodeAttempts, rejectedIdentityFirstRetry, "
+                "rejectedIdentityRetry, removeUnmarkedAssignments, repairInterval, resolveIdentityInfo, "
+                "writeConcurrency"
             )
             raise ConfigError(f"{where}: unknown key (known: {known})")
     return IdentityOptions(**values)

@@ -29,37 +29,50 @@ from nodewright.api.aadpodidentity.v1 import (
 )
 from nodewright.api.meta import Condition
 from nodewright.cloud.resource_ids import InvalidResourceIdError, ScaleSetId, VirtualMachineId
+from nodewright.controllers.identity.conditions import (
+    with_condition,
+)
 from nodewright.controllers.identity.decisions import (
     MAX_NAME_LENGTH,
     AssignmentKey,
     AssignmentPolicy,
-    AssignmentRecord,
     DesiredAssignment,
-    IdentityLookup,
-    IdentityNeed,
     NodeInfo,
     PodInfo,
     Problem,
     assigned_identity_name,
     assigned_identity_namespace,
     assignment_changes,
-    assignment_outcome,
     desired_assignments,
+    identity_resource_key,
+    match_pods,
+)
+from nodewright.controllers.identity.identity_info_rules import (
+    IdentityLookup,
+    identity_info_due,
+    identity_info_status,
+    next_recheck_time,
+    truncate_retrieval_error,
+)
+from nodewright.controllers.identity.lifecycle import next_wait_in, node_wait_step
+from nodewright.controllers.identity.targets import (
+    AssignmentRecord,
+    IdentityNeed,
+    Rejection,
+    assignment_outcome,
     drift_repairs,
     identities_to_attempt,
     identity_diff,
-    identity_info_due,
-    identity_info_status,
-    identity_resource_key,
-    match_pods,
     needs_by_target,
-    next_recheck_time,
+    next_attempt_in,
     node_targets,
+    note_rejection,
     owned_by_nodewright,
+    retry_delay,
     target_of_provider_id,
-    truncate_retrieval_error,
+)
+from nodewright.controllers.identity.validation import (
     validate,
-    with_condition,
 )
 
 SUBSCRIPTION = "00000000-0000-0000-0000-000000000001"
@@ -896,26 +909,80 @@ def test_in_use_check_spans_every_node_of_the_scale_set_198() -> None:
 # --- Rejections, repair, ownership, outcome --------------------------------------------------------
 
 
+def rejection(retry_at: datetime, attempts: int = 1, message: str = "no assign/action") -> Rejection:
+    return Rejection("LinkedAuthorizationFailed", message, attempts, retry_at)
+
+
 @pytest.mark.parametrize(
-    ("rejected_at", "attempt", "held"),
+    ("rejections", "attempt", "held"),
     [
         pytest.param({}, {key("a"), key("b")}, set(), id="nothing-rejected"),
         pytest.param(
-            {key("a"): NOW - timedelta(minutes=1)}, {key("b")}, {key("a")}, id="recently-rejected-held"
+            {key("a"): rejection(NOW + timedelta(seconds=5))},
+            {key("b")},
+            {key("a")},
+            id="next-attempt-not-due",
         ),
-        pytest.param(
-            {key("a"): NOW - timedelta(minutes=10)}, {key("a"), key("b")}, set(), id="retried-after-interval"
-        ),
+        pytest.param({key("a"): rejection(NOW)}, {key("a"), key("b")}, set(), id="next-attempt-due"),
     ],
 )
 def test_identities_to_attempt(
-    rejected_at: Mapping[str, datetime], attempt: set[str], held: set[str]
+    rejections: Mapping[str, Rejection], attempt: set[str], held: set[str]
 ) -> None:
-    """A known-bad identity is held back so it costs no failing PATCH per pass; others go ahead."""
-    result = identities_to_attempt(
-        [resource_id("a"), resource_id("b")], rejected_at, NOW, timedelta(minutes=10)
-    )
+    """A known-bad identity is held back until its next attempt, so it costs no failing PATCH per
+    pass; the others go ahead."""
+    result = identities_to_attempt([resource_id("a"), resource_id("b")], rejections, NOW)
     assert result == (frozenset(attempt), frozenset(held))
+
+
+@pytest.mark.parametrize(
+    ("attempts", "seconds"),
+    [
+        pytest.param(1, 5, id="first"),
+        pytest.param(2, 10, id="doubles"),
+        pytest.param(4, 40, id="doubles-again"),
+        pytest.param(8, 600, id="capped"),
+        pytest.param(200, 600, id="stays-capped"),
+    ],
+)
+def test_retry_delay_doubles_up_to_the_cap(attempts: int, seconds: float) -> None:
+    """Retries of a refused identity back off exponentially and never wait longer than the cap."""
+    assert retry_delay(attempts, timedelta(seconds=5), timedelta(minutes=10)) == timedelta(seconds=seconds)
+
+
+def test_note_rejection_counts_attempts_and_schedules_the_next() -> None:
+    """Each refusal of the same identity counts one more attempt and pushes the next one out."""
+    first = note_rejection(
+        None, "FailedIdentityOperation", "x", NOW, first=timedelta(seconds=5), cap=timedelta(60)
+    )
+    assert (first.attempts, first.retry_at) == (1, NOW + timedelta(seconds=5))
+    later = NOW + timedelta(seconds=6)
+    second = note_rejection(
+        first, "FailedIdentityOperation", "x", later, first=timedelta(seconds=5), cap=timedelta(60)
+    )
+    assert (second.attempts, second.retry_at) == (2, later + timedelta(seconds=10))
+    assert next_attempt_in({key("a")}, {key("a"): second}, later) == 10.0
+    assert next_attempt_in(set(), {key("a"): second}, later) is None
+
+
+@pytest.mark.parametrize(
+    ("code", "message", "reason"),
+    [
+        pytest.param(
+            "FailedIdentityOperation",
+            "Resource '/x' was not found.",
+            "IdentityNotFound",
+            id="missing-identity",
+        ),
+        pytest.param("LinkedAuthorizationFailed", "no assign/action", "IdentityRejected", id="no-permission"),
+    ],
+)
+def test_rejection_reason_names_a_missing_identity(code: str, message: str, reason: str) -> None:
+    """A refusal because the identity does not exist says so in the condition's reason."""
+    found = Rejection(code, message, 3, NOW)
+    assert found.reason == reason
+    assert "attempt 3" in found.describe()
+    assert message in found.describe()
 
 
 @pytest.mark.parametrize(
@@ -1005,7 +1072,7 @@ SERVICE_PRINCIPAL = desired_for([pod("p")], [binding("b", "sp", "app")], [identi
             DEMO,
             POOL,
             frozenset(),
-            {"rejections": {key("demo"): "LinkedAuthorizationFailed: no assign/action"}},
+            {"rejections": {key("demo"): rejection(NOW)}, "attempted": frozenset({key("demo")})},
             (ASSIGNED_STATUS_CREATED, False, "IdentityRejected"),
             id="rejected-by-arm",
         ),
@@ -1013,8 +1080,11 @@ SERVICE_PRINCIPAL = desired_for([pod("p")], [binding("b", "sp", "app")], [identi
             DEMO,
             POOL,
             frozenset(),
-            {"held": frozenset({key("demo")})},
-            (ASSIGNED_STATUS_CREATED, False, "IdentityRejected"),
+            {
+                "held": frozenset({key("demo")}),
+                "rejections": {key("demo"): rejection(NOW, message="was not found")},
+            },
+            (ASSIGNED_STATUS_CREATED, False, "IdentityNotFound"),
             id="held-back",
         ),
         pytest.param(
@@ -1030,6 +1100,14 @@ SERVICE_PRINCIPAL = desired_for([pod("p")], [binding("b", "sp", "app")], [identi
         ),
         pytest.param(
             DEMO, None, None, {}, (ASSIGNED_STATUS_CREATED, False, "NodeNotResolvable"), id="no-target"
+        ),
+        pytest.param(
+            DEMO,
+            None,
+            None,
+            {"node_exists": False},
+            (ASSIGNED_STATUS_CREATED, False, "NodeNotFound"),
+            id="node-missing",
         ),
         pytest.param(
             SERVICE_PRINCIPAL,
@@ -1363,3 +1441,21 @@ def test_embedded_copies_in_desired_objects_do_not_alias_their_sources() -> None
     resource.spec.azure_identity_ref.spec.client_id = "changed"
     assert source.spec.client_id == "id-client"
     assert AssignmentKey("default", "p", "default", "id") == desired.key
+
+
+def test_node_wait_backs_off_and_is_bounded() -> None:
+    """A pod on a missing node is retried on a doubling backoff; passes woken early count nothing;
+    after the allowed attempts its wait is exhausted (its object is collected)."""
+    first, cap = timedelta(seconds=2), timedelta(seconds=8)
+    wait = node_wait_step(None, NOW, first, cap)
+    assert (wait.attempts, wait.next_at) == (1, NOW + timedelta(seconds=2))
+    assert node_wait_step(wait, NOW + timedelta(seconds=1), first, cap) == wait, "early pass counts nothing"
+    moments = [2, 6, 14, 22]
+    for moment in moments:
+        wait = node_wait_step(wait, NOW + timedelta(seconds=moment), first, cap)
+    assert wait.attempts == 5
+    assert wait.next_at == NOW + timedelta(seconds=30), "capped at 8 s"
+    assert not wait.exhausted(5)
+    assert wait.exhausted(4)
+    assert next_wait_in([wait], NOW + timedelta(seconds=22), 5) == 8.0
+    assert next_wait_in([wait], NOW, 4) is None

@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 from nodewright.controllers.identity import RBAC_RULES
-from nodewright.controllers.identity.assignment import (
+from nodewright.controllers.identity.options import IdentityOptions, parse_options
+from nodewright.controllers.identity.watches import (
     ChangeBatcher,
     node_relevant_change,
     pod_relevant_change,
     spec_or_deletion_change,
 )
-from nodewright.controllers.identity.options import IdentityOptions, parse_options
 from nodewright.runtime.config import ConfigError
 from nodewright.runtime.reconcile import Request
 

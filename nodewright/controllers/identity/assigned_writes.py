@@ -1,0 +1,389 @@
+"""Writes of AzureAssignedIdentities for the identity assignment passes: creating and rewriting
+objects with the ownership intent recorded *before* the cloud update, recording each outcome (state,
+target, the Assigned condition) with MIC's Events on the binding, and deleting released objects
+once their identity is off the target (finalizer first). Kubernetes writes run ``writeConcurrency``
+at a time. Side effects: API server writes through the runtime ``Client`` and Events.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from typing import Any
+
+from nodewright.api.aadpodidentity.v1 import (
+    ASSIGNED_IDENTITY_FINALIZER,
+    ASSIGNED_STATUS_ASSIGNED,
+    ASSIGNED_STATUS_CREATED,
+    CONDITION_ASSIGNED,
+    NODE_NAME_LABEL,
+    AzureAssignedIdentity,
+    IdentityType,
+)
+from nodewright.controllers.identity.conditions import with_condition
+from nodewright.controllers.identity.decisions import (
+    EVENT_BINDING_APPLIED,
+    EVENT_BINDING_APPLY_ERROR,
+    EVENT_BINDING_REMOVE_ERROR,
+    EVENT_BINDING_REMOVED,
+    AssignmentChanges,
+    AssignmentPolicy,
+    DesiredAssignment,
+)
+from nodewright.controllers.identity.options import AZURE_ASSIGNED_IDENTITY, AZURE_IDENTITY_BINDING
+from nodewright.controllers.identity.targets import AssignmentOutcome, AssignmentRecord, owned_by_nodewright
+from nodewright.controllers.identity.watches import with_kind
+from nodewright.runtime import errors
+from nodewright.runtime.client import Client
+from nodewright.runtime.events import EventRecorder
+from nodewright.runtime.informer import Informer
+from nodewright.runtime.logs import get_logger
+
+__all__ = ["AssignedIdentityWriter"]
+
+log = get_logger(__name__)
+
+
+class AssignedIdentityWriter:
+    """Writes AzureAssignedIdentities and their Events (see the module docstring)."""
+
+    def __init__(
+        self,
+        client: Client,
+        bindings: Informer,
+        recorder: EventRecorder,
+        policy: AssignmentPolicy,
+        *,
+        write_concurrency: int,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.client = client
+        self.bindings = bindings
+        self.recorder = recorder
+        self.policy = policy
+        self.write_concurrency = write_concurrency
+        self.clock = clock
+
+    def write_intents(
+        self,
+        changes: AssignmentChanges,
+        key: str,
+        attempt: frozenset[str],
+        records_here: list[AssignmentRecord],
+    ) -> None:
+        """Create new objects and rewrite changed ones before the PATCH, recording the target and
+        whether nodewright is the one adding the identity (so a crash after the PATCH cannot
+        leave an identity nodewright added without a record that lets it remove it later)."""
+        self.each(changes.create, lambda wanted: self._create(wanted, key, attempt, records_here))
+        self.each(changes.update, lambda pair: self._rewrite(pair[0], pair[1], key, attempt, records_here))
+        self.each(changes.keep, lambda pair: self._note_target(pair[0], pair[1], key, attempt, records_here))
+
+    def each(self, items: Iterable[Any], function: Callable[[Any], None]) -> None:
+        """Run ``function`` on every item, ``writeConcurrency`` at a time (MIC's createDeleteBatch);
+        raises the first failure once all are done."""
+        work = list(items)
+        if len(work) <= 1 or self.write_concurrency <= 1:
+            for item in work:
+                function(item)
+            return
+        with ThreadPoolExecutor(max_workers=min(len(work), self.write_concurrency)) as pool:
+            futures = [pool.submit(contextvars.copy_context().run, function, item) for item in work]
+        failures = [future.exception() for future in futures if future.exception() is not None]
+        if failures:
+            raise failures[0]  # type: ignore[misc]
+
+    def _create(
+        self,
+        wanted: DesiredAssignment,
+        key: str,
+        attempt: frozenset[str],
+        records_here: list[AssignmentRecord],
+    ) -> None:
+        body = wanted.to_resource().to_object()
+        try:
+            created = self.client.create(AZURE_ASSIGNED_IDENTITY, body)
+        except errors.AlreadyExists:
+            log.info(
+                "Found AzureAssignedIdentity already created", name=wanted.name, namespace=wanted.namespace
+            )
+            return
+        self.patch_status(created, self._intent_status(wanted, key, attempt, records_here))
+        log.info(
+            "Created AzureAssignedIdentity",
+            name=wanted.name,
+            namespace=wanted.namespace,
+            pod=f"{wanted.key.pod_namespace}/{wanted.key.pod_name}",
+            node=wanted.node_name,
+        )
+
+    def _rewrite(
+        self,
+        assigned_object: AzureAssignedIdentity,
+        wanted: DesiredAssignment,
+        key: str,
+        attempt: frozenset[str],
+        records_here: list[AssignmentRecord],
+    ) -> None:
+        body = assigned_object.to_object()
+        body["metadata"]["labels"] = {
+            **(body["metadata"].get("labels") or {}),
+            NODE_NAME_LABEL: wanted.node_name,
+        }
+        body["spec"] = wanted.to_resource().to_object()["spec"]
+        body.pop("status", None)
+        updated = self.client.update(AZURE_ASSIGNED_IDENTITY, body)  # Conflict: stale cache, retried
+        self.patch_status(updated, self._intent_status(wanted, key, attempt, records_here))
+        log.info(
+            "Updated AzureAssignedIdentity",
+            name=wanted.name,
+            namespace=wanted.namespace,
+            node=wanted.node_name,
+        )
+
+    def _note_target(
+        self,
+        assigned_object: AzureAssignedIdentity,
+        wanted: DesiredAssignment,
+        key: str,
+        attempt: frozenset[str],
+        records_here: list[AssignmentRecord],
+    ) -> None:
+        status = assigned_object.status
+        intended = self._intent_status(wanted, key, attempt, records_here, previous=assigned_object)
+        if status.target != intended["target"] or status.added_by_nodewright != intended["addedByNodewright"]:
+            self.patch_status(
+                assigned_object.to_object(),
+                {"target": intended["target"], "addedByNodewright": intended["addedByNodewright"]},
+            )
+
+    def _intent_status(
+        self,
+        wanted: DesiredAssignment,
+        key: str,
+        attempt: frozenset[str],
+        records_here: list[AssignmentRecord],
+        previous: AzureAssignedIdentity | None = None,
+    ) -> dict[str, Any]:
+        if wanted.identity_type is not IdentityType.USER_ASSIGNED_MSI:
+            return {
+                "status": ASSIGNED_STATUS_CREATED,
+                "availableReplicas": 1,
+                "target": "",
+                "addedByNodewright": False,
+                "conditions": self._pending(""),
+            }
+        resource = wanted.resource_key
+        added = resource in attempt or owned_by_nodewright(records_here, key, resource)
+        if previous is not None and previous.status.target == key and previous.status.added_by_nodewright:
+            added = True
+        if (
+            previous is not None
+            and not previous.status.target
+            and previous.status.status == ASSIGNED_STATUS_ASSIGNED
+            and self.policy.remove_unmarked_assignments
+        ):
+            added = True  # adopting MIC's object: MIC would have removed it, as configured
+        status: dict[str, Any] = {"target": key, "addedByNodewright": added}
+        if previous is None:
+            status.update(status=ASSIGNED_STATUS_CREATED, availableReplicas=1, conditions=self._pending(key))
+        return status
+
+    def _pending(self, key: str) -> list[dict[str, Any]]:
+        """The condition a new object carries until its outcome is known: never Created without
+        a reason."""
+        where = f"the identity update of {key}" if key else "its node"
+        pending = with_condition(
+            [],
+            CONDITION_ASSIGNED,
+            status="False",
+            reason="Pending",
+            message=f"waiting for {where}",
+            now=self.clock(),
+        )
+        return [c.to_dict() for c in pending]
+
+    def patch_status(self, obj: Mapping[str, Any], status: Mapping[str, Any]) -> None:
+        metadata = obj.get("metadata") or {}
+        try:
+            self.client.patch(
+                AZURE_ASSIGNED_IDENTITY,
+                str(metadata["name"]),
+                {"status": dict(status)},
+                str(metadata.get("namespace") or ""),
+                subresource="status",
+            )
+        except errors.NotFound:
+            log.info(
+                "Found AzureAssignedIdentity gone before its status was written", name=metadata.get("name")
+            )
+
+    def _binding_object(
+        self, wanted_or_assigned: DesiredAssignment | AzureAssignedIdentity
+    ) -> dict[str, Any] | None:
+        if isinstance(wanted_or_assigned, DesiredAssignment):
+            namespace, name = wanted_or_assigned.binding.namespace, wanted_or_assigned.binding.name
+        else:
+            reference = wanted_or_assigned.spec.azure_binding_ref
+            if reference is None:
+                return None
+            namespace, name = reference.namespace, reference.name
+        obj = self.bindings.store.get(f"{namespace}/{name}")
+        return with_kind(obj, AZURE_IDENTITY_BINDING.api_version, "AzureIdentityBinding") if obj else None
+
+    def record_outcome(
+        self,
+        wanted: DesiredAssignment,
+        assigned_object: AzureAssignedIdentity | None,
+        outcome: AssignmentOutcome,
+    ) -> None:
+        """Write the outcome into the object's status (when it changed), with a log line and
+        MIC's Event on the binding when the object became Assigned or failed for a new reason."""
+        previous = assigned_object.status if assigned_object is not None else None
+        previous_condition = next(
+            (c for c in (previous.conditions if previous else []) if c.type == CONDITION_ASSIGNED), None
+        )
+        same_condition = (
+            previous_condition is not None
+            and previous_condition.reason == outcome.reason
+            and previous_condition.message == outcome.message
+        )
+        if (
+            previous is not None
+            and same_condition
+            and (previous.status, previous.target, previous.added_by_nodewright)
+            == (outcome.status, outcome.target, outcome.added_by_nodewright)
+        ):
+            return
+        conditions = with_condition(
+            previous.conditions if previous else [],
+            CONDITION_ASSIGNED,
+            status="True" if outcome.assigned else "False",
+            reason=outcome.reason,
+            message=outcome.message,
+            now=self.clock(),
+        )
+        status = {
+            "status": outcome.status,
+            "availableReplicas": 1,
+            "target": outcome.target,
+            "addedByNodewright": outcome.added_by_nodewright,
+            "conditions": [c.to_dict() for c in conditions],
+        }
+        self.patch_status({"metadata": {"name": wanted.name, "namespace": wanted.namespace}}, status)
+        was_assigned = previous is not None and previous.status == ASSIGNED_STATUS_ASSIGNED
+        if outcome.assigned and not was_assigned:
+            self._announce_assigned(wanted)
+        elif not outcome.assigned and not same_condition:
+            self._announce_failure(wanted, outcome)
+
+    def _announce_assigned(self, wanted: DesiredAssignment) -> None:
+        pod = f"{wanted.key.pod_namespace}/{wanted.key.pod_name}"
+        log.info(
+            "Assigned identity",
+            identity=wanted.resource_key or wanted.key.identity_name,
+            pod=pod,
+            node=wanted.node_name,
+        )
+        binding = self._binding_object(wanted)
+        if binding is not None:
+            self.recorder.event(
+                binding,
+                "Normal",
+                EVENT_BINDING_APPLIED,
+                f"Binding {wanted.binding.name} applied on node {wanted.node_name} for pod {pod}",
+            )
+
+    def _announce_failure(self, wanted: DesiredAssignment, outcome: AssignmentOutcome) -> None:
+        pod = f"{wanted.key.pod_namespace}/{wanted.key.pod_name}"
+        log.warning(
+            "Failed to assign identity",
+            identity=wanted.resource_key,
+            pod=pod,
+            reason=outcome.reason,
+            detail=outcome.message,
+        )
+        binding = self._binding_object(wanted)
+        if binding is not None:
+            self.recorder.event(
+                binding,
+                "Warning",
+                EVENT_BINDING_APPLY_ERROR,
+                f"Applying binding {wanted.binding.name} on node {wanted.node_name} for pod {pod} "
+                f"failed: {outcome.reason}: {outcome.message}",
+            )
+
+    def finish_release(
+        self,
+        assigned_object: AzureAssignedIdentity,
+        record: AssignmentRecord | None,
+        landed: frozenset[str] | None,
+        retained: Mapping[str, str],
+        target_gone: bool,
+    ) -> None:
+        """Delete a released object once its identity is off the target, or is not nodewright's
+        to remove; otherwise keep it (and its record) for the next pass."""
+        binding = self._binding_object(assigned_object)
+        pod = f"{assigned_object.spec.pod_namespace}/{assigned_object.spec.pod}"
+        done = (
+            target_gone
+            or record is None
+            or record.identity_type is not IdentityType.USER_ASSIGNED_MSI
+            or record.resource_key in retained
+            or (landed is not None and record.resource_key not in landed)
+        )
+        if not done:
+            log.warning("Failed to remove identity", identity=record.resource_key if record else "", pod=pod)
+            if binding is not None:
+                self.recorder.event(
+                    binding,
+                    "Warning",
+                    EVENT_BINDING_REMOVE_ERROR,
+                    f"Removing binding from node {assigned_object.spec.node_name} for pod {pod} "
+                    "did not complete; retrying",
+                )
+            return
+        self._delete(assigned_object)
+        reason = retained.get(record.resource_key, "") if record is not None else ""
+        log.info(
+            "Released AzureAssignedIdentity",
+            name=assigned_object.name,
+            namespace=assigned_object.namespace,
+            identity_kept=reason or None,
+        )
+        if binding is not None:
+            kept = f" (identity kept on the node: {reason})" if reason else ""
+            self.recorder.event(
+                binding,
+                "Normal",
+                EVENT_BINDING_REMOVED,
+                f"Binding {binding['metadata'].get('name')} removed from node "
+                f"{assigned_object.spec.node_name} for pod {pod}{kept}",
+            )
+
+    def _delete(self, assigned_object: AzureAssignedIdentity) -> None:
+        finalizers = list(assigned_object.metadata.get("finalizers") or [])
+        if ASSIGNED_IDENTITY_FINALIZER in finalizers:
+            index = finalizers.index(ASSIGNED_IDENTITY_FINALIZER)
+            operations = [
+                {"op": "test", "path": f"/metadata/finalizers/{index}", "value": ASSIGNED_IDENTITY_FINALIZER},
+                {"op": "remove", "path": f"/metadata/finalizers/{index}"},
+            ]
+            try:
+                self.client.patch(
+                    AZURE_ASSIGNED_IDENTITY,
+                    assigned_object.name,
+                    operations,
+                    assigned_object.namespace,
+                    patch_type="json",
+                )
+            except errors.NotFound:
+                return
+        if not assigned_object.metadata.get("deletionTimestamp"):
+            self.client.delete(
+                AZURE_ASSIGNED_IDENTITY,
+                assigned_object.name,
+                assigned_object.namespace,
+                ignore_not_found=True,
+            )

@@ -1,0 +1,118 @@
+"""The read step of the identity assignment passes, apart from the stores it reads: parsing the
+cached aadpodidentity.k8s.io objects into models (skipping, with a log line, any that fail
+validation), planning the desired AzureAssignedIdentities around names other passes hold, and
+the typed target of a pass. No I/O beyond the log; the store lookups are passed in."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+from nodewright.api.aadpodidentity.v1 import AzureAssignedIdentity, AzureIdentity, AzureIdentityBinding
+from nodewright.api.base import Resource, ValidationError
+from nodewright.cloud.resource_ids import (
+    InvalidResourceIdError,
+    ScaleSetInstanceId,
+    parse_machine_id,
+    parse_scale_set_id,
+)
+from nodewright.controllers.identity.decisions import (
+    AssignmentKey,
+    DesiredAssignment,
+    IdentityTarget,
+    PodInfo,
+    assigned_identity_name,
+    assigned_identity_namespace,
+    assignment_key_of,
+    desired_assignments,
+    match_pods,
+)
+from nodewright.controllers.identity.options import (
+    AZURE_ASSIGNED_IDENTITY,
+    AZURE_IDENTITY,
+    AZURE_IDENTITY_BINDING,
+)
+from nodewright.controllers.identity.targets import target_of_provider_id
+from nodewright.controllers.identity.watches import with_kind
+from nodewright.runtime.logs import get_logger
+
+__all__ = ["parse_assigned", "parse_bindings", "parse_identities", "plan_desired", "typed_target"]
+
+log = get_logger(__name__)
+
+ModelT = TypeVar("ModelT", bound=Resource)
+
+
+def _parse(objects: Iterable[dict[str, Any]], model: type[ModelT], api_version: str) -> list[ModelT]:
+    result: list[ModelT] = []
+    for obj in objects:
+        try:
+            result.append(model.from_object(with_kind(obj, api_version, model.KIND)))
+        except ValidationError as error:
+            log.warning(
+                "Skipped invalid object",
+                kind=model.KIND,
+                name=(obj.get("metadata") or {}).get("name"),
+                error=str(error),
+            )
+    return result
+
+
+def parse_identities(objects: Iterable[dict[str, Any]]) -> list[AzureIdentity]:
+    return _parse(objects, AzureIdentity, AZURE_IDENTITY.api_version)
+
+
+def parse_bindings(objects: Iterable[dict[str, Any]]) -> list[AzureIdentityBinding]:
+    return _parse(objects, AzureIdentityBinding, AZURE_IDENTITY_BINDING.api_version)
+
+
+def parse_assigned(objects: Iterable[dict[str, Any]]) -> list[AzureAssignedIdentity]:
+    return _parse(objects, AzureAssignedIdentity, AZURE_ASSIGNED_IDENTITY.api_version)
+
+
+def plan_desired(
+    pods: list[PodInfo],
+    existing_here: list[AzureAssignedIdentity],
+    identities: list[AzureIdentity],
+    bindings: list[AzureIdentityBinding],
+    assigned_by_key: Callable[[str], dict[str, Any] | None],
+    *,
+    force_namespaced: bool,
+) -> tuple[list[DesiredAssignment], set[tuple[str, str]]]:
+    """Desired assignments of ``pods``, named around objects other passes own (looked up by
+    ``namespace/name``), and the names those objects hold."""
+    matches = match_pods(pods, bindings, identities, force_namespaced=force_namespaced)
+    here = {(a.namespace, a.name) for a in existing_here}
+    taken: dict[tuple[str, str], AssignmentKey] = {}
+    for match in matches:
+        namespace = assigned_identity_namespace(match.identity, force_namespaced)
+        name = assigned_identity_name(match.pod.name, match.pod.namespace, match.identity.name)
+        if (namespace, name) in here:
+            continue
+        holder = assigned_by_key(f"{namespace}/{name}")
+        if holder is not None:
+            parsed = parse_assigned([holder])
+            key = assignment_key_of(parsed[0]) if parsed else None
+            if key is not None:
+                taken[(namespace, name)] = key
+    desired = desired_assignments(matches, force_namespaced=force_namespaced, taken=taken)
+    in_use = {
+        (wanted.namespace, wanted.name)
+        for wanted in desired
+        if (wanted.namespace, wanted.name) not in here
+        and assigned_by_key(f"{wanted.namespace}/{wanted.name}") is not None
+    }
+    return desired, in_use
+
+
+def typed_target(key: str, nodes: list[dict[str, Any]]) -> IdentityTarget:
+    """The VM or scale set of a pass, from its nodes' providerIDs or else from its key."""
+    for node in nodes:
+        try:
+            return target_of_provider_id(str(node["spec"]["providerID"]))
+        except (KeyError, InvalidResourceIdError):
+            continue
+    if "/virtualmachinescalesets/" in key:
+        return parse_scale_set_id(key)
+    machine = parse_machine_id(key)
+    return machine.scale_set if isinstance(machine, ScaleSetInstanceId) else machine

@@ -1,0 +1,402 @@
+"""Pure rules about targets (the VMs and scale sets identities live on): each node's target, what
+each target needs, what existing AzureAssignedIdentities record there, the delta to send
+(``identity_diff``, aad-pod-identity's ``generateIdentityAssignmentDiff`` with nodewright's
+ownership rules), which identities ARM refused recently and when to try them again (exponential
+backoff, capped), drift repair (add only) and the status each assignment gets afterwards.
+
+No I/O; see ``decisions`` for the rules' rationale. ``assignment`` reads, calls these and writes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from nodewright.api.aadpodidentity.v1 import (
+    ASSIGNED_STATUS_ASSIGNED,
+    ASSIGNED_STATUS_CREATED,
+    AzureAssignedIdentity,
+    IdentityType,
+)
+from nodewright.cloud.resource_ids import (
+    InvalidResourceIdError,
+    ScaleSetInstanceId,
+    parse_provider_id,
+)
+from nodewright.controllers.identity.decisions import (
+    AssignmentKey,
+    AssignmentPolicy,
+    DesiredAssignment,
+    IdentityTarget,
+    NodeInfo,
+    Problem,
+    identity_resource_key,
+)
+
+__all__ = [
+    "AssignmentOutcome",
+    "AssignmentRecord",
+    "IdentityDiff",
+    "IdentityNeed",
+    "Rejection",
+    "assignment_outcome",
+    "drift_repairs",
+    "identities_to_attempt",
+    "identity_diff",
+    "needs_by_target",
+    "next_attempt_in",
+    "node_targets",
+    "note_rejection",
+    "owned_by_nodewright",
+    "retry_delay",
+    "target_of_provider_id",
+]
+
+
+def target_of_provider_id(provider_id: str) -> IdentityTarget:
+    """The VM or scale set a node's identities live on: a uniform scale-set instance's scale set,
+    else the VM itself. Raises ``InvalidResourceIdError`` for anything else."""
+    machine = parse_provider_id(provider_id)
+    if isinstance(machine, ScaleSetInstanceId):
+        return machine.scale_set
+    return machine
+
+
+def node_targets(nodes: Iterable[NodeInfo]) -> tuple[dict[str, IdentityTarget], list[Problem]]:
+    """Each node's target by node name, and a problem for each node that has none."""
+    targets: dict[str, IdentityTarget] = {}
+    problems: list[Problem] = []
+    for node in nodes:
+        if not node.provider_id:
+            problems.append(
+                Problem(
+                    "Node", "", node.name, "NodeWithoutProviderID", f"Node {node.name} has no spec.providerID"
+                )
+            )
+            continue
+        try:
+            targets[node.name] = target_of_provider_id(node.provider_id)
+        except InvalidResourceIdError as error:
+            problems.append(Problem("Node", "", node.name, "InvalidProviderID", str(error)))
+    return targets, problems
+
+
+@dataclass(frozen=True)
+class IdentityNeed:
+    """A pod on a target that needs a user-assigned identity there."""
+
+    resource_key: str
+    client_id: str = ""
+    assignment: AssignmentKey | None = None
+
+
+def needs_by_target(
+    desired: Iterable[DesiredAssignment], targets: Mapping[str, IdentityTarget]
+) -> dict[str, list[IdentityNeed]]:
+    """The type-0 identities each target must carry, keyed by the target's lowercased ARM ID.
+    Nodes of one scale set share a key, so their pods' needs are consolidated; pods on nodes with
+    no target are left out (``validate`` reports them)."""
+    result: dict[str, list[IdentityNeed]] = defaultdict(list)
+    for wanted in desired:
+        target = targets.get(wanted.node_name)
+        if target is None or wanted.identity_type is not IdentityType.USER_ASSIGNED_MSI:
+            continue
+        result[target.key].append(IdentityNeed(wanted.resource_key, wanted.client_id, wanted.key))
+    return dict(result)
+
+
+# --- What is on a target, and what may be removed ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class AssignmentRecord:
+    """What an existing AzureAssignedIdentity says about its identity on its target."""
+
+    target: str
+    resource_key: str
+    client_id: str
+    identity_type: IdentityType
+    status: str
+    added_by_nodewright: bool
+    marked: bool
+
+    @classmethod
+    def of(cls, assigned: AzureAssignedIdentity, node_target: str = "") -> AssignmentRecord | None:
+        """The record of an object; ``node_target`` (the key of its node's target) stands in for
+        objects without ``status.target`` (MIC's). None when the object names no valid identity."""
+        reference = assigned.spec.azure_identity_ref
+        if reference is None:
+            return None
+        try:
+            resource_key = identity_resource_key(reference.spec)
+        except InvalidResourceIdError:
+            return None
+        return cls(
+            target=(assigned.status.target or node_target).lower(),
+            resource_key=resource_key,
+            client_id=reference.spec.client_id.lower(),
+            identity_type=reference.spec.identity_type,
+            status=assigned.status.status,
+            added_by_nodewright=assigned.status.added_by_nodewright,
+            marked=bool(assigned.status.target),
+        )
+
+
+def owned_by_nodewright(records: Iterable[AssignmentRecord], target: str, resource_key: str) -> bool:
+    """Whether some record shows nodewright added ``resource_key`` to ``target`` and it is still
+    Assigned there (the ownership a new assignment of the same identity inherits)."""
+    return any(
+        record.target == target.lower()
+        and record.resource_key == resource_key
+        and record.status == ASSIGNED_STATUS_ASSIGNED
+        and record.added_by_nodewright
+        for record in records
+    )
+
+
+@dataclass(frozen=True)
+class IdentityDiff:
+    """One target's delta: resource IDs (lowercased) to add and to remove, and for each released
+    identity that stays, why."""
+
+    to_add: frozenset[str] = frozenset()
+    to_remove: frozenset[str] = frozenset()
+    retained: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    @property
+    def is_empty(self) -> bool:
+        """Nothing to send: no request at all (the cheapest way not to be throttled)."""
+        return not self.to_add and not self.to_remove
+
+
+def identity_diff(
+    current: Iterable[str],
+    needs: Iterable[IdentityNeed],
+    released: Iterable[AssignmentRecord] = (),
+    policy: AssignmentPolicy | None = None,
+) -> IdentityDiff:
+    """What to add to and remove from one VM or scale set (aad-pod-identity's
+    ``generateIdentityAssignmentDiff``, with the rules of the module docstring).
+
+    ``current``: the identity IDs on the target (any case). ``needs``: every identity pods on the
+    target need (all nodes of a scale set). ``released``: records of assignments on this target
+    that are going away. An identity is removed only if it is on the target, released by a record
+    that is Assigned, of type 0, added by nodewright (or unmarked, with
+    ``remove_unmarked_assignments``), not protected by the policy, and no need on the target has
+    the same resource ID or clientID. Identities nobody released are never removed.
+    """
+    policy = policy or AssignmentPolicy()
+    present = {identity_id.lower() for identity_id in current}
+    need_list = list(needs)
+    needed_resources = {need.resource_key for need in need_list if need.resource_key}
+    needed_clients = {need.client_id for need in need_list if need.client_id}
+    to_remove: set[str] = set()
+    retained: dict[str, str] = {}
+    for record in released:
+        key = record.resource_key
+        reason = _retention_reason(record, present, needed_resources, needed_clients, policy)
+        if reason is None:
+            to_remove.add(key)
+        elif key not in to_remove:
+            retained.setdefault(key, reason)
+    for key in to_remove:
+        retained.pop(key, None)
+    return IdentityDiff(
+        to_add=frozenset(needed_resources - present), to_remove=frozenset(to_remove), retained=retained
+    )
+
+
+def _retention_reason(
+    record: AssignmentRecord,
+    present: set[str],
+    needed_resources: set[str],
+    needed_clients: set[str],
+    policy: AssignmentPolicy,
+) -> str | None:
+    if record.identity_type is not IdentityType.USER_ASSIGNED_MSI:
+        return "not a user-assigned identity"
+    if record.resource_key not in present:
+        return "not on the target"
+    if record.resource_key in needed_resources or (record.client_id and record.client_id in needed_clients):
+        return "in use by another pod on the target"
+    if record.status != ASSIGNED_STATUS_ASSIGNED:
+        return "never confirmed Assigned"
+    protected = policy.protects(record.resource_key, record.client_id)
+    if protected is not None:
+        return protected
+    if not record.added_by_nodewright and not (policy.remove_unmarked_assignments and not record.marked):
+        return "not added by nodewright"
+    return None
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """ARM refused to add an identity to a target: what it said, how many times in a row, and when
+    the identity may be sent again (exponential backoff, see ``note_rejection``)."""
+
+    code: str
+    message: str
+    attempts: int
+    retry_at: datetime
+
+    @property
+    def reason(self) -> str:
+        """The Assigned condition's reason: IdentityNotFound when the identity does not exist in
+        Azure, else IdentityRejected (no permission to assign it, or any other refusal)."""
+        text = self.message.lower()
+        if "was not found" in text or "does not exist" in text or "notfound" in self.code.lower():
+            return "IdentityNotFound"
+        return "IdentityRejected"
+
+    def describe(self) -> str:
+        """The condition message: ARM's words, the attempt count and the next attempt."""
+        when = self.retry_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return f"{self.code}: {self.message} (attempt {self.attempts}; next attempt after {when})"
+
+
+def retry_delay(attempts: int, first: timedelta, cap: timedelta) -> timedelta:
+    """``first`` x 2^(attempts - 1), at most ``cap``: 1, 2, 4 ... x first, then cap for good."""
+    if attempts <= 1:
+        return min(first, cap)
+    delay: timedelta = first * float(2 ** min(attempts - 1, 32))
+    return min(cap, delay)
+
+
+def note_rejection(
+    previous: Rejection | None, code: str, message: str, now: datetime, *, first: timedelta, cap: timedelta
+) -> Rejection:
+    """The record after one more refusal of the same identity on the same target."""
+    attempts = (previous.attempts if previous is not None else 0) + 1
+    return Rejection(code, message, attempts, now + retry_delay(attempts, first, cap))
+
+
+def identities_to_attempt(
+    to_add: Iterable[str], rejections: Mapping[str, Rejection], now: datetime
+) -> tuple[frozenset[str], frozenset[str]]:
+    """Split the identities to add into those to send now and those ARM refused whose next attempt
+    has not come (held back, so a known-bad identity costs no failing PATCH per pass)."""
+    attempt: set[str] = set()
+    held: set[str] = set()
+    for key in to_add:
+        rejection = rejections.get(key.lower())
+        if rejection is not None and now < rejection.retry_at:
+            held.add(key.lower())
+        else:
+            attempt.add(key.lower())
+    return frozenset(attempt), frozenset(held)
+
+
+def next_attempt_in(held: Iterable[str], rejections: Mapping[str, Rejection], now: datetime) -> float | None:
+    """Seconds until the first held identity may be sent again (None when none is held)."""
+    times = [rejections[key].retry_at for key in held if key in rejections]
+    if not times:
+        return None
+    return max(0.0, (min(times) - now).total_seconds())
+
+
+def drift_repairs(current: Iterable[str], records: Iterable[AssignmentRecord], target: str) -> frozenset[str]:
+    """Identities recorded as Assigned on ``target`` that are no longer there (removed out of band,
+    or lost by a scale-set model update): to be re-added. Repair never removes anything."""
+    present = {identity_id.lower() for identity_id in current}
+    return frozenset(
+        record.resource_key
+        for record in records
+        if record.target == target.lower()
+        and record.status == ASSIGNED_STATUS_ASSIGNED
+        and record.identity_type is IdentityType.USER_ASSIGNED_MSI
+        and record.resource_key not in present
+    )
+
+
+@dataclass(frozen=True)
+class AssignmentOutcome:
+    """The status an AzureAssignedIdentity gets after its target was updated: upstream's state,
+    the target, whether nodewright owns the identity there, and the Assigned condition."""
+
+    status: str
+    target: str
+    added_by_nodewright: bool
+    reason: str
+    message: str
+
+    @property
+    def assigned(self) -> bool:
+        return self.status == ASSIGNED_STATUS_ASSIGNED
+
+
+def assignment_outcome(
+    desired: DesiredAssignment,
+    target: IdentityTarget | None,
+    landed: frozenset[str] | None,
+    *,
+    attempted: frozenset[str] = frozenset(),
+    owned: bool = False,
+    rejections: Mapping[str, Rejection] | None = None,
+    held: frozenset[str] = frozenset(),
+    node_exists: bool = True,
+) -> AssignmentOutcome:
+    """Decide one assignment's status from what actually landed (re-read after any failure).
+
+    ``landed``: the identities on the target after the update (None when even the re-read
+    failed). ``attempted``: what this pass asked ARM to add. ``owned``: nodewright already owned
+    the identity there (this assignment's own record, or another's, see
+    ``owned_by_nodewright``). ``rejections``: ARM's refusals on this target (with attempt counts
+    and next attempt). ``held``: identities not sent because their next attempt has not come.
+    ``node_exists``: whether the pod's node exists (it matters only without a target). Only an
+    identity actually on the target is Assigned (NMI serves tokens only then); it is
+    nodewright's to remove later if this pass added it or nodewright owned it already. Service
+    principals (types 1 and 2) need nothing on the VM and are Assigned at once, as MIC did.
+    Every other outcome is Created with a reason and a message saying why.
+    """
+    if desired.identity_type is not IdentityType.USER_ASSIGNED_MSI:
+        return AssignmentOutcome(
+            ASSIGNED_STATUS_ASSIGNED,
+            "",
+            False,
+            "NothingToAssign",
+            "a service principal needs nothing on the node",
+        )
+    if target is None:
+        return _without_target(desired, node_exists)
+    key = desired.resource_key
+    if landed is not None and key in landed:
+        return AssignmentOutcome(
+            ASSIGNED_STATUS_ASSIGNED, target.key, key in attempted or owned, "Assigned", f"on {target}"
+        )
+    rejection = (rejections or {}).get(key)
+    if rejection is not None and (key in held or key in attempted):
+        return AssignmentOutcome(
+            ASSIGNED_STATUS_CREATED, target.key, owned, rejection.reason, rejection.describe()
+        )
+    if key in held:
+        return AssignmentOutcome(
+            ASSIGNED_STATUS_CREATED,
+            target.key,
+            owned,
+            "IdentityRejected",
+            "ARM rejected this identity recently; it is retried later, the others are not held up",
+        )
+    if landed is None:
+        return AssignmentOutcome(
+            ASSIGNED_STATUS_CREATED, target.key, owned, "AssignmentFailed", f"could not read {target} back"
+        )
+    return AssignmentOutcome(
+        ASSIGNED_STATUS_CREATED, target.key, owned, "AssignmentFailed", f"not on {target} after the update"
+    )
+
+
+def _without_target(desired: DesiredAssignment, node_exists: bool) -> AssignmentOutcome:
+    if not node_exists:
+        return AssignmentOutcome(
+            ASSIGNED_STATUS_CREATED, "", False, "NodeNotFound", f"node {desired.node_name} does not exist"
+        )
+    return AssignmentOutcome(
+        ASSIGNED_STATUS_CREATED,
+        "",
+        False,
+        "NodeNotResolvable",
+        f"node {desired.node_name} has no Azure VM or scale set in its providerID",
+    )

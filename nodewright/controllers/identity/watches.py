@@ -1,0 +1,162 @@
+"""What the identity assignment controller watches and how: the cache indexes its passes read
+(nodes by target, pods by node and by binding label, AzureAssignedIdentities by target, node and
+pod), the predicates that drop status-only churn, and ``ChangeBatcher``, which folds a burst of
+events for one target into one pass. No I/O; the batcher holds a little state under a lock.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from nodewright.api.aadpodidentity.v1 import POD_LABEL
+from nodewright.cloud.resource_ids import InvalidResourceIdError
+from nodewright.controllers.identity.decisions import PodInfo
+from nodewright.controllers.identity.targets import target_of_provider_id
+from nodewright.runtime.predicates import Predicate, predicate
+from nodewright.runtime.reconcile import Request
+
+__all__ = [
+    "ASSIGNED_NODE_INDEX",
+    "ASSIGNED_POD_INDEX",
+    "ASSIGNED_TARGET_INDEX",
+    "BINDING_LABEL_INDEX",
+    "NODE_NAME_INDEX",
+    "NO_EVENTS",
+    "TARGET_INDEX",
+    "ChangeBatcher",
+    "assigned_node_index",
+    "assigned_pod_index",
+    "assigned_target_index",
+    "node_relevant_change",
+    "node_target_index",
+    "pod_binding_label_index",
+    "pod_node_index",
+    "pod_relevant_change",
+    "spec_or_deletion_change",
+    "target_key_of_node",
+    "with_kind",
+]
+
+TARGET_INDEX = "identity.target"
+"""Nodes by the lowercased ARM ID of their target ("" when they have none)."""
+NODE_NAME_INDEX = "spec.nodeName"
+BINDING_LABEL_INDEX = "aadpodidbinding"
+ASSIGNED_TARGET_INDEX = "status.target"
+"""AzureAssignedIdentities by recorded target ("" when none is recorded, as MIC wrote them)."""
+ASSIGNED_NODE_INDEX = "spec.nodename"
+ASSIGNED_POD_INDEX = "spec.pod"
+"""AzureAssignedIdentities by ``<podNamespace>/<pod>``."""
+
+
+def target_key_of_node(node: Mapping[str, Any]) -> str:
+    provider_id = str((node.get("spec") or {}).get("providerID") or "")
+    if not provider_id:
+        return ""
+    try:
+        return target_of_provider_id(provider_id).key
+    except InvalidResourceIdError:
+        return ""
+
+
+def node_target_index(node: dict[str, Any]) -> list[str]:
+    return [target_key_of_node(node)]
+
+
+def pod_node_index(pod: dict[str, Any]) -> list[str]:
+    node_name = (pod.get("spec") or {}).get("nodeName")
+    return [str(node_name)] if node_name else []
+
+
+def pod_binding_label_index(pod: dict[str, Any]) -> list[str]:
+    value = ((pod.get("metadata") or {}).get("labels") or {}).get(POD_LABEL)
+    return [str(value)] if value else []
+
+
+def assigned_target_index(assigned: dict[str, Any]) -> list[str]:
+    return [str((assigned.get("status") or {}).get("target") or "").lower()]
+
+
+def assigned_node_index(assigned: dict[str, Any]) -> list[str]:
+    node_name = (assigned.get("spec") or {}).get("nodename")
+    return [str(node_name)] if node_name else []
+
+
+def assigned_pod_index(assigned: dict[str, Any]) -> list[str]:
+    spec = assigned.get("spec") or {}
+    return [f"{spec.get('podNamespace', '')}/{spec.get('pod', '')}"]
+
+
+def _pod_facts(pod: Mapping[str, Any]) -> tuple[Any, ...]:
+    info = PodInfo.from_object(pod)
+    return (info.node_name, info.is_active, info.binding_label)
+
+
+def pod_relevant_change(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """A pod update matters only when its node, its label or whether it runs changed."""
+    return _pod_facts(old) != _pod_facts(new)
+
+
+def node_relevant_change(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """A node update matters only when its providerID changed (not heartbeats or conditions)."""
+    return (old.get("spec") or {}).get("providerID") != (new.get("spec") or {}).get("providerID")
+
+
+def spec_or_deletion_change(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Spec edits (generation) and deletion requests, not status writes (ours or anyone's)."""
+    old_metadata, new_metadata = old.get("metadata") or {}, new.get("metadata") or {}
+    return old_metadata.get("generation") != new_metadata.get("generation") or bool(
+        new_metadata.get("deletionTimestamp")
+    ) != bool(old_metadata.get("deletionTimestamp"))
+
+
+def _never(*_: dict[str, Any]) -> bool:
+    return False
+
+
+NO_EVENTS: Predicate = predicate(create=_never, update=_never, delete=_never, generic=_never)
+"""For the builder's ``for_``: this controller's requests are targets, all produced by maps."""
+
+
+def with_kind(obj: Mapping[str, Any], api_version: str, kind: str) -> dict[str, Any]:
+    return {**obj, "apiVersion": obj.get("apiVersion") or api_version, "kind": obj.get("kind") or kind}
+
+
+class ChangeBatcher:
+    """Collects a burst of changes per request so that it lands in one pass (and one PATCH):
+    a pass waits until no event came for ``window`` seconds, but never longer than ``max_delay``
+    after the first event of the burst. A pass with no pending burst (a periodic one) goes at
+    once. Thread-safe: informer threads note, workers wait."""
+
+    def __init__(
+        self, window: float, max_delay: float, monotonic: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.window = window
+        self.max_delay = max_delay
+        self.monotonic = monotonic
+        self._lock = threading.Lock()
+        self._first: dict[Request, float] = {}
+        self._last: dict[Request, float] = {}
+
+    def note(self, requests: Iterable[Request]) -> None:
+        now = self.monotonic()
+        with self._lock:
+            for request in requests:
+                self._first.setdefault(request, now)
+                self._last[request] = now
+
+    def wait(self, request: Request) -> float:
+        """Seconds to wait before this pass; 0 means go now (and the burst is consumed)."""
+        now = self.monotonic()
+        with self._lock:
+            first = self._first.get(request)
+            if first is None:
+                return 0.0
+            wait = min(self._last[request] + self.window, first + self.max_delay) - now
+            if wait > 0:
+                return wait
+            del self._first[request]
+            del self._last[request]
+            return 0.0
