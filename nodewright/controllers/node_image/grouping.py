@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from nodewright.api.meta import ObjectReference
@@ -122,6 +122,15 @@ def same_image(node_image: str, desired: ImageReference) -> bool:
 # ---- nodes and grouping -------------------------------------------------------------------------
 
 
+def _timestamp(value: object) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
+
+
 @dataclass(frozen=True)
 class ClusterNode:
     """What the rollout needs to know of a Kubernetes Node."""
@@ -133,6 +142,8 @@ class ClusterNode:
     labels: Mapping[str, str] = field(default_factory=dict, hash=False)
     ready: bool = False
     unschedulable: bool = False
+    created: datetime | None = None
+    """When the Node registered (its creationTimestamp)."""
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> ClusterNode:
@@ -149,6 +160,7 @@ class ClusterNode:
             labels=dict(metadata.get("labels") or {}),
             ready=ready,
             unschedulable=bool(spec.get("unschedulable", False)),
+            created=_timestamp(metadata.get("creationTimestamp")),
         )
 
     @property

@@ -28,15 +28,11 @@ a surge it already spent. Neighbours: ``pending_node`` (machines leaving and joi
 from __future__ import annotations
 
 import copy
-import json
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from nodewright.api.base import ValidationError
 from nodewright.api.nodewright.v1alpha1 import (
-    ENABLED_BEFORE_ROLLOUT_ANNOTATION,
-    AutoscalingStrategy,
     NodeImage,
     PendingNode,
     PendingNodeGoal,
@@ -44,17 +40,13 @@ from nodewright.api.nodewright.v1alpha1 import (
     ScalingGroup,
 )
 from nodewright.cloud.errors import NotFoundError
-from nodewright.cloud.models import ImageReference, InstanceInfo
+from nodewright.cloud.models import ImageReference
 from nodewright.cloud.resource_ids import (
     InvalidResourceIdError,
-    MachineId,
-    ScaleSetId,
     ScaleSetInstanceId,
     parse_provider_id,
-    parse_scale_set_id,
 )
 from nodewright.controllers.node_image.decisions import (
-    BLOCKING_PROBLEMS,
     DONOR_ANNOTATION,
     DRAIN_STARTED_ANNOTATION,
     HEIR_ANNOTATION,
@@ -68,8 +60,6 @@ from nodewright.controllers.node_image.decisions import (
     PairingPlan,
     ReplacementPair,
     ReplacementStep,
-    ScaleOutPlan,
-    decide_autoscaling,
     group_nodes,
     labels_to_copy,
     new_node_budget,
@@ -85,29 +75,20 @@ from nodewright.controllers.node_image.decisions import (
     rollout_in_progress,
     settled_joins,
 )
-from nodewright.controllers.node_image.options import NodeImageSettings
 from nodewright.controllers.node_image.resources import (
-    AUTOSCALING_STRATEGY,
-    NODE_IMAGE,
-    PENDING_NODE,
-    SCALING_GROUP,
-    Checkpoint,
-    Clock,
-    ReadYourWrites,
-    controller_reference,
     format_time,
     is_controlled_by,
-    no_checkpoint,
     parse_time,
-    utc_now,
+)
+from nodewright.controllers.node_image.rollout_writes import (
+    SCALE_OUT_ANNOTATION,
+    NodeImageCloud,
+    NodeImageStores,
+    RolloutWrites,
 )
 from nodewright.runtime import errors
-from nodewright.runtime.client import Client
-from nodewright.runtime.events import EventRecorder
-from nodewright.runtime.informer import Store
-from nodewright.runtime.kinds import NODE, POD, Kind
+from nodewright.runtime.kinds import NODE, POD
 from nodewright.runtime.logs import get_logger
-from nodewright.runtime.objects import replace_status, set_condition
 from nodewright.runtime.rbac import PolicyRule
 from nodewright.runtime.reconcile import Request, Result, TerminalError
 
@@ -115,9 +96,6 @@ __all__ = ["RBAC_RULES", "SCALE_OUT_ANNOTATION", "NodeImageCloud", "NodeImageRec
 
 log = get_logger(__name__)
 
-SCALE_OUT_ANNOTATION = "nodewright.io/instances-before-scale-out"
-"""On a ScalingGroup while a scale-out is under way: the scale set's instance IDs before it (a
-JSON list). A restart finds the new machine by difference and tracks it with a Join PendingNode."""
 
 RBAC_RULES: tuple[PolicyRule, ...] = (
     PolicyRule("nodewright.io", ("nodeimages",), ("get", "list", "watch")),
@@ -132,28 +110,6 @@ RBAC_RULES: tuple[PolicyRule, ...] = (
 )
 
 
-class NodeImageCloud(Protocol):
-    """The cloud operations the NodeImage reconciler needs (``ComputeService`` has them)."""
-
-    def get_instance(self, machine: MachineId) -> InstanceInfo: ...
-
-    def list_instance_ids(self, scale_set: ScaleSetId) -> list[str]: ...
-
-    def scale_out_by_one(self, scale_set: ScaleSetId) -> InstanceInfo: ...
-
-
-@dataclass(frozen=True)
-class NodeImageStores:
-    """The informer stores the reconciler reads (filled by the shared cache)."""
-
-    node_images: Store
-    nodes: Store
-    pending_nodes: Store
-    scaling_groups: Store
-    autoscaling_strategies: Store
-    pod_disruption_budgets: Store
-
-
 @dataclass
 class _Pass:
     """What one reconcile learned while writing, for the status and the requeue."""
@@ -163,28 +119,8 @@ class _Pass:
     waiting_for_pods: bool = False
 
 
-class NodeImageReconciler:
+class NodeImageReconciler(RolloutWrites):
     """Drives the nodes towards the NodeImage's image (see the module docstring)."""
-
-    def __init__(
-        self,
-        *,
-        client: Client,
-        stores: NodeImageStores,
-        cloud: NodeImageCloud,
-        events: EventRecorder,
-        settings: NodeImageSettings,
-        checkpoint: Checkpoint = no_checkpoint,
-        clock: Clock = utc_now,
-    ) -> None:
-        self._client = client
-        self._stores = stores
-        self._cloud = cloud
-        self._events = events
-        self._settings = settings
-        self._checkpoint = checkpoint
-        self._clock = clock
-        self._writes = ReadYourWrites(client)
 
     # ---- the reconcile ------------------------------------------------------------------------
 
@@ -376,18 +312,6 @@ class NodeImageReconciler:
         for donor in pairing.clear_heir_annotation:
             self._annotate(current, donor.name, {HEIR_ANNOTATION: None}, "release-donor")
 
-    def _annotate(
-        self, current: dict[str, ClusterNode], name: str, annotations: Mapping[str, str | None], step: str
-    ) -> None:
-        node = current.get(name)
-        if node is not None and all(node.annotations.get(k) == v for k, v in annotations.items()):
-            return  # already written (a restart came between this and the next write)
-        patched = self._patch(
-            NODE, self._stores.nodes, name, {"metadata": {"annotations": dict(annotations)}}, step
-        )
-        if patched is not None:
-            current[name] = ClusterNode.from_object(patched)
-
     def _restore(self, current: dict[str, ClusterNode], node: ClusterNode) -> None:
         """Undo the marks of a replacement that will not happen (uncordon only what we cordoned)."""
         body: dict[str, Any] = {
@@ -493,170 +417,3 @@ class NodeImageReconciler:
             names = "; ".join(f"{key}: {why}" for key, why in sorted(plan.blocked.items()))
             log.info("Drain waiting for disruption budgets", node=node.name, pods=names)
         return plan
-
-    # ---- autoscaling --------------------------------------------------------------------------
-
-    def _keep_autoscaling_off(self, in_progress: bool) -> bool:
-        """Turn autoscaling off during a rollout and back to its earlier value after it;
-        returns whether an autoscaler still runs (reported by its status)."""
-        running = False
-        for cached in sorted(self._stores.autoscaling_strategies.list(), key=lambda o: o["metadata"]["name"]):
-            try:
-                strategy = AutoscalingStrategy.from_object(copy.deepcopy(cached))
-            except ValidationError:
-                continue
-            running = running or strategy.status.enabled
-            value = (strategy.metadata.get("annotations") or {}).get(ENABLED_BEFORE_ROLLOUT_ANNOTATION)
-            remembered = None if value is None else value == "true"
-            change = decide_autoscaling(strategy.spec.enabled, remembered, in_progress=in_progress)
-            if change is None:
-                continue
-            body = {
-                "metadata": {
-                    "annotations": {
-                        ENABLED_BEFORE_ROLLOUT_ANNOTATION: None
-                        if change.remembered is None
-                        else str(change.remembered).lower()
-                    }
-                },
-                "spec": {"enabled": change.enabled},
-            }
-            self._patch(
-                AUTOSCALING_STRATEGY, self._stores.autoscaling_strategies, strategy.name, body, "autoscaling"
-            )
-            log.info("Set autoscaling", strategy=strategy.name, enabled=change.enabled, rollout=in_progress)
-        return running
-
-    # ---- scale-out ----------------------------------------------------------------------------
-
-    def _scale_out_one(self, owner: dict[str, Any], scaling_group: ScalingGroup) -> None:
-        """Add one machine to the scale set, recorded first so a restart can find it."""
-        scale_set = parse_scale_set_id(scaling_group.spec.group_id)
-        before = sorted(self._cloud.list_instance_ids(scale_set))
-        record = {"metadata": {"annotations": {SCALE_OUT_ANNOTATION: json.dumps(before)}}}
-        self._patch(
-            SCALING_GROUP, self._stores.scaling_groups, scaling_group.name, record, "record-scale-out"
-        )
-        self._checkpoint("scale-out")
-        instance = self._cloud.scale_out_by_one(scale_set)
-        self._track_join(owner, scaling_group, instance, "create-join")
-        self._events.event(owner, "Normal", "ScaledOut", f"Added {instance.name} to {scaling_group.name}")
-        clear = {"metadata": {"annotations": {SCALE_OUT_ANNOTATION: None}}}
-        self._patch(
-            SCALING_GROUP, self._stores.scaling_groups, scaling_group.name, clear, "clear-scale-out-record"
-        )
-
-    def _adopt_recorded_scale_outs(
-        self, owner: dict[str, Any], scaling_groups: Sequence[ScalingGroup], pending: Sequence[PendingNode]
-    ) -> list[PendingNode]:
-        """Track machines that a scale-out created before a restart lost them; returns the new
-        Join PendingNodes."""
-        adopted: list[PendingNode] = []
-        known = {p.spec.provider_id.lower() for p in pending}
-        for scaling_group in scaling_groups:
-            recorded = (scaling_group.metadata.get("annotations") or {}).get(SCALE_OUT_ANNOTATION)
-            if recorded is None:
-                continue
-            scale_set = parse_scale_set_id(scaling_group.spec.group_id)
-            try:
-                before = {str(i) for i in json.loads(recorded)}
-            except (ValueError, TypeError):
-                before = set()
-            for instance_id in sorted(set(self._cloud.list_instance_ids(scale_set)) - before):
-                instance = self._cloud.get_instance(scale_set.instance(instance_id))
-                if instance.provider_id.lower() in known:
-                    continue
-                created = self._track_join(owner, scaling_group, instance, "adopt-machine")
-                adopted.append(created)
-                known.add(instance.provider_id.lower())
-                self._events.event(
-                    owner, "Normal", "AdoptedMachine", f"Tracking {instance.name} created before a restart"
-                )
-            clear = {"metadata": {"annotations": {SCALE_OUT_ANNOTATION: None}}}
-            self._patch(
-                SCALING_GROUP,
-                self._stores.scaling_groups,
-                scaling_group.name,
-                clear,
-                "clear-scale-out-record",
-            )
-        return adopted
-
-    def _track_join(
-        self, owner: dict[str, Any], scaling_group: ScalingGroup, instance: InstanceInfo, step: str
-    ) -> PendingNode:
-        spec = PendingNodeSpec(
-            provider_id=instance.provider_id,
-            group_id=scaling_group.spec.group_id,
-            node_name=instance.name,
-            goal=PendingNodeGoal.JOIN,
-            deadline=format_time(self._clock() + self._settings.timeouts.join),
-        )
-        return self._create_pending_node(owner, spec, step)
-
-    # ---- writes -------------------------------------------------------------------------------
-
-    def _patch(
-        self, kind: Kind, store: Store, name: str, body: dict[str, Any], step: str
-    ) -> dict[str, Any] | None:
-        """Merge-patch one object; ``None`` when it is gone. Recorded for read-your-writes."""
-        before = store.get(name)
-        self._checkpoint(step)
-        try:
-            patched = self._client.patch(kind, name, body)
-        except errors.NotFound:
-            return None
-        self._writes.written(kind, store, name, before)
-        return patched
-
-    def _create_pending_node(self, owner: dict[str, Any], spec: PendingNodeSpec, step: str) -> PendingNode:
-        pending = PendingNode(
-            metadata={"name": spec.node_name, "ownerReferences": [controller_reference(owner)]}, spec=spec
-        )
-        body = pending.to_object()
-        del body["status"]
-        self._checkpoint(step)
-        try:
-            created = self._client.create(PENDING_NODE, body)
-        except errors.AlreadyExists:
-            return pending
-        self._writes.written(PENDING_NODE, self._stores.pending_nodes, spec.node_name, None)
-        log.info("Created PendingNode", pending_node=spec.node_name, goal=spec.goal.value)
-        return PendingNode.from_object(created)
-
-    def _delete_pending_node(self, pending: PendingNode, step: str) -> None:
-        uid = str(pending.metadata.get("uid", ""))
-        self._checkpoint(step)
-        try:
-            self._client.delete(PENDING_NODE, pending.name, preconditions={"uid": uid} if uid else None)
-        except (errors.NotFound, errors.Conflict):
-            return
-        self._writes.deleted(PENDING_NODE, self._stores.pending_nodes, pending.name, uid)
-
-    def _report_blockers(self, owner: dict[str, Any], plan: ScaleOutPlan) -> None:
-        for blocker in plan.blockers:
-            if blocker.reason in BLOCKING_PROBLEMS:
-                self._events.event(owner, "Warning", blocker.reason, blocker.message)
-
-    def _write_status(
-        self, obj: dict[str, Any], status: dict[str, Any] | None, conditions: Sequence[Any]
-    ) -> None:
-        """Write the status (``None`` keeps the lists) with the conditions, if anything changed."""
-        generation = int(obj["metadata"].get("generation", 0))
-        desired = dict(obj.get("status") or {}) if status is None else dict(status)
-        existing_conditions = copy.deepcopy((obj.get("status") or {}).get("conditions") or [])
-        for condition in conditions:
-            set_condition(
-                existing_conditions,
-                condition.type,
-                condition.status,
-                condition.reason,
-                condition.message,
-                generation,
-            )
-        desired["conditions"] = existing_conditions
-        if desired == (obj.get("status") or {}):
-            return
-        self._checkpoint("status")
-
-        replace_status(self._client, NODE_IMAGE, obj, desired)

@@ -30,6 +30,7 @@ __all__ = [
     "ScaleOut",
     "ScaleOutBlocker",
     "ScaleOutPlan",
+    "cap_scale_out",
     "plan_scale_out",
 ]
 
@@ -228,3 +229,26 @@ def plan_scale_out(
     for key, count in counts.items():
         plan.scale_outs.append(ScaleOut(groups_by_id[key].spec.group_id, groups_by_id[key].name, count))
     return plan
+
+
+def cap_scale_out(
+    plan: ScaleOutPlan, groups: NodeGroups, pending_nodes: Sequence[PendingNode], cap: int | None
+) -> ScaleOutPlan:
+    """``plan`` with each scale set's new machines cut so that at most ``cap`` are in flight in it
+    (joining machines, heirs and mints count): the canary. ``None`` leaves the plan as it is."""
+    if cap is None:
+        return plan
+    in_flight = _count_by_group(
+        [
+            *(join.spec.group_id for join in _joins(pending_nodes)),
+            *(node.scaling_group_id for node in groups.heirs),
+        ]
+    )
+    capped = ScaleOutPlan(blockers=list(plan.blockers))
+    for scale_out in plan.scale_outs:
+        room = max(0, cap - in_flight.get(scale_out.group_id.lower(), 0))
+        if min(room, scale_out.count) > 0:
+            capped.scale_outs.append(
+                ScaleOut(scale_out.group_id, scale_out.scaling_group, min(room, scale_out.count))
+            )
+    return capped
