@@ -24,6 +24,7 @@ from nodewright.controllers.node_image.pending_node import PendingNodeCloud, Pen
 from nodewright.controllers.node_image.resources import (
     AUTOSCALING_STRATEGY,
     NODE_IMAGE,
+    NODE_NETWORK_CONFIG,
     PENDING_NODE,
     SCALING_GROUP,
     Checkpoint,
@@ -74,6 +75,11 @@ def _ready(obj: Object) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
+def _condition_facts(obj: Object) -> list[tuple[Any, ...]]:
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return [(c.get("type"), c.get("status"), c.get("reason"), c.get("message")) for c in conditions]
+
+
 def _node_facts(obj: Object) -> tuple[Any, ...]:
     metadata = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
@@ -93,8 +99,16 @@ scaling_group_changed: Predicate = predicate(
     update=lambda old, new: (
         (old.get("metadata") or {}).get("generation") != (new.get("metadata") or {}).get("generation")
         or (old.get("status") or {}).get("imageReference") != (new.get("status") or {}).get("imageReference")
+        or _condition_facts(old) != _condition_facts(new)
     )
 )
+node_image_target_changed: Predicate = predicate(
+    update=lambda old, new: (
+        (old.get("metadata") or {}).get("generation") != (new.get("metadata") or {}).get("generation")
+        or (old.get("status") or {}).get("rolloutState") != (new.get("status") or {}).get("rolloutState")
+    )
+)
+"""NodeImage updates that change the image its scale sets' models should name (a rollback)."""
 autoscaling_changed: Predicate = predicate(
     update=lambda old, new: (
         (old.get("spec"), (old.get("status") or {}).get("enabled"))
@@ -121,6 +135,11 @@ def install(
         scaling_groups=cache.informer(SCALING_GROUP).store,
         autoscaling_strategies=cache.informer(AUTOSCALING_STRATEGY).store,
         pod_disruption_budgets=cache.informer(POD_DISRUPTION_BUDGET).store,
+        node_network_configs=cache.informer(
+            NODE_NETWORK_CONFIG, namespace=settings.node_network_config_namespace
+        ).store
+        if settings.node_network_config_namespace
+        else None,
     )
     events = manager.event_recorder("nodewright-node-image")
 
@@ -173,7 +192,7 @@ def install(
     (
         manager.controller("scalinggroup")
         .for_(SCALING_GROUP, predicate=generation_changed)
-        .watches(NODE_IMAGE, scaling_groups_of_node_image, predicate=generation_changed)
+        .watches(NODE_IMAGE, scaling_groups_of_node_image, predicate=node_image_target_changed)
         .complete(images)
     )
     machines = PendingNodeReconciler(

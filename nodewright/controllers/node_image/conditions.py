@@ -80,6 +80,7 @@ class ConditionState:
 _STEP_ORDER = [
     ReplacementStep.DRAIN,
     ReplacementStep.CORDON,
+    ReplacementStep.WAIT_FOR_HEIR_NETWORK,
     ReplacementStep.WAIT_FOR_HEIR_READY,
     ReplacementStep.COPY_LABELS,
     ReplacementStep.REMOVE,
@@ -204,6 +205,7 @@ def _step_message(steps: set[ReplacementStep]) -> str:
         ReplacementStep.DRAIN: "draining",
         ReplacementStep.CORDON: "cordoning",
         ReplacementStep.WAIT_FOR_HEIR_READY: "waiting for the new node to be Ready",
+        ReplacementStep.WAIT_FOR_HEIR_NETWORK: "waiting for the new node's IP pool",
         ReplacementStep.COPY_LABELS: "copying labels",
         ReplacementStep.REMOVE: "removing the old node",
     }

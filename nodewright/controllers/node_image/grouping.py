@@ -15,6 +15,7 @@ from typing import Any
 
 from nodewright.api.meta import ObjectReference
 from nodewright.api.nodewright.v1alpha1 import (
+    QUARANTINE_LABEL,
     PendingNode,
     PendingNodeGoal,
 )
@@ -210,6 +211,9 @@ class NodeGroups:
     obsolete: list[ClusterNode] = field(default_factory=list)
     awaiting_annotation: list[ClusterNode] = field(default_factory=list)
     invalid: list[ClusterNode] = field(default_factory=list)
+    quarantined: list[ClusterNode] = field(default_factory=list)
+    """Nodes left cordoned after a drain timed out (``nodewright.io/upgrade-status=Quarantined``):
+    a human decides; the rollout neither replaces nor counts them."""
 
     def all_nodes(self) -> list[ClusterNode]:
         return [
@@ -221,6 +225,7 @@ class NodeGroups:
             *self.obsolete,
             *self.awaiting_annotation,
             *self.invalid,
+            *self.quarantined,
         ]
 
 
@@ -245,7 +250,7 @@ def group_nodes(
     """Sort nodes into groups; the first rule that matches wins:
 
     1. no providerID, or named in ``invalid`` (the cloud could not place it) -> invalid;
-    2. obsolete annotation -> obsolete;
+    2. quarantined label -> quarantined; obsolete annotation -> obsolete;
     3. scaling-group or image annotation missing -> awaiting annotation;
     4. image differs from ``desired_image`` -> donor if it has a heir, else outdated;
     5. donor annotation -> heir;
@@ -258,6 +263,8 @@ def group_nodes(
     for node in sorted(nodes, key=lambda n: n.name):
         if not node.provider_id or node.name in invalid:
             groups.invalid.append(node)
+        elif node.labels.get(QUARANTINE_LABEL) == "Quarantined":
+            groups.quarantined.append(node)
         elif node.obsolete:
             groups.obsolete.append(node)
         elif not node.scaling_group_id or not node.image:

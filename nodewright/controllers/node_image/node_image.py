@@ -28,16 +28,17 @@ a surge it already spent. Neighbours: ``pending_node`` (machines leaving and joi
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from nodewright.api.base import ValidationError
 from nodewright.api.nodewright.v1alpha1 import (
+    CONDITION_IMAGE_APPLIED,
     NodeImage,
     PendingNode,
-    PendingNodeGoal,
-    PendingNodeSpec,
+    RolloutState,
     ScalingGroup,
+    UndrainableNodeBehavior,
 )
 from nodewright.cloud.errors import NotFoundError
 from nodewright.cloud.models import ImageReference
@@ -47,47 +48,45 @@ from nodewright.cloud.resource_ids import (
     parse_provider_id,
 )
 from nodewright.controllers.node_image.decisions import (
-    DONOR_ANNOTATION,
-    DRAIN_STARTED_ANNOTATION,
-    HEIR_ANNOTATION,
     NODE_IMAGE_ANNOTATION,
-    OBSOLETE_ANNOTATION,
     SCALING_GROUP_ANNOTATION,
     ClusterNode,
-    DrainPlan,
     InvalidImageError,
     NodeGroups,
     PairingPlan,
     ReplacementPair,
-    ReplacementStep,
     group_nodes,
-    labels_to_copy,
     new_node_budget,
     node_image_status,
     nodes_to_restore,
     pair_nodes,
     parse_desired_image,
-    plan_drain,
     plan_scale_out,
-    removal_step,
-    replacement_step,
     rollout_conditions,
     rollout_in_progress,
     settled_joins,
 )
+from nodewright.controllers.node_image.replacement import NodeReplacement, RemovalContext, ReplacementPass
 from nodewright.controllers.node_image.resources import (
-    format_time,
     is_controlled_by,
-    parse_time,
+)
+from nodewright.controllers.node_image.rollout_state import (
+    RolloutDecision,
+    RolloutMemory,
+    any_rollout_running,
+    decide_rollout,
+    desired_image_of,
+    gate_failure,
+    overlay_conditions,
 )
 from nodewright.controllers.node_image.rollout_writes import (
     SCALE_OUT_ANNOTATION,
     NodeImageCloud,
     NodeImageStores,
-    RolloutWrites,
 )
-from nodewright.runtime import errors
-from nodewright.runtime.kinds import NODE, POD
+from nodewright.controllers.node_image.scale_out import ScaleOutPlan, cap_scale_out
+from nodewright.controllers.node_image.targeting import Claims, claim_scaling_groups, nodes_claimed
+from nodewright.runtime.kinds import NODE
 from nodewright.runtime.logs import get_logger
 from nodewright.runtime.rbac import PolicyRule
 from nodewright.runtime.reconcile import Request, Result, TerminalError
@@ -107,19 +106,43 @@ RBAC_RULES: tuple[PolicyRule, ...] = (
     PolicyRule("", ("pods",), ("list",)),
     PolicyRule("", ("pods/eviction",), ("create",)),
     PolicyRule("policy", ("poddisruptionbudgets",), ("get", "list", "watch")),
+    PolicyRule("acn.azure.com", ("nodenetworkconfigs",), ("get", "list", "watch")),
 )
 
 
 @dataclass
-class _Pass:
-    """What one reconcile learned while writing, for the status and the requeue."""
+class _View:
+    """What one reconcile read and grouped, and what it learns while writing."""
 
-    steps: list[ReplacementStep] = field(default_factory=list)
-    stuck_drains: list[str] = field(default_factory=list)
-    waiting_for_pods: bool = False
+    obj: dict[str, Any]
+    node_image: NodeImage
+    memory: RolloutMemory
+    desired: ImageReference
+    claims: Claims
+    pending: list[PendingNode]
+    groups: NodeGroups
+    current: dict[str, ClusterNode]
+    progress: ReplacementPass = field(default_factory=ReplacementPass)
+
+    @property
+    def new_nodes(self) -> list[ClusterNode]:
+        """Nodes on the desired image: heirs, mints and up-to-date nodes."""
+        return [*self.groups.heirs, *(m.node for m in self.groups.mints), *self.groups.up_to_date]
+
+    @property
+    def in_flight(self) -> bool:
+        groups = self.groups
+        return bool(
+            groups.donors
+            or groups.heirs
+            or groups.mints
+            or groups.obsolete
+            or groups.awaiting_annotation
+            or self.pending
+        )
 
 
-class NodeImageReconciler(RolloutWrites):
+class NodeImageReconciler(NodeReplacement):
     """Drives the nodes towards the NodeImage's image (see the module docstring)."""
 
     # ---- the reconcile ------------------------------------------------------------------------
@@ -134,8 +157,9 @@ class NodeImageReconciler(RolloutWrites):
         except ValidationError as error:
             self._events.event(obj, "Warning", "InvalidSpec", str(error))
             raise TerminalError(f"NodeImage {request.name}: {error}") from error
+        memory = RolloutMemory.from_status(node_image.status)
         try:
-            desired = parse_desired_image(node_image.spec.image)
+            desired = parse_desired_image(desired_image_of(memory, node_image.spec.image))
         except InvalidImageError as error:
             self._events.event(obj, "Warning", "InvalidImageReference", str(error))
             self._write_status(
@@ -143,97 +167,200 @@ class NodeImageReconciler(RolloutWrites):
             )
             return Result()
         try:
-            return self._roll_out(obj, node_image, desired)
+            return self._roll_out(self._read(obj, node_image, memory, desired))
         finally:
             self._writes.wait()
 
-    def _roll_out(self, obj: dict[str, Any], node_image: NodeImage, desired: ImageReference) -> Result:
-        uid = str(obj["metadata"]["uid"])
-        scaling_groups = self._scaling_groups(node_image.name)
-        pending = self._pending_nodes(uid)
-        pending += self._adopt_recorded_scale_outs(obj, scaling_groups, pending)
-        nodes, invalid = self._annotated_nodes(obj)
+    def _read(
+        self, obj: dict[str, Any], node_image: NodeImage, memory: RolloutMemory, desired: ImageReference
+    ) -> _View:
+        """Steps 1 and 2: the claimed scale sets, PendingNodes (adopting recorded scale-outs), the
+        claimed nodes annotated and grouped, settled joins deleted."""
+        claims = claim_scaling_groups(self._all_scaling_groups(), node_image.name)
+        pending = self._pending_nodes(str(obj["metadata"]["uid"]))
+        pending += self._adopt_recorded_scale_outs(obj, claims.scaling_groups, pending)
+        nodes, invalid = self._annotated_nodes(claims)
         groups = group_nodes(nodes, pending, desired, invalid=invalid)
         for join in settled_joins(groups, pending):
             self._delete_pending_node(join, "delete-settled-join")
             pending.remove(join)
-        budget = new_node_budget(node_image.spec.max_surge, groups, pending)
-        pairing = pair_nodes(groups)
         current = {node.name: node for node in groups.all_nodes()}
-        self._apply_pairing(pairing, current)
-        for node in nodes_to_restore(groups, pending):
-            self._restore(current, node)
-        progress = _Pass()
-        for pair in pairing.pairs:
-            self._advance(
-                obj, ReplacementPair(current[pair.donor.name], current[pair.heir.name]), current, progress
+        return _View(obj, node_image, memory, desired, claims, pending, groups, current)
+
+    def _roll_out(self, view: _View) -> Result:
+        decision = self._decide(view)
+        if decision.started_rollback:
+            return self._start_rollback(view, decision)
+        budget = new_node_budget(view.node_image.spec.max_surge, view.groups, view.pending)
+        pairing = pair_nodes(view.groups)
+        self._replace(view, pairing, decision)
+        memory = self._handle_stuck_drains(view, decision.memory)
+        scale = decision.scale_out and memory.state is not RolloutState.FAILED
+        plan = self._scale(view, pairing, budget, decision.canary_cap if scale else 0)
+        self._report(view, memory, budget, plan)
+        if view.progress.waiting_for_pods or view.progress.heirs_short_of_addresses:
+            return Result(requeue_after=self._settings.drain_poll_seconds)
+        if decision.requeue_at is not None:
+            wait = (decision.requeue_at - self._clock()).total_seconds()
+            return Result(requeue_after=min(max(wait, 0.2), self._settings.resync_seconds))
+        if rollout_in_progress(view.groups, view.pending) or plan.total:
+            return Result(requeue_after=self._settings.resync_seconds)
+        return Result()
+
+    def _decide(self, view: _View) -> RolloutDecision:
+        """Where the rollout goes: the health gates are checked while it runs towards its image."""
+        memory, spec = view.memory, view.node_image.spec
+        failure = None
+        gated = memory.state in (RolloutState.CANARY, RolloutState.SOAKING, RolloutState.ROLLING)
+        if gated and memory.target_image.lower() == spec.image.lower():
+            failure = gate_failure(
+                view.new_nodes,
+                now=self._clock(),
+                heir_ready_timeout=spec.heir_ready_deadline,
+                conditions=view.node_image.status.conditions,
+                gate_conditions=spec.gate_conditions,
             )
-        for node in groups.obsolete:
-            self._take_out(obj, current[node.name], None, current, progress)
-        in_progress = rollout_in_progress(groups, pending)
-        autoscaler_running = self._keep_autoscaling_off(in_progress)
+        return decide_rollout(
+            memory,
+            view.node_image,
+            outdated_images=[node.image for node in [*view.groups.outdated, *view.groups.donors]],
+            outdated_left=bool(view.groups.outdated),
+            in_flight=view.in_flight,
+            failure=failure,
+            now=self._clock(),
+        )
+
+    def _start_rollback(self, view: _View, decision: RolloutDecision) -> Result:
+        """Record the failed gate; the next reconcile rolls towards the previous image."""
+        memory = decision.memory
+        message = f"{memory.failure_message}; rolling back to {memory.previous_image}"
+        self._events.event(view.obj, "Warning", "RollingBack", message)
+        self._metrics.rolled_back(view.node_image.name)
+        log.info("Rolling back NodeImage", node_image=view.node_image.name, reason=memory.failure_reason)
+        self._report(view, memory, 0, ScaleOutPlan())
+        return Result(requeue_after=self._settings.drain_poll_seconds)
+
+    def _replace(self, view: _View, pairing: PairingPlan, decision: RolloutDecision) -> None:
+        """Steps 3 and 4: pairing, restoring, the per-pair steps, obsolete nodes, ready marks."""
+        current = view.current
+        self._apply_pairing(pairing, current)
+        for node in nodes_to_restore(view.groups, view.pending):
+            self._restore(current, node)
+        rolling_back = decision.memory.state in (RolloutState.ROLLING_BACK, RolloutState.ROLLED_BACK)
+        context = RemovalContext(
+            owner=view.obj,
+            drain_timeout=view.node_image.spec.drain_deadline,
+            reason="Rollback" if rolling_back else "ImageOutdated",
+            scaling_group_names={g.spec.group_id.lower(): g.name for g in view.claims.scaling_groups},
+        )
+        for pair in pairing.pairs:
+            replacement = ReplacementPair(current[pair.donor.name], current[pair.heir.name])
+            self._advance(context, replacement, current, view.progress)
+        for node in view.groups.obsolete:
+            self._take_out(context, current[node.name], None, current, view.progress)
+        if not rolling_back:
+            done = [current[node.name] for node in view.groups.up_to_date if node.name in current]
+            self._mark_ready_seen(current, done)
+
+    def _handle_stuck_drains(self, view: _View, memory: RolloutMemory) -> RolloutMemory:
+        """Apply undrainableNodeBehavior to drains past their timeout; returns the memory, Failed
+        when the rollout must stop."""
+        spec = view.node_image.spec
+        blocked = len(view.groups.quarantined)
+        for name in view.progress.overdue_drains:
+            heir_of = view.current[name].heir if name in view.current else ""
+            cordon = spec.undrainable_node_behavior is UndrainableNodeBehavior.CORDON
+            if cordon and heir_of and blocked < spec.max_blocked_nodes:
+                context = RemovalContext(view.obj, spec.drain_deadline, "", {})
+                self._quarantine(context, view.current, name)
+                blocked += 1
+                continue
+            why = (
+                "Fail" if not cordon else f"more than maxBlockedNodes ({spec.max_blocked_nodes}) quarantined"
+            )
+            return replace(
+                memory,
+                state=RolloutState.FAILED,
+                failure_reason="DrainTimeout",
+                failure_message=f"Drain of {name} not done within {spec.drain_timeout} ({why})",
+            )
+        return memory
+
+    def _scale(self, view: _View, pairing: PairingPlan, budget: int, canary_cap: int | None) -> ScaleOutPlan:
+        """Steps 5 and 6: autoscaling off while any rollout runs, then new machines within the
+        budget (and the canary's cap; 0 creates none)."""
+        others = [o for name, o in self._node_image_objects() if name != view.node_image.name]
+        any_running = rollout_in_progress(view.groups, view.pending) or any_rollout_running(others)
+        autoscaler_running = self._keep_autoscaling_off(any_running)
         plan = plan_scale_out(
-            groups,
+            view.groups,
             pairing,
-            pending,
-            scaling_groups,
-            desired_image=desired,
+            view.pending,
+            view.claims.scaling_groups,
+            desired_image=view.desired,
             budget=budget,
             autoscaler_running=autoscaler_running,
         )
-        self._report_blockers(obj, plan)
+        plan = cap_scale_out(plan, view.groups, view.pending, canary_cap)
         for scale_out in plan.scale_outs:
-            scaling_group = next(g for g in scaling_groups if g.spec.group_id == scale_out.group_id)
-            for _ in range(scale_out.count):
-                self._scale_out_one(obj, scaling_group)
-        if progress.stuck_drains:
-            self._events.event(
-                obj,
-                "Warning",
-                "DrainStuck",
-                "Drain not finished in time on " + ", ".join(progress.stuck_drains),
+            scaling_group = next(
+                g for g in view.claims.scaling_groups if g.spec.group_id == scale_out.group_id
             )
-        status = node_image_status(
-            groups, pending, budget=budget, observed_generation=int(obj["metadata"].get("generation", 0))
-        )
+            for _ in range(scale_out.count):
+                self._scale_out_one(view.obj, scaling_group)
+        return plan
+
+    def _report(self, view: _View, memory: RolloutMemory, budget: int, plan: ScaleOutPlan) -> None:
+        """Write the status (lists, rollout state, conditions); the state metric; a log line."""
+        groups, progress = view.groups, view.progress
+        generation = int(view.obj["metadata"].get("generation", 0))
+        status = node_image_status(groups, view.pending, budget=budget, observed_generation=generation)
+        status = replace(status, **memory.status_fields())
         conditions = rollout_conditions(
             groups,
-            pending,
-            image=desired.format(),
+            view.pending,
+            image=view.desired.format(),
             steps=progress.steps,
             scale_out=plan,
             stuck_drains=progress.stuck_drains,
         )
-        self._write_status(obj, status.to_dict(), conditions)
+        broken = [
+            f"ScalingGroup {group.name}: {condition.reason}: {condition.message}"
+            for group in view.claims.scaling_groups
+            for condition in group.status.conditions
+            if condition.type == CONDITION_IMAGE_APPLIED and condition.status == "False"
+        ]
+        conditions = overlay_conditions(
+            conditions, memory, conflicts=view.claims.conflicts, broken_groups=broken
+        )
+        self._write_status(view.obj, status.to_dict(), conditions)
+        self._metrics.rollout_state(view.node_image.name, memory.state)
         log.info(
             "Reconciled NodeImage",
-            node_image=node_image.name,
+            node_image=view.node_image.name,
+            state=memory.state.value if memory.state else "",
             outdated=len(groups.outdated),
             donors=len(groups.donors),
             heirs=len(groups.heirs),
             mints=len(groups.mints),
-            pending=len(pending),
+            pending=len(view.pending),
             budget=budget,
             scaled_out=plan.total,
         )
-        if progress.waiting_for_pods:
-            return Result(requeue_after=self._settings.drain_poll_seconds)
-        if in_progress or plan.total:
-            return Result(requeue_after=self._settings.resync_seconds)
-        return Result()
 
     # ---- reads --------------------------------------------------------------------------------
 
-    def _scaling_groups(self, node_image: str) -> list[ScalingGroup]:
+    def _all_scaling_groups(self) -> list[ScalingGroup]:
         found: list[ScalingGroup] = []
         for cached in self._stores.scaling_groups.list():
             try:
-                scaling_group = ScalingGroup.from_object(copy.deepcopy(cached))
+                found.append(ScalingGroup.from_object(copy.deepcopy(cached)))
             except ValidationError:
                 continue  # the ScalingGroup reconciler reports it
-            if scaling_group.spec.node_image == node_image:
-                found.append(scaling_group)
-        return sorted(found, key=lambda g: g.name)
+        return found
+
+    def _node_image_objects(self) -> list[tuple[str, dict[str, Any]]]:
+        return [(str(o["metadata"]["name"]), o) for o in self._stores.node_images.list()]
 
     def _pending_nodes(self, owner_uid: str) -> list[PendingNode]:
         found: list[PendingNode] = []
@@ -250,21 +377,20 @@ class NodeImageReconciler(RolloutWrites):
                 )
         return sorted(found, key=lambda p: p.name)
 
-    def _annotated_nodes(self, owner: dict[str, Any]) -> tuple[list[ClusterNode], set[str]]:
-        """Every Node, annotated with its scale set and image when it was not yet; the names of
-        Nodes the cloud cannot place (not a scale-set instance, or no such machine). Nodes without
-        providerID or that cannot be placed get a Warning Event (grouping marks them invalid)."""
+    def _annotated_nodes(self, claims: Claims) -> tuple[list[ClusterNode], set[str]]:
+        """The Nodes of the claimed scale sets (by annotation or providerID), annotated with their
+        scale set and image when they were not yet; the names of those the cloud cannot find
+        (grouping marks them invalid; the Degraded condition and its one Event name them)."""
         nodes: list[ClusterNode] = []
         invalid: set[str] = set()
-        for cached in sorted(self._stores.nodes.list(), key=lambda n: n["metadata"]["name"]):
-            node = ClusterNode.from_object(cached)
-            if not node.provider_id:
-                self._events.event(owner, "Warning", "InvalidNode", f"Node {node.name} has no providerID")
-            elif not node.scaling_group_id or not node.image:
+        every = [ClusterNode.from_object(cached) for cached in self._stores.nodes.list()]
+        for claimed in sorted(nodes_claimed(every, claims), key=lambda n: n.name):
+            node = claimed
+            if not node.scaling_group_id or not node.image:
                 annotations, problem = self._placement(node)
                 if problem is not None:
                     invalid.add(node.name)
-                    self._events.event(owner, "Warning", "InvalidNode", f"Node {node.name}: {problem}")
+                    log.info("Found node the cloud cannot place", node=node.name, problem=problem)
                 elif annotations:
                     patched = self._patch(
                         NODE,
@@ -294,126 +420,3 @@ class NodeImageReconciler(RolloutWrites):
             if image is not None:
                 annotations[NODE_IMAGE_ANNOTATION] = image.format()
         return {k: v for k, v in annotations.items() if node.annotations.get(k) != v}, None
-
-    # ---- pairing ------------------------------------------------------------------------------
-
-    def _apply_pairing(self, pairing: PairingPlan, current: dict[str, ClusterNode]) -> None:
-        for pair in pairing.to_annotate:
-            self._annotate(current, pair.heir.name, {DONOR_ANNOTATION: pair.donor.name}, "pair-heir")
-            self._annotate(current, pair.donor.name, {HEIR_ANNOTATION: pair.heir.name}, "pair-donor")
-            if pair.pending_node is not None:
-                self._delete_pending_node(pair.pending_node, "delete-mint-record")
-            log.info("Paired nodes", donor=pair.donor.name, heir=pair.heir.name)
-        for mint in pairing.unneeded_mints:
-            self._annotate(current, mint.node.name, {OBSOLETE_ANNOTATION: "true"}, "mark-obsolete")
-            self._delete_pending_node(mint.pending_node, "delete-mint-record")
-        for heir in pairing.clear_donor_annotation:
-            self._annotate(current, heir.name, {DONOR_ANNOTATION: None}, "release-heir")
-        for donor in pairing.clear_heir_annotation:
-            self._annotate(current, donor.name, {HEIR_ANNOTATION: None}, "release-donor")
-
-    def _restore(self, current: dict[str, ClusterNode], node: ClusterNode) -> None:
-        """Undo the marks of a replacement that will not happen (uncordon only what we cordoned)."""
-        body: dict[str, Any] = {
-            "metadata": {"annotations": {DRAIN_STARTED_ANNOTATION: None, HEIR_ANNOTATION: None}}
-        }
-        if DRAIN_STARTED_ANNOTATION in node.annotations:
-            body["spec"] = {"unschedulable": None}
-        patched = self._patch(NODE, self._stores.nodes, node.name, body, "restore-node")
-        if patched is not None:
-            current[node.name] = ClusterNode.from_object(patched)
-            log.info("Restored node", node=node.name)
-
-    # ---- replacing and removing ---------------------------------------------------------------
-
-    def _advance(
-        self, owner: dict[str, Any], pair: ReplacementPair, current: dict[str, ClusterNode], progress: _Pass
-    ) -> None:
-        """Take one replacement as far as it can go now."""
-        step = replacement_step(pair)
-        if step is ReplacementStep.COPY_LABELS:
-            labels = labels_to_copy(pair.donor.labels, pair.heir.labels)
-            patched = self._patch(
-                NODE, self._stores.nodes, pair.heir.name, {"metadata": {"labels": labels}}, "copy-labels"
-            )
-            if patched is None:
-                return
-            current[pair.heir.name] = ClusterNode.from_object(patched)
-            pair = ReplacementPair(pair.donor, current[pair.heir.name])
-            step = replacement_step(pair)
-        if step is ReplacementStep.WAIT_FOR_HEIR_READY:
-            progress.steps.append(step)
-            return
-        self._take_out(owner, pair.donor, pair.heir, current, progress)
-
-    def _take_out(
-        self,
-        owner: dict[str, Any],
-        node: ClusterNode,
-        heir: ClusterNode | None,
-        current: dict[str, ClusterNode],
-        progress: _Pass,
-    ) -> None:
-        """Cordon, drain and hand a node to a Leave PendingNode (a donor, or an obsolete node)."""
-        if removal_step(node) is ReplacementStep.CORDON:
-            body = {
-                "metadata": {"annotations": {DRAIN_STARTED_ANNOTATION: format_time(self._clock())}},
-                "spec": {"unschedulable": True},
-            }
-            patched = self._patch(NODE, self._stores.nodes, node.name, body, "cordon")
-            if patched is None:
-                return
-            node = current[node.name] = ClusterNode.from_object(patched)
-            self._events.event(
-                owner,
-                "Normal",
-                "CordonedNode",
-                f"Cordoned {node.name}" + (f" for heir {heir.name}" if heir else ""),
-            )
-        drain = self._drain(node)
-        if drain.stuck:
-            progress.stuck_drains.append(node.name)
-        step = removal_step(node, drain)
-        progress.steps.append(step)
-        if step is ReplacementStep.DRAIN:
-            progress.waiting_for_pods = True
-            return
-        self._create_pending_node(
-            owner,
-            PendingNodeSpec(
-                provider_id=node.provider_id,
-                group_id=node.scaling_group_id,
-                node_name=node.name,
-                goal=PendingNodeGoal.LEAVE,
-                deadline=format_time(self._clock() + self._settings.timeouts.leave),
-            ),
-            "create-leave",
-        )
-
-    def _drain(self, node: ClusterNode) -> DrainPlan:
-        """Plan the node's drain and evict what the plan allows now (side effect: evictions)."""
-        pods = self._client.list(POD, field_selector=f"spec.nodeName={node.name}").items
-        plan = plan_drain(
-            pods,
-            self._stores.pod_disruption_budgets.list(),
-            now=self._clock(),
-            drain_started=parse_time(node.annotations.get(DRAIN_STARTED_ANNOTATION)),
-            timeout=self._settings.timeouts.drain,
-        )
-        for key in plan.evict:
-            self._checkpoint("evict")
-            try:
-                self._client.evict(key.name, key.namespace)
-            except errors.TooManyRequests:
-                plan.blocked[key] = "the API server refused the eviction (disruption budget)"
-                continue
-            except errors.NotFound:
-                continue
-            log.info("Evicted pod", node=node.name, pod=str(key))
-        if plan.evict:
-            plan.terminating.extend(k for k in plan.evict if k not in plan.blocked)
-            plan.evict = []
-        if plan.blocked:
-            names = "; ".join(f"{key}: {why}" for key, why in sorted(plan.blocked.items()))
-            log.info("Drain waiting for disruption budgets", node=node.name, pods=names)
-        return plan

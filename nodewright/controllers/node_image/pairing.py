@@ -164,6 +164,7 @@ class ReplacementStep(enum.Enum):
 
     COPY_LABELS = "CopyingLabels"
     WAIT_FOR_HEIR_READY = "WaitingForHeirReady"
+    WAIT_FOR_HEIR_NETWORK = "WaitingForHeirNetwork"
     CORDON = "Cordoning"
     DRAIN = "Draining"
     REMOVE = "RemovingNodes"

@@ -30,7 +30,15 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from nodewright.api.meta import Condition
-from nodewright.api.nodewright.v1alpha1 import NodeImage, NodeImageStatus, RolloutState
+from nodewright.api.nodewright.v1alpha1 import (
+    CONDITION_DEGRADED,
+    CONDITION_PROGRESSING,
+    CONFLICT,
+    NodeImage,
+    NodeImageStatus,
+    RolloutState,
+)
+from nodewright.controllers.node_image.conditions import ConditionState
 from nodewright.controllers.node_image.grouping import ClusterNode
 
 __all__ = [
@@ -43,12 +51,14 @@ __all__ = [
     "decide_rollout",
     "desired_image_of",
     "gate_failure",
+    "overlay_conditions",
     "user_gates_passed",
 ]
 
 READY_SEEN_ANNOTATION = "nodewright.io/ready-seen"
-"""On a node on the rollout's new image: when it was first seen Ready (RFC 3339). A node that
-carries it and is not Ready fails the health gate."""
+"""On a node on the rollout's new image whose replacement is done (its donor gone): when it was
+first seen Ready (RFC 3339). A node that carries it and is not Ready fails the health gate; a heir
+still waiting for its donor may flap (its donor waits) until ``heirReadyTimeout``."""
 
 ACTIVE_STATES = frozenset(
     {RolloutState.CANARY, RolloutState.SOAKING, RolloutState.ROLLING, RolloutState.ROLLING_BACK}
@@ -269,3 +279,48 @@ def any_rollout_running(node_images: Iterable[Mapping[str, Any]]) -> bool:
         if state in ACTIVE_STATES:
             return True
     return False
+
+
+def _replace_condition(conditions: list[ConditionState], new: ConditionState) -> None:
+    conditions[:] = [c for c in conditions if c.type != new.type] + [new]
+
+
+def overlay_conditions(
+    conditions: Sequence[ConditionState],
+    memory: RolloutMemory,
+    *,
+    conflicts: Sequence[str] = (),
+    broken_groups: Sequence[str] = (),
+) -> list[ConditionState]:
+    """The grouping's conditions with what the rollout state adds: Progressing says Soaking,
+    RollingBack, RolledBack or Failed; Degraded names the failed gate, else a ScalingGroup that
+    cannot apply the image (``broken_groups``) when nothing else is wrong; Conflict lists
+    ScalingGroups whose scale set another NodeImage claims."""
+    result = list(conditions)
+    degraded = next((c for c in result if c.type == CONDITION_DEGRADED), None)
+    if broken_groups and (degraded is None or degraded.status != "True"):
+        problem = ConditionState(CONDITION_DEGRADED, "True", "ScalingGroupFailed", "; ".join(broken_groups))
+        _replace_condition(result, problem)
+    state = memory.state
+    failure = f"{memory.failure_reason}: {memory.failure_message}"
+    if state is RolloutState.SOAKING:
+        until = memory.soak_until.isoformat() if memory.soak_until else "now"
+        message = f"New nodes soak until {until} and wait for the gate conditions"
+        _replace_condition(result, ConditionState(CONDITION_PROGRESSING, "True", "Soaking", message))
+    elif state is RolloutState.ROLLING_BACK:
+        message = f"Rolling back to {memory.previous_image} after {failure}"
+        _replace_condition(result, ConditionState(CONDITION_PROGRESSING, "True", "RollingBack", message))
+        _replace_condition(result, ConditionState(CONDITION_DEGRADED, "True", memory.failure_reason, message))
+    elif state is RolloutState.ROLLED_BACK:
+        message = f"Rolled back to {memory.previous_image} after {failure}"
+        _replace_condition(result, ConditionState(CONDITION_PROGRESSING, "False", "RolledBack", message))
+        _replace_condition(result, ConditionState(CONDITION_DEGRADED, "True", memory.failure_reason, message))
+    elif state is RolloutState.FAILED:
+        message = f"Rollout stopped: {failure}"
+        _replace_condition(result, ConditionState(CONDITION_PROGRESSING, "False", "Failed", message))
+        _replace_condition(result, ConditionState(CONDITION_DEGRADED, "True", memory.failure_reason, message))
+    if conflicts:
+        _replace_condition(result, ConditionState(CONFLICT, "True", "ScaleSetClaimed", "; ".join(conflicts)))
+    else:
+        _replace_condition(result, ConditionState(CONFLICT, "False", "NoConflict", "No scale set is shared"))
+    return result

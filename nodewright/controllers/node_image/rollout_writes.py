@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from nodewright.api.base import ValidationError
 from nodewright.api.nodewright.v1alpha1 import (
+    CONDITION_DEGRADED,
     ENABLED_BEFORE_ROLLOUT_ANNOTATION,
     AutoscalingStrategy,
     PendingNode,
@@ -29,9 +30,7 @@ from nodewright.cloud.resource_ids import (
     parse_scale_set_id,
 )
 from nodewright.controllers.node_image.decisions import (
-    BLOCKING_PROBLEMS,
     ClusterNode,
-    ScaleOutPlan,
     decide_autoscaling,
 )
 from nodewright.controllers.node_image.options import NodeImageSettings
@@ -48,6 +47,7 @@ from nodewright.controllers.node_image.resources import (
     no_checkpoint,
     utc_now,
 )
+from nodewright.controllers.node_image.rollout_metrics import RolloutMetrics
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
 from nodewright.runtime.events import EventRecorder
@@ -85,6 +85,8 @@ class NodeImageStores:
     scaling_groups: Store
     autoscaling_strategies: Store
     pod_disruption_budgets: Store
+    node_network_configs: Store | None = None
+    """NodeNetworkConfigs of the configured namespace (``None``: no heir IP-pool gate)."""
 
 
 class RolloutWrites:
@@ -109,6 +111,7 @@ class RolloutWrites:
         self._checkpoint = checkpoint
         self._clock = clock
         self._writes = ReadYourWrites(client)
+        self._metrics = RolloutMetrics()
 
     def _annotate(
         self, current: dict[str, ClusterNode], name: str, annotations: Mapping[str, str | None], step: str
@@ -261,11 +264,6 @@ class RolloutWrites:
             return
         self._writes.deleted(PENDING_NODE, self._stores.pending_nodes, pending.name, uid)
 
-    def _report_blockers(self, owner: dict[str, Any], plan: ScaleOutPlan) -> None:
-        for blocker in plan.blockers:
-            if blocker.reason in BLOCKING_PROBLEMS:
-                self._events.event(owner, "Warning", blocker.reason, blocker.message)
-
     def _write_status(
         self, obj: dict[str, Any], status: dict[str, Any] | None, conditions: Sequence[Any]
     ) -> None:
@@ -286,5 +284,19 @@ class RolloutWrites:
         if desired == (obj.get("status") or {}):
             return
         self._checkpoint("status")
-
         replace_status(self._client, NODE_IMAGE, obj, desired)
+        self._report_problem_change(obj, existing_conditions)
+
+    def _report_problem_change(self, obj: dict[str, Any], conditions: Sequence[dict[str, Any]]) -> None:
+        """One Warning Event when the Degraded condition turns True or names another problem (a
+        problem that lasts is reported once, not on every reconcile)."""
+        before = {c.get("type"): c for c in (obj.get("status") or {}).get("conditions") or []}
+        for condition in conditions:
+            if condition.get("type") != CONDITION_DEGRADED or condition.get("status") != "True":
+                continue
+            previous = before.get(CONDITION_DEGRADED) or {}
+            facts = ("status", "reason", "message")
+            if any(previous.get(key) != condition.get(key) for key in facts):
+                self._events.event(
+                    obj, "Warning", str(condition["reason"]), str(condition.get("message", ""))
+                )
