@@ -71,6 +71,7 @@ from nodewright.controllers.node_image.resources import (
     is_controlled_by,
 )
 from nodewright.controllers.node_image.rollout_state import (
+    ACTIVE_STATES,
     RolloutDecision,
     RolloutMemory,
     any_rollout_running,
@@ -195,15 +196,33 @@ class NodeImageReconciler(NodeReplacement):
         pairing = pair_nodes(view.groups)
         self._replace(view, pairing, decision)
         memory = self._handle_stuck_drains(view, decision.memory)
+        own_active = memory.state in ACTIVE_STATES or (
+            memory.state not in (RolloutState.FAILED, RolloutState.ROLLED_BACK)
+            and rollout_in_progress(view.groups, view.pending)
+        )
+        others = [o for name, o in self._node_image_objects() if name != view.node_image.name]
+        others_active = any_rollout_running(others)
+        autoscaler_running = (own_active or others_active) and self._keep_autoscaling_off(True)
         scale = decision.scale_out and memory.state is not RolloutState.FAILED
-        plan = self._scale(view, pairing, budget, decision.canary_cap if scale else 0)
+        cap = decision.canary_cap if scale else 0
+        plan = self._scale(view, pairing, budget, cap, autoscaler_running=autoscaler_running)
         self._report(view, memory, budget, plan)
+        if not own_active and not others_active:
+            self._keep_autoscaling_off(False)  # restored only once the status says this rollout is over
+        return self._requeue(view, decision, plan, waiting_for_others=others_active)
+
+    def _requeue(
+        self, view: _View, decision: RolloutDecision, plan: ScaleOutPlan, *, waiting_for_others: bool
+    ) -> Result:
+        """Soon while pods or a heir's pool are waited for; at the soak's end; at the resync while
+        anything is in flight or another rollout holds the autoscaler off; else never."""
         if view.progress.waiting_for_pods or view.progress.heirs_short_of_addresses:
             return Result(requeue_after=self._settings.drain_poll_seconds)
         if decision.requeue_at is not None:
             wait = (decision.requeue_at - self._clock()).total_seconds()
             return Result(requeue_after=min(max(wait, 0.2), self._settings.resync_seconds))
-        if rollout_in_progress(view.groups, view.pending) or plan.total:
+        busy = rollout_in_progress(view.groups, view.pending) or decision.memory.state in ACTIVE_STATES
+        if busy or plan.total or waiting_for_others:
             return Result(requeue_after=self._settings.resync_seconds)
         return Result()
 
@@ -286,12 +305,16 @@ class NodeImageReconciler(NodeReplacement):
             )
         return memory
 
-    def _scale(self, view: _View, pairing: PairingPlan, budget: int, canary_cap: int | None) -> ScaleOutPlan:
-        """Steps 5 and 6: autoscaling off while any rollout runs, then new machines within the
-        budget (and the canary's cap; 0 creates none)."""
-        others = [o for name, o in self._node_image_objects() if name != view.node_image.name]
-        any_running = rollout_in_progress(view.groups, view.pending) or any_rollout_running(others)
-        autoscaler_running = self._keep_autoscaling_off(any_running)
+    def _scale(
+        self,
+        view: _View,
+        pairing: PairingPlan,
+        budget: int,
+        canary_cap: int | None,
+        *,
+        autoscaler_running: bool,
+    ) -> ScaleOutPlan:
+        """Step 6: new machines within the budget (and the canary's cap; 0 creates none)."""
         plan = plan_scale_out(
             view.groups,
             pairing,

@@ -10,7 +10,8 @@ when ``spec.canary`` is 0), remembering the image most outdated nodes run as the
   the rollout soaks.
 - Soaking: no machine is created until ``soakDuration`` has passed and every user gate condition
   is True; then ``Rolling``. With a soak, later batches (as many machines as the surge allows) are
-  each followed by a soak too; without one they are pipelined within the surge.
+  each followed by a soak too, the last one included (the rollout is ``Complete`` only after it);
+  without one they are pipelined within the surge.
 - Health gates (``gate_failure``), checked while a rollout runs: a new-image node that was Ready
   and is not; a new-image node not Ready ``heirReadyTimeout`` after it registered; a user gate
   condition set False. A failed gate turns the rollout into ``RollingBack``: the desired image
@@ -239,14 +240,18 @@ def decide_rollout(
         return RolloutDecision(memory, spec_image, scale_out=False)
     if failure is not None:
         return _fail(memory, failure)
-    if not outdated_left and not in_flight:
-        complete = replace(memory, state=RolloutState.COMPLETE, batch_in_flight=False, soak_until=None)
-        return RolloutDecision(complete, spec_image)
-    return _advance(memory, node_image, in_flight=in_flight, now=now)
+    settled = not memory.batch_in_flight and memory.state is not RolloutState.SOAKING
+    if not outdated_left and not in_flight and settled:
+        return RolloutDecision(_complete(memory), spec_image)
+    return _advance(memory, node_image, in_flight=in_flight, outdated_left=outdated_left, now=now)
+
+
+def _complete(memory: RolloutMemory) -> RolloutMemory:
+    return replace(memory, state=RolloutState.COMPLETE, batch_in_flight=False, soak_until=None)
 
 
 def _advance(
-    memory: RolloutMemory, node_image: NodeImage, *, in_flight: bool, now: datetime
+    memory: RolloutMemory, node_image: NodeImage, *, in_flight: bool, outdated_left: bool, now: datetime
 ) -> RolloutDecision:
     soak = node_image.spec.soak
     if memory.state is RolloutState.COMPLETE:
@@ -263,6 +268,8 @@ def _advance(
         if now < until or not gates:
             return RolloutDecision(memory, node_image.spec.image, scale_out=False, requeue_at=until)
         memory = replace(memory, state=RolloutState.ROLLING, canary_passed=True, soak_until=None)
+        if not outdated_left and not in_flight:
+            return RolloutDecision(_complete(memory), node_image.spec.image)
     if memory.state is RolloutState.CANARY:
         return RolloutDecision(memory, node_image.spec.image, canary_cap=node_image.spec.canary)
     pipelined = soak <= timedelta(0)

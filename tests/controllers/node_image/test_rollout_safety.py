@@ -189,7 +189,9 @@ def test_canary_then_soak_then_rolling_then_complete() -> None:
     )
     batch = _step(rolling.memory, image, in_flight=True, now=NOW + timedelta(minutes=6))
     assert not batch.scale_out, "with a soak, a batch is not added to while it is in flight"
-    done = _step(batch.memory, image, in_flight=False, outdated_left=False, now=NOW + timedelta(minutes=7))
+    last = _step(batch.memory, image, in_flight=False, outdated_left=False, now=NOW + timedelta(minutes=7))
+    assert last.memory.state is RolloutState.SOAKING, "the last batch soaks too"
+    done = _step(last.memory, image, in_flight=False, outdated_left=False, now=NOW + timedelta(minutes=12))
     assert done.memory.state is RolloutState.COMPLETE
 
 
