@@ -256,6 +256,7 @@ def group_nodes(
     5. donor annotation -> heir;
     6. named by a Join PendingNode -> mint;
     7. otherwise up to date.
+    Then an outdated node that was the heir of a donor now on ``desired_image`` is obsolete.
     Each list is sorted by node name.
     """
     joins = _joins(pending_nodes)
@@ -277,7 +278,23 @@ def group_nodes(
             groups.mints.append(Mint(node=node, pending_node=join))
         else:
             groups.up_to_date.append(node)
+    _abandoned_heirs_are_obsolete(groups)
     return groups
+
+
+def _abandoned_heirs_are_obsolete(groups: NodeGroups) -> None:
+    """A heir whose image is no longer the desired one while its donor, still there, is on it (the
+    NodeImage went back mid-replacement, as a rollback does) is not needed: its donor stays. It is
+    removed like an obsolete node instead of being replaced."""
+    on_desired = {node.name: node for node in groups.up_to_date}
+    abandoned = [
+        node
+        for node in groups.outdated
+        if node.donor in on_desired and on_desired[node.donor].heir in (node.name, "")
+    ]
+    if abandoned:
+        groups.outdated = [node for node in groups.outdated if node not in abandoned]
+        groups.obsolete = sorted([*groups.obsolete, *abandoned], key=lambda n: n.name)
 
 
 def _joins_without_node(groups: NodeGroups, pending_nodes: Iterable[PendingNode]) -> list[PendingNode]:

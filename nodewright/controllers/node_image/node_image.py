@@ -49,6 +49,7 @@ from nodewright.cloud.resource_ids import (
 )
 from nodewright.controllers.node_image.decisions import (
     NODE_IMAGE_ANNOTATION,
+    OBSOLETE_ANNOTATION,
     SCALING_GROUP_ANNOTATION,
     ClusterNode,
     InvalidImageError,
@@ -262,6 +263,8 @@ class NodeImageReconciler(NodeReplacement):
     def _replace(self, view: _View, pairing: PairingPlan, decision: RolloutDecision) -> None:
         """Steps 3 and 4: pairing, restoring, the per-pair steps, obsolete nodes, ready marks."""
         current = view.current
+        for node in view.groups.obsolete:
+            self._annotate(current, node.name, {OBSOLETE_ANNOTATION: "true"}, "mark-obsolete")
         self._apply_pairing(pairing, current)
         for node in nodes_to_restore(view.groups, view.pending):
             self._restore(current, node)

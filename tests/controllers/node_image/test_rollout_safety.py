@@ -280,3 +280,22 @@ def test_canary_cap_counts_machines_in_flight_per_scale_set() -> None:
     capped = cap_scale_out(plan, NodeGroups(), [join], 1)
     assert capped.scale_outs == [ScaleOut(PREFIX + "b", "b", 1)]
     assert cap_scale_out(plan, NodeGroups(), [join], None) is plan
+
+
+def test_a_heir_abandoned_by_a_rollback_is_obsolete_not_replaced() -> None:
+    """Going back mid-replacement: the new-image heir of a donor on the desired image is removed
+    (obsolete), the donor stays; an unrelated outdated node is still replaced."""
+    from nodewright.cloud.models import ImageReference  # noqa: PLC0415
+    from nodewright.controllers.node_image.decisions import DONOR_ANNOTATION, HEIR_ANNOTATION, group_nodes  # noqa: PLC0415
+
+    def made(name: str, image: str, **extra: str) -> ClusterNode:
+        annotations = {SCALING_GROUP_ANNOTATION: PREFIX + "a", NODE_IMAGE_ANNOTATION: image, **extra}
+        return ClusterNode(name, provider_id=f"azure://{name}", annotations=annotations, ready=True)
+
+    donor = made("donor", OLD, **{HEIR_ANNOTATION: "heir"})
+    heir = made("heir", NEW, **{DONOR_ANNOTATION: "donor"})
+    other = made("other", NEW)
+    groups = group_nodes([donor, heir, other], [], ImageReference.parse(OLD))
+    assert [n.name for n in groups.obsolete] == ["heir"]
+    assert [n.name for n in groups.outdated] == ["other"]
+    assert [n.name for n in groups.up_to_date] == ["donor"]
