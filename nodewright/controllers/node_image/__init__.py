@@ -117,6 +117,24 @@ autoscaling_changed: Predicate = predicate(
 )
 
 
+def _stores(manager: Manager, settings: NodeImageSettings) -> NodeImageStores:
+    """The informers the three reconcilers read (the NodeNetworkConfig one only when the heir
+    IP-pool gate is on)."""
+    cache = manager.cache
+    namespace = settings.node_network_config_namespace
+    return NodeImageStores(
+        node_images=cache.informer(NODE_IMAGE).store,
+        nodes=cache.informer(NODE, label_selector=settings.node_label_selector).store,
+        pending_nodes=cache.informer(PENDING_NODE).store,
+        scaling_groups=cache.informer(SCALING_GROUP).store,
+        autoscaling_strategies=cache.informer(AUTOSCALING_STRATEGY).store,
+        pod_disruption_budgets=cache.informer(POD_DISRUPTION_BUDGET).store,
+        node_network_configs=cache.informer(NODE_NETWORK_CONFIG, namespace=namespace).store
+        if namespace
+        else None,
+    )
+
+
 def install(
     manager: Manager,
     settings: NodeImageSettings,
@@ -126,21 +144,8 @@ def install(
     clock: Clock = utc_now,
 ) -> None:
     """Wire the three controllers into ``manager`` (side effect: registers them)."""
-    cache = manager.cache
     selector = settings.node_label_selector
-    stores = NodeImageStores(
-        node_images=cache.informer(NODE_IMAGE).store,
-        nodes=cache.informer(NODE, label_selector=selector).store,
-        pending_nodes=cache.informer(PENDING_NODE).store,
-        scaling_groups=cache.informer(SCALING_GROUP).store,
-        autoscaling_strategies=cache.informer(AUTOSCALING_STRATEGY).store,
-        pod_disruption_budgets=cache.informer(POD_DISRUPTION_BUDGET).store,
-        node_network_configs=cache.informer(
-            NODE_NETWORK_CONFIG, namespace=settings.node_network_config_namespace
-        ).store
-        if settings.node_network_config_namespace
-        else None,
-    )
+    stores = _stores(manager, settings)
     events = manager.event_recorder("nodewright-node-image")
 
     def all_node_images(_: Object) -> list[Request]:

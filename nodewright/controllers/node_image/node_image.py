@@ -1,22 +1,29 @@
-"""NodeImageReconciler: replaces every node whose image is not the NodeImage's, within its surge.
+"""NodeImageReconciler: replaces the nodes of its own ScalingGroups whose image is not the
+NodeImage's, within its surge, canary first, gated on health, rolled back when a gate fails.
 
-One reconcile reads the cluster (Nodes, this NodeImage's PendingNodes and ScalingGroups,
-AutoscalingStrategies, PodDisruptionBudgets) from the shared cache, asks the cloud only what it
-cannot know (a new node's image), calls the pure functions in ``decisions`` and writes what they
-say, each write idempotent and named by a checkpoint:
+One reconcile reads the cluster (Nodes, this NodeImage's PendingNodes, every ScalingGroup and
+NodeImage, AutoscalingStrategies, PodDisruptionBudgets, NodeNetworkConfigs) from the shared cache,
+asks the cloud only what it cannot know (a new node's image), calls the pure functions in
+``decisions``, ``targeting`` and ``rollout_state`` and writes what they say, each write idempotent
+and named by a checkpoint:
 
-1. annotate nodes with their scale set and image; adopt machines a restart left without a Join
-   PendingNode (a scale-out is recorded on its ScalingGroup before it is made);
-2. group nodes; delete Join PendingNodes that are done; compute the budget;
+1. claim the scale sets of this NodeImage's ScalingGroups (a scale set another NodeImage claimed
+   first is a Conflict); annotate their nodes with scale set and image; adopt machines a restart
+   left without a Join PendingNode (a scale-out is recorded on its ScalingGroup before it is made);
+2. group the claimed nodes against the desired image (the previous image while rolling back);
+   delete Join PendingNodes that are done; decide the rollout state (canary, soak, health gates,
+   rollback; ``rollout_state``); compute the budget;
 3. pair new nodes with outdated ones (heir annotation first, then donor, then the Join record
-   goes), mark unneeded new nodes obsolete, release stale annotations, and uncordon nodes an
-   abandoned replacement left cordoned;
-4. per pair: copy labels, wait for the heir to be Ready, cordon the donor, evict its pods
-   (PodDisruptionBudgets respected, an Event when the drain is stuck), then hand it to a Leave
-   PendingNode, whose reconciler deletes the machine and the Node; obsolete nodes the same way;
-5. keep autoscaling off while a rollout runs and restore it after;
-6. scale out within the budget, control plane first, each new machine tracked by a Join
-   PendingNode; write the status with conditions that say where the rollout stands.
+   goes), mark unneeded and abandoned new nodes obsolete, release stale annotations, and uncordon
+   nodes an abandoned replacement left cordoned;
+4. per pair (``replacement``): copy labels, wait for the heir to be Ready and for its IP pool to
+   take the donor's pods, cordon the donor, evict its pods (PodDisruptionBudgets respected), then
+   hand it to a Leave PendingNode, whose reconciler deletes the machine and the Node; obsolete
+   nodes the same way; a drain past drainTimeout quarantines the donor or fails the rollout;
+5. keep autoscaling off while any NodeImage's rollout runs and restore it (after the status says
+   this one is over) when none does;
+6. scale out within the budget and the canary's cap, each new machine tracked by a Join
+   PendingNode; write the status with the rollout state and conditions.
 
 Writes are merge patches, creates that accept AlreadyExists, deletes that accept NotFound, and
 status updates under ``retry_on_conflict``, so a restart at any checkpoint resumes. The reconcile

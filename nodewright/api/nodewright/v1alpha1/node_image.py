@@ -2,10 +2,14 @@
 stands.
 
 Constellation's NodeImage (update.edgeless.systems) field for field in the status lists, in our
-group ``nodewright.io``, with three additions: ``spec.maxSurge`` (constellation fixed the number
-of extra nodes at 1), ``status.awaitingAnnotation`` (constellation reported nodes whose
-annotations were still missing as heirs), and node counts for ``kubectl get``. The NodeImage
-reconciler in ``nodewright.controllers.node_image`` writes the status. Cluster-scoped.
+group ``nodewright.io``, with additions: ``spec.maxSurge`` (constellation fixed the number of
+extra nodes at 1), ``status.awaitingAnnotation`` (constellation reported nodes whose annotations
+were still missing as heirs), node counts for ``kubectl get``, and a safe rollout: ``canary``,
+``soakDuration``, ``heirReadyTimeout`` and ``gateConditions`` with the rollout state kept in the
+status (``rolloutState``, ``previousImage`` for the automatic rollback, ...), and AKS's drain
+settings ``drainTimeout``, ``undrainableNodeBehavior`` and ``maxBlockedNodes``. A NodeImage acts
+on the nodes of the ScalingGroups that name it. The NodeImage reconciler in
+``nodewright.controllers.node_image`` writes the status. Cluster-scoped.
 """
 
 from __future__ import annotations
