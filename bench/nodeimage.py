@@ -1,11 +1,13 @@
 """``python -m bench.nodeimage [--full] [--kubeconfig PATH]``: a node image rollout at scale.
 
 Rolls every node of three emulated scale sets to a new image with the node-image reconcilers
-(full: 30 nodes, a machine joins 20 s after it starts; quick: 6 nodes, 2 s), once with maxSurge
-1 and once with 3, one pod per node to drain. Reports the rollout time (NodeImage created until
-every node runs the new image, every old machine is gone and no PendingNode is left) next to the
-lower bound ``nodes / maxSurge x join time``, the most extra machines seen at once, and the ARM
-calls by operation.
+(full: 30 nodes, a machine joins 20 s after it starts; quick: 6 nodes, 2 s), one pod per node to
+drain: with maxSurge 1 and 3, with maxSurge 3 and a soak after each batch (full 10 s, quick 2 s),
+and with a bad image whose machines stop as their Node registers, caught at the canary and
+rolled back (heirReadyTimeout full 30 s, quick 5 s). Reports the time (NodeImage created until
+every node runs the final image, the rollout is Complete or RolledBack, the extra machines are
+gone and no PendingNode is left) next to its lower bound, the most extra machines and the most
+machines on the new image seen at once, and the ARM calls by operation.
 
 ``run(full)`` returns the table as text. Starts a private control plane unless ``--kubeconfig``
 is given. Side effects: threads, loopback network I/O, a temporary directory.
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import tempfile
 import threading
 import time
@@ -23,11 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.cluster import cluster_kubeconfig
+from nodewright.api.acn.v1alpha import RESOURCES as NETWORK_RESOURCES
 from nodewright.api.nodewright.v1alpha1 import RESOURCES
 from nodewright.cloud.config import CloudSettings, CredentialKind, CredentialSettings
 from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION, ArmEmulator
 from nodewright.cloud.emulator.certificates import issue_loopback_certificates
-from nodewright.cloud.factory import build_cloud
+from nodewright.cloud.factory import Cloud, build_cloud
 from nodewright.controllers.node_image import install
 from nodewright.controllers.node_image.decisions import NODE_IMAGE_ANNOTATION
 from nodewright.controllers.node_image.options import NodeImageSettings
@@ -40,7 +44,7 @@ from nodewright.runtime.config import parse_config
 from nodewright.runtime.kinds import NODE, POD, Kind
 from nodewright.runtime.manager import Manager
 
-__all__ = ["Rollout", "Scale", "run"]
+__all__ = ["Case", "Rollout", "Scale", "cases", "run"]
 
 OLD_IMAGE = "/CommunityGalleries/nodewright-bench/images/node/versions/1.0.0"
 NEW_IMAGE = "/CommunityGalleries/nodewright-bench/images/node/versions/2.0.0"
@@ -61,17 +65,48 @@ FULL = Scale(nodes=30, join_seconds=20.0)
 
 @dataclass
 class Rollout:
-    """One measured rollout."""
+    """One measured rollout. ``label`` names the row; ``most_on_new`` is the most live machines on
+    the new image at once (the canary bound, for the rollback row)."""
 
+    label: str
     max_surge: int
     seconds: float
     lower_bound: float
     most_extra_machines: int
     arm_calls: dict[str, int] = field(default_factory=dict)
+    most_on_new: int = 0
 
     @property
     def total_calls(self) -> int:
         return sum(self.arm_calls.values())
+
+
+@dataclass(frozen=True)
+class Case:
+    """What one row rolls: the NodeImage spec beyond image and maxSurge, whether the new image is
+    bad (its machines stop as their Node registers), the image every node must end on, and the
+    lower bound for the row."""
+
+    label: str
+    max_surge: int
+    spec: dict[str, object] = field(default_factory=dict)
+    bad_image: bool = False
+    soak_seconds: float = 0.0
+    heir_ready_seconds: float = 0.0
+
+    @property
+    def final_image(self) -> str:
+        return OLD_IMAGE if self.bad_image else NEW_IMAGE
+
+    def lower_bound(self, scale: Scale) -> float:
+        """Good image: batches of maxSurge joins, each followed by its soak (pipelined without a
+        soak: nodes / maxSurge joins). Bad image: the canary's join, then heirReadyTimeout."""
+        if self.bad_image:
+            return scale.join_seconds + self.heir_ready_seconds
+        if self.soak_seconds:
+            batches = math.ceil(scale.nodes / self.max_surge)
+            return batches * (scale.join_seconds + self.soak_seconds)
+        return scale.nodes / self.max_surge * scale.join_seconds
 
 
 class _Runner:
@@ -85,42 +120,86 @@ class _Runner:
         self.thread.join(30)
 
 
-def _roll(client: Client, kubeconfig: str, emulator: ArmEmulator, scale: Scale, max_surge: int) -> Rollout:
-    """Build three scale sets of old nodes, roll them, measure; cleans up its objects. The
-    emulator must be fresh: the node simulator turns every machine in it into a Node."""
-    suffix = uuid.uuid4().hex[:6]
-    owner = f"bench-{suffix}"
-    estate = emulator.estate
-    subnet = estate.add_virtual_network(RESOURCE_GROUP, f"vnet{suffix}", subnets={"nodes": "10.0.0.0/16"})
-    per_set = [
-        scale.nodes // SCALE_SETS + (1 if i < scale.nodes % SCALE_SETS else 0) for i in range(SCALE_SETS)
-    ]
-    scale_sets = [
-        estate.add_scale_set(
-            RESOURCE_GROUP,
-            f"s{i}{suffix}",
-            subnet_id=subnet + "/subnets/nodes",
-            capacity=count,
-            image={"communityGalleryImageId": OLD_IMAGE},
-            computer_name_prefix=f"s{i}{suffix}",
-        )
-        for i, count in enumerate(per_set)
-    ]
-    simulator = NodeSimulator(client, machines_in_emulator(emulator.state), owner=owner, interval=0.5)
-    simulator.sync_once()
-    simulator.join_delay = scale.join_seconds
-    simulator.start()
-    selector = f"{SIMULATED_LABEL}={owner}"
-    namespace = f"bench-{suffix}"
-    client.create(Kind("v1", "Namespace", "namespaces", False), {"metadata": {"name": namespace}})
-    for node in client.list(NODE, label_selector=selector).items:
-        name = node["metadata"]["name"]
-        body = {
-            "metadata": {"name": f"web-{name}", "namespace": namespace},
-            "spec": {"nodeName": name, "containers": [{"name": "c", "image": "busybox"}]},
-        }
-        client.create(POD, body)
+class _Estate:
+    """Three scale sets of old nodes with one pod each, a node simulator, a namespace."""
 
+    def __init__(self, client: Client, emulator: ArmEmulator, scale: Scale) -> None:
+        self.suffix = uuid.uuid4().hex[:6]
+        self.owner = f"bench-{self.suffix}"
+        self.selector = f"{SIMULATED_LABEL}={self.owner}"
+        estate = emulator.estate
+        subnet = estate.add_virtual_network(
+            RESOURCE_GROUP, f"vnet{self.suffix}", subnets={"nodes": "10.0.0.0/16"}
+        )
+        per_set = [
+            scale.nodes // SCALE_SETS + (1 if i < scale.nodes % SCALE_SETS else 0) for i in range(SCALE_SETS)
+        ]
+        self.scale_sets = [
+            estate.add_scale_set(
+                RESOURCE_GROUP,
+                f"s{i}{self.suffix}",
+                subnet_id=subnet + "/subnets/nodes",
+                capacity=count,
+                image={"communityGalleryImageId": OLD_IMAGE},
+                computer_name_prefix=f"s{i}{self.suffix}",
+            )
+            for i, count in enumerate(per_set)
+        ]
+        self.simulator = NodeSimulator(
+            client, machines_in_emulator(emulator.state), owner=self.owner, interval=0.5
+        )
+        self.simulator.sync_once()
+        self.simulator.join_delay = scale.join_seconds
+        self.simulator.start()
+        namespace = f"bench-{self.suffix}"
+        client.create(Kind("v1", "Namespace", "namespaces", False), {"metadata": {"name": namespace}})
+        for node in client.list(NODE, label_selector=self.selector).items:
+            name = node["metadata"]["name"]
+            body = {
+                "metadata": {"name": f"web-{name}", "namespace": namespace},
+                "spec": {"nodeName": name, "containers": [{"name": "c", "image": "busybox"}]},
+            }
+            client.create(POD, body)
+
+    def census(self, emulator: ArmEmulator) -> tuple[int, int]:
+        """Live machines, and how many of them run the new image."""
+        with emulator.state.locked():
+            instances = [
+                instance
+                for scale_set in self.scale_sets
+                for instance in emulator.state.scale_sets[scale_set.lower()].instances.values()
+                if instance.provisioning_state != "Deleting"
+            ]
+            on_new = sum(1 for i in instances if _image_of(i.document) == NEW_IMAGE)
+        return len(instances), on_new
+
+    def stop_bad_machines(self, client: Client, emulator: ArmEmulator) -> None:
+        """Play the bad image: every new-image machine whose Node registered is stopped."""
+        nodes = {n["metadata"]["name"]: n for n in client.list(NODE, label_selector=self.selector).items}
+        with emulator.state.locked():
+            bad = [
+                instance.document["id"]
+                for scale_set in self.scale_sets
+                for instance in emulator.state.scale_sets[scale_set.lower()].instances.values()
+                if _image_of(instance.document) == NEW_IMAGE
+                and instance.power_state == "running"
+                and instance.document["properties"]["osProfile"]["computerName"].lower() in nodes
+            ]
+        for machine in bad:
+            emulator.state.set_power_state(machine, "stopped")
+
+
+def _image_of(document: dict[str, object]) -> object:
+    properties = document.get("properties") or {}
+    assert isinstance(properties, dict)
+    storage = properties.get("storageProfile") or {}
+    assert isinstance(storage, dict)
+    reference = storage.get("imageReference") or {}
+    assert isinstance(reference, dict)
+    return reference.get("communityGalleryImageId")
+
+
+def _manager(kubeconfig: str, emulator: ArmEmulator, selector: str) -> tuple[_Runner, Cloud]:
     settings = CloudSettings(
         subscription_id=DEFAULT_SUBSCRIPTION,
         arm_endpoint=emulator.endpoint,
@@ -140,31 +219,35 @@ def _roll(client: Client, kubeconfig: str, emulator: ArmEmulator, scale: Scale, 
     )
     manager = Manager(config, kubeconfig=kubeconfig)
     install(manager, NodeImageSettings(node_label_selector=selector), cloud.compute)
-    runner = _Runner(manager)
-    node_image = f"bench-{suffix}"
+    return _Runner(manager), cloud
+
+
+def _roll(client: Client, kubeconfig: str, emulator: ArmEmulator, scale: Scale, case: Case) -> Rollout:
+    """Build three scale sets of old nodes, roll them, measure; cleans up its objects. The
+    emulator must be fresh: the node simulator turns every machine in it into a Node."""
+    estate = _Estate(client, emulator, scale)
+    runner, cloud = _manager(kubeconfig, emulator, estate.selector)
+    node_image = f"bench-{estate.suffix}"
     emulator.requests.clear()
     started = time.monotonic()
-    most_extra = 0
+    most_extra = most_on_new = 0
     try:
-        client.create(
-            NODE_IMAGE,
-            {"metadata": {"name": node_image}, "spec": {"image": NEW_IMAGE, "maxSurge": max_surge}},
-        )
-        for scale_set in scale_sets:
+        spec = {"image": NEW_IMAGE, "maxSurge": case.max_surge, **case.spec}
+        client.create(NODE_IMAGE, {"metadata": {"name": node_image}, "spec": spec})
+        for scale_set in estate.scale_sets:
             spec = {"groupID": scale_set, "nodeImage": node_image}
             client.create(
                 SCALING_GROUP, {"metadata": {"name": scale_set.rsplit("/", 1)[1].lower()}, "spec": spec}
             )
         while True:
-            with emulator.state.locked():
-                live = sum(
-                    1
-                    for scale_set in scale_sets
-                    for instance in emulator.state.scale_sets[scale_set.lower()].instances.values()
-                    if instance.provisioning_state != "Deleting"
-                )
-            most_extra = max(most_extra, live - scale.nodes)
-            if _finished(client, selector, node_image, scale.nodes) and live == scale.nodes:
+            if case.bad_image:
+                estate.stop_bad_machines(client, emulator)
+            live, on_new = estate.census(emulator)
+            most_extra, most_on_new = max(most_extra, live - scale.nodes), max(most_on_new, on_new)
+            if (
+                _finished(client, estate.selector, node_image, scale.nodes, case.final_image)
+                and live == scale.nodes
+            ):
                 break
             if time.monotonic() - started > 40 * scale.nodes * (scale.join_seconds + 5):
                 raise RuntimeError("the rollout did not finish")
@@ -173,23 +256,27 @@ def _roll(client: Client, kubeconfig: str, emulator: ArmEmulator, scale: Scale, 
         calls = dict(sorted(emulator.requests.counts_by_operation().items()))
     finally:
         runner.stop()
-        simulator.stop()
+        estate.simulator.stop()
         cloud.close()
-        _clean(client, node_image, scale_sets, selector)
-    return Rollout(max_surge, seconds, scale.nodes / max_surge * scale.join_seconds, most_extra, calls)
+        _clean(client, node_image, estate.scale_sets, estate.selector)
+    return Rollout(
+        case.label, case.max_surge, seconds, case.lower_bound(scale), most_extra, calls, most_on_new
+    )
 
 
-def _finished(client: Client, selector: str, node_image: str, count: int) -> bool:
+def _finished(client: Client, selector: str, node_image: str, count: int, image: str) -> bool:
     nodes = client.list(NODE, label_selector=selector).items
     if len(nodes) != count or any(
-        (n["metadata"].get("annotations") or {}).get(NODE_IMAGE_ANNOTATION) != NEW_IMAGE for n in nodes
+        (n["metadata"].get("annotations") or {}).get(NODE_IMAGE_ANNOTATION) != image for n in nodes
     ):
         return False
     status = client.get(NODE_IMAGE, node_image).get("status") or {}
     up_to_date = any(
         c["type"] == "UpToDate" and c["status"] == "True" for c in status.get("conditions") or []
     )
-    return up_to_date and not status.get("pending")
+    return (
+        up_to_date and not status.get("pending") and status.get("rolloutState") in ("Complete", "RolledBack")
+    )
 
 
 def _clean(client: Client, node_image: str, scale_sets: list[str], selector: str) -> None:
@@ -213,16 +300,17 @@ def _table(scale: Scale, rollouts: list[Rollout]) -> str:
         f"node image rollout: {scale.nodes} nodes over {SCALE_SETS} scale sets, "
         f"join time {scale.join_seconds:g} s, one pod per node to drain, production defaults otherwise",
         "",
-        "| maxSurge | rollout (s) | lower bound (s) | ratio | most extra machines | ARM calls | per node |",
-        "|---|---|---|---|---|---|---|",
+        "| case | maxSurge | rollout (s) | lower bound (s) | ratio | most extra machines "
+        "| most on new image | ARM calls | per node |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for rollout in rollouts:
         lines.append(
-            f"| {rollout.max_surge} | {rollout.seconds:.1f} | {rollout.lower_bound:.1f} | "
+            f"| {rollout.label} | {rollout.max_surge} | {rollout.seconds:.1f} | {rollout.lower_bound:.1f} | "
             f"{rollout.seconds / rollout.lower_bound:.2f} | {rollout.most_extra_machines} | "
-            f"{rollout.total_calls} | {rollout.total_calls / scale.nodes:.1f} |"
+            f"{rollout.most_on_new} | {rollout.total_calls} | {rollout.total_calls / scale.nodes:.1f} |"
         )
-    lines += ["", "| ARM operation | " + " | ".join(f"maxSurge {r.max_surge}" for r in rollouts) + " |"]
+    lines += ["", "| ARM operation | " + " | ".join(r.label for r in rollouts) + " |"]
     lines.append("|---|" + "---|" * len(rollouts))
     for operation in operations:
         lines.append(
@@ -230,11 +318,31 @@ def _table(scale: Scale, rollouts: list[Rollout]) -> str:
         )
     lines.append("")
     lines.append(
-        "lower bound = nodes / maxSurge x join time: a replacement cannot start before the previous "
-        "machines of its budget have joined. ARM calls are every request the emulator answered "
-        "(long-running operation polls included)."
+        "lower bound = nodes / maxSurge x join time (a replacement cannot start before the previous "
+        "machines of its budget have joined); with a soak, every batch of maxSurge joins is followed "
+        "by its soak; for the bad image, the canary's join plus heirReadyTimeout (the rollback then "
+        "removes the canaries). Every row has the default canary of one node per scale set. ARM calls "
+        "are every request the emulator answered (long-running operation polls included)."
     )
     return "\n".join(lines)
+
+
+def cases(scale: Scale) -> list[Case]:
+    """The rows: two surges with a good image, a canary with a soak after each batch, and a bad
+    image caught at the canary and rolled back."""
+    soak = 10.0 if scale is FULL else 2.0
+    heir_ready = 30.0 if scale is FULL else 5.0
+    return [
+        *(Case(f"maxSurge {surge}", surge) for surge in SURGES),
+        Case("canary + soak", 3, {"canary": 1, "soakDuration": f"{soak:g}s"}, soak_seconds=soak),
+        Case(
+            "bad image, rolled back",
+            3,
+            {"canary": 1, "heirReadyTimeout": f"{heir_ready:g}s"},
+            bad_image=True,
+            heir_ready_seconds=heir_ready,
+        ),
+    ]
 
 
 def run(full: bool, kubeconfig: str | None = None) -> str:
@@ -244,14 +352,14 @@ def run(full: bool, kubeconfig: str | None = None) -> str:
     certificates = issue_loopback_certificates()
     with cluster_kubeconfig(kubeconfig) as config:
         client = Client.from_kubeconfig(config)
-        install_crds(client, RESOURCES)
-        for max_surge in SURGES:
+        install_crds(client, [*RESOURCES, *NETWORK_RESOURCES])
+        for case in cases(scale):
             with (
                 tempfile.TemporaryDirectory(prefix="bench-nodeimage-") as directory,
                 ArmEmulator(state_dir=Path(directory), certificates=certificates) as emulator,
             ):
                 emulator.estate.add_resource_group(RESOURCE_GROUP)
-                rollouts.append(_roll(client, config, emulator, scale, max_surge))
+                rollouts.append(_roll(client, config, emulator, scale, case))
     return _table(scale, rollouts)
 
 

@@ -24,6 +24,7 @@ from nodewright.controllers.node_image.pending_node import PendingNodeCloud, Pen
 from nodewright.controllers.node_image.resources import (
     AUTOSCALING_STRATEGY,
     NODE_IMAGE,
+    NODE_NETWORK_CONFIG,
     PENDING_NODE,
     SCALING_GROUP,
     Checkpoint,
@@ -76,6 +77,11 @@ def _ready(obj: Object) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
+def _condition_facts(obj: Object) -> list[tuple[Any, ...]]:
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return [(c.get("type"), c.get("status"), c.get("reason"), c.get("message")) for c in conditions]
+
+
 def _node_facts(obj: Object) -> tuple[Any, ...]:
     metadata = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
@@ -95,14 +101,40 @@ scaling_group_changed: Predicate = predicate(
     update=lambda old, new: (
         (old.get("metadata") or {}).get("generation") != (new.get("metadata") or {}).get("generation")
         or (old.get("status") or {}).get("imageReference") != (new.get("status") or {}).get("imageReference")
+        or _condition_facts(old) != _condition_facts(new)
     )
 )
+node_image_target_changed: Predicate = predicate(
+    update=lambda old, new: (
+        (old.get("metadata") or {}).get("generation") != (new.get("metadata") or {}).get("generation")
+        or (old.get("status") or {}).get("rolloutState") != (new.get("status") or {}).get("rolloutState")
+    )
+)
+"""NodeImage updates that change the image its scale sets' models should name (a rollback)."""
 autoscaling_changed: Predicate = predicate(
     update=lambda old, new: (
         (old.get("spec"), (old.get("status") or {}).get("enabled"))
         != (new.get("spec"), (new.get("status") or {}).get("enabled"))
     )
 )
+
+
+def _stores(manager: Manager, settings: NodeImageSettings) -> NodeImageStores:
+    """The informers the three reconcilers read (the NodeNetworkConfig one only when the heir
+    IP-pool gate is on)."""
+    cache = manager.cache
+    namespace = settings.node_network_config_namespace
+    return NodeImageStores(
+        node_images=cache.informer(NODE_IMAGE).store,
+        nodes=cache.informer(NODE, label_selector=settings.node_label_selector).store,
+        pending_nodes=cache.informer(PENDING_NODE).store,
+        scaling_groups=cache.informer(SCALING_GROUP).store,
+        autoscaling_strategies=cache.informer(AUTOSCALING_STRATEGY).store,
+        pod_disruption_budgets=cache.informer(POD_DISRUPTION_BUDGET).store,
+        node_network_configs=cache.informer(NODE_NETWORK_CONFIG, namespace=namespace).store
+        if namespace
+        else None,
+    )
 
 
 def install(
@@ -114,16 +146,8 @@ def install(
     clock: Clock = utc_now,
 ) -> None:
     """Wire the three controllers into ``manager`` (side effect: registers them)."""
-    cache = manager.cache
     selector = settings.node_label_selector
-    stores = NodeImageStores(
-        node_images=cache.informer(NODE_IMAGE).store,
-        nodes=cache.informer(NODE, label_selector=selector).store,
-        pending_nodes=cache.informer(PENDING_NODE).store,
-        scaling_groups=cache.informer(SCALING_GROUP).store,
-        autoscaling_strategies=cache.informer(AUTOSCALING_STRATEGY).store,
-        pod_disruption_budgets=cache.informer(POD_DISRUPTION_BUDGET).store,
-    )
+    stores = _stores(manager, settings)
     events = manager.event_recorder("nodewright-node-image")
 
     def all_node_images(_: Object) -> list[Request]:
@@ -175,7 +199,7 @@ def install(
     (
         manager.controller("scalinggroup")
         .for_(SCALING_GROUP, predicate=generation_changed)
-        .watches(NODE_IMAGE, scaling_groups_of_node_image, predicate=generation_changed)
+        .watches(NODE_IMAGE, scaling_groups_of_node_image, predicate=node_image_target_changed)
         .complete(images)
     )
     machines = PendingNodeReconciler(

@@ -1,22 +1,29 @@
-"""NodeImageReconciler: replaces every node whose image is not the NodeImage's, within its surge.
+"""NodeImageReconciler: replaces the nodes of its own ScalingGroups whose image is not the
+NodeImage's, within its surge, canary first, gated on health, rolled back when a gate fails.
 
-One reconcile reads the cluster (Nodes, this NodeImage's PendingNodes and ScalingGroups,
-AutoscalingStrategies, PodDisruptionBudgets) from the shared cache, asks the cloud only what it
-cannot know (a new node's image), calls the pure functions in ``decisions`` and writes what they
-say, each write idempotent and named by a checkpoint:
+One reconcile reads the cluster (Nodes, this NodeImage's PendingNodes, every ScalingGroup and
+NodeImage, AutoscalingStrategies, PodDisruptionBudgets, NodeNetworkConfigs) from the shared cache,
+asks the cloud only what it cannot know (a new node's image), calls the pure functions in
+``decisions``, ``targeting`` and ``rollout_state`` and writes what they say, each write idempotent
+and named by a checkpoint:
 
-1. annotate nodes with their scale set and image; adopt machines a restart left without a Join
-   PendingNode (a scale-out is recorded on its ScalingGroup before it is made);
-2. group nodes; delete Join PendingNodes that are done; compute the budget;
+1. claim the scale sets of this NodeImage's ScalingGroups (a scale set another NodeImage claimed
+   first is a Conflict); annotate their nodes with scale set and image; adopt machines a restart
+   left without a Join PendingNode (a scale-out is recorded on its ScalingGroup before it is made);
+2. group the claimed nodes against the desired image (the previous image while rolling back);
+   delete Join PendingNodes that are done; decide the rollout state (canary, soak, health gates,
+   rollback; ``rollout_state``); compute the budget;
 3. pair new nodes with outdated ones (heir annotation first, then donor, then the Join record
-   goes), mark unneeded new nodes obsolete, release stale annotations, and uncordon nodes an
-   abandoned replacement left cordoned;
-4. per pair: copy labels, wait for the heir to be Ready, cordon the donor, evict its pods
-   (PodDisruptionBudgets respected, an Event when the drain is stuck), then hand it to a Leave
-   PendingNode, whose reconciler deletes the machine and the Node; obsolete nodes the same way;
-5. keep autoscaling off while a rollout runs and restore it after;
-6. scale out within the budget, control plane first, each new machine tracked by a Join
-   PendingNode; write the status with conditions that say where the rollout stands.
+   goes), mark unneeded and abandoned new nodes obsolete, release stale annotations, and uncordon
+   nodes an abandoned replacement left cordoned;
+4. per pair (``replacement``): copy labels, wait for the heir to be Ready and for its IP pool to
+   take the donor's pods, cordon the donor, evict its pods (PodDisruptionBudgets respected), then
+   hand it to a Leave PendingNode, whose reconciler deletes the machine and the Node; obsolete
+   nodes the same way; a drain past drainTimeout quarantines the donor or fails the rollout;
+5. keep autoscaling off while any NodeImage's rollout runs and restore it (after the status says
+   this one is over) when none does;
+6. scale out within the budget and the canary's cap, each new machine tracked by a Join
+   PendingNode; write the status with the rollout state and conditions.
 
 Writes are merge patches, creates that accept AlreadyExists, deletes that accept NotFound, and
 status updates under ``retry_on_conflict``, so a restart at any checkpoint resumes. The reconcile
@@ -28,86 +35,68 @@ a surge it already spent. Neighbours: ``pending_node`` (machines leaving and joi
 from __future__ import annotations
 
 import copy
-import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from nodewright.api.base import ValidationError
 from nodewright.api.nodewright.v1alpha1 import (
-    ENABLED_BEFORE_ROLLOUT_ANNOTATION,
-    AutoscalingStrategy,
+    CONDITION_IMAGE_APPLIED,
     NodeImage,
     PendingNode,
-    PendingNodeGoal,
-    PendingNodeSpec,
+    RolloutState,
     ScalingGroup,
+    UndrainableNodeBehavior,
 )
 from nodewright.cloud.errors import NotFoundError
-from nodewright.cloud.models import ImageReference, InstanceInfo
+from nodewright.cloud.models import ImageReference
 from nodewright.cloud.resource_ids import (
     InvalidResourceIdError,
-    MachineId,
-    ScaleSetId,
     ScaleSetInstanceId,
     parse_provider_id,
-    parse_scale_set_id,
 )
 from nodewright.controllers.node_image.decisions import (
-    BLOCKING_PROBLEMS,
-    DONOR_ANNOTATION,
-    DRAIN_STARTED_ANNOTATION,
-    HEIR_ANNOTATION,
     NODE_IMAGE_ANNOTATION,
     OBSOLETE_ANNOTATION,
     SCALING_GROUP_ANNOTATION,
     ClusterNode,
-    DrainPlan,
     InvalidImageError,
     NodeGroups,
     PairingPlan,
     ReplacementPair,
-    ReplacementStep,
-    ScaleOutPlan,
-    decide_autoscaling,
     group_nodes,
-    labels_to_copy,
     new_node_budget,
     node_image_status,
     nodes_to_restore,
     pair_nodes,
     parse_desired_image,
-    plan_drain,
     plan_scale_out,
-    removal_step,
-    replacement_step,
     rollout_conditions,
     rollout_in_progress,
     settled_joins,
 )
-from nodewright.controllers.node_image.options import NodeImageSettings
+from nodewright.controllers.node_image.replacement import NodeReplacement, RemovalContext, ReplacementPass
 from nodewright.controllers.node_image.resources import (
-    AUTOSCALING_STRATEGY,
-    NODE_IMAGE,
-    PENDING_NODE,
-    SCALING_GROUP,
-    Checkpoint,
-    Clock,
-    ReadYourWrites,
-    controller_reference,
-    format_time,
     is_controlled_by,
-    no_checkpoint,
-    parse_time,
-    utc_now,
 )
-from nodewright.runtime import errors
-from nodewright.runtime.client import Client
-from nodewright.runtime.events import EventRecorder
-from nodewright.runtime.informer import Store
-from nodewright.runtime.kinds import NODE, POD, Kind
+from nodewright.controllers.node_image.rollout_state import (
+    ACTIVE_STATES,
+    RolloutDecision,
+    RolloutMemory,
+    any_rollout_running,
+    decide_rollout,
+    desired_image_of,
+    gate_failure,
+    overlay_conditions,
+)
+from nodewright.controllers.node_image.rollout_writes import (
+    SCALE_OUT_ANNOTATION,
+    NodeImageCloud,
+    NodeImageStores,
+)
+from nodewright.controllers.node_image.scale_out import ScaleOutPlan, cap_scale_out
+from nodewright.controllers.node_image.targeting import Claims, claim_scaling_groups, nodes_claimed
+from nodewright.runtime.kinds import NODE
 from nodewright.runtime.logs import get_logger
-from nodewright.runtime.objects import replace_status, set_condition
 from nodewright.runtime.rbac import PolicyRule
 from nodewright.runtime.reconcile import Request, Result, TerminalError
 
@@ -115,9 +104,6 @@ __all__ = ["RBAC_RULES", "SCALE_OUT_ANNOTATION", "NodeImageCloud", "NodeImageRec
 
 log = get_logger(__name__)
 
-SCALE_OUT_ANNOTATION = "nodewright.io/instances-before-scale-out"
-"""On a ScalingGroup while a scale-out is under way: the scale set's instance IDs before it (a
-JSON list). A restart finds the new machine by difference and tracks it with a Join PendingNode."""
 
 RBAC_RULES: tuple[PolicyRule, ...] = (
     PolicyRule("nodewright.io", ("nodeimages",), ("get", "list", "watch")),
@@ -129,62 +115,44 @@ RBAC_RULES: tuple[PolicyRule, ...] = (
     PolicyRule("", ("pods",), ("list",)),
     PolicyRule("", ("pods/eviction",), ("create",)),
     PolicyRule("policy", ("poddisruptionbudgets",), ("get", "list", "watch")),
+    PolicyRule("acn.azure.com", ("nodenetworkconfigs",), ("get", "list", "watch")),
 )
 
 
-class NodeImageCloud(Protocol):
-    """The cloud operations the NodeImage reconciler needs (``ComputeService`` has them)."""
-
-    def get_instance(self, machine: MachineId) -> InstanceInfo: ...
-
-    def list_instance_ids(self, scale_set: ScaleSetId) -> list[str]: ...
-
-    def scale_out_by_one(self, scale_set: ScaleSetId) -> InstanceInfo: ...
-
-
-@dataclass(frozen=True)
-class NodeImageStores:
-    """The informer stores the reconciler reads (filled by the shared cache)."""
-
-    node_images: Store
-    nodes: Store
-    pending_nodes: Store
-    scaling_groups: Store
-    autoscaling_strategies: Store
-    pod_disruption_budgets: Store
-
-
 @dataclass
-class _Pass:
-    """What one reconcile learned while writing, for the status and the requeue."""
+class _View:
+    """What one reconcile read and grouped, and what it learns while writing."""
 
-    steps: list[ReplacementStep] = field(default_factory=list)
-    stuck_drains: list[str] = field(default_factory=list)
-    waiting_for_pods: bool = False
+    obj: dict[str, Any]
+    node_image: NodeImage
+    memory: RolloutMemory
+    desired: ImageReference
+    claims: Claims
+    pending: list[PendingNode]
+    groups: NodeGroups
+    current: dict[str, ClusterNode]
+    progress: ReplacementPass = field(default_factory=ReplacementPass)
+
+    @property
+    def new_nodes(self) -> list[ClusterNode]:
+        """Nodes on the desired image: heirs, mints and up-to-date nodes."""
+        return [*self.groups.heirs, *(m.node for m in self.groups.mints), *self.groups.up_to_date]
+
+    @property
+    def in_flight(self) -> bool:
+        groups = self.groups
+        return bool(
+            groups.donors
+            or groups.heirs
+            or groups.mints
+            or groups.obsolete
+            or groups.awaiting_annotation
+            or self.pending
+        )
 
 
-class NodeImageReconciler:
+class NodeImageReconciler(NodeReplacement):
     """Drives the nodes towards the NodeImage's image (see the module docstring)."""
-
-    def __init__(
-        self,
-        *,
-        client: Client,
-        stores: NodeImageStores,
-        cloud: NodeImageCloud,
-        events: EventRecorder,
-        settings: NodeImageSettings,
-        checkpoint: Checkpoint = no_checkpoint,
-        clock: Clock = utc_now,
-    ) -> None:
-        self._client = client
-        self._stores = stores
-        self._cloud = cloud
-        self._events = events
-        self._settings = settings
-        self._checkpoint = checkpoint
-        self._clock = clock
-        self._writes = ReadYourWrites(client)
 
     # ---- the reconcile ------------------------------------------------------------------------
 
@@ -198,8 +166,9 @@ class NodeImageReconciler:
         except ValidationError as error:
             self._events.event(obj, "Warning", "InvalidSpec", str(error))
             raise TerminalError(f"NodeImage {request.name}: {error}") from error
+        memory = RolloutMemory.from_status(node_image.status)
         try:
-            desired = parse_desired_image(node_image.spec.image)
+            desired = parse_desired_image(desired_image_of(memory, node_image.spec.image))
         except InvalidImageError as error:
             self._events.event(obj, "Warning", "InvalidImageReference", str(error))
             self._write_status(
@@ -207,97 +176,224 @@ class NodeImageReconciler:
             )
             return Result()
         try:
-            return self._roll_out(obj, node_image, desired)
+            return self._roll_out(self._read(obj, node_image, memory, desired))
         finally:
             self._writes.wait()
 
-    def _roll_out(self, obj: dict[str, Any], node_image: NodeImage, desired: ImageReference) -> Result:
-        uid = str(obj["metadata"]["uid"])
-        scaling_groups = self._scaling_groups(node_image.name)
-        pending = self._pending_nodes(uid)
-        pending += self._adopt_recorded_scale_outs(obj, scaling_groups, pending)
-        nodes, invalid = self._annotated_nodes(obj)
+    def _read(
+        self, obj: dict[str, Any], node_image: NodeImage, memory: RolloutMemory, desired: ImageReference
+    ) -> _View:
+        """Steps 1 and 2: the claimed scale sets, PendingNodes (adopting recorded scale-outs), the
+        claimed nodes annotated and grouped, settled joins deleted."""
+        claims = claim_scaling_groups(self._all_scaling_groups(), node_image.name)
+        pending = self._pending_nodes(str(obj["metadata"]["uid"]))
+        pending += self._adopt_recorded_scale_outs(obj, claims.scaling_groups, pending)
+        nodes, invalid = self._annotated_nodes(claims)
         groups = group_nodes(nodes, pending, desired, invalid=invalid)
         for join in settled_joins(groups, pending):
             self._delete_pending_node(join, "delete-settled-join")
             pending.remove(join)
-        budget = new_node_budget(node_image.spec.max_surge, groups, pending)
-        pairing = pair_nodes(groups)
         current = {node.name: node for node in groups.all_nodes()}
-        self._apply_pairing(pairing, current)
-        for node in nodes_to_restore(groups, pending):
-            self._restore(current, node)
-        progress = _Pass()
-        for pair in pairing.pairs:
-            self._advance(
-                obj, ReplacementPair(current[pair.donor.name], current[pair.heir.name]), current, progress
+        return _View(obj, node_image, memory, desired, claims, pending, groups, current)
+
+    def _roll_out(self, view: _View) -> Result:
+        decision = self._decide(view)
+        if decision.started_rollback:
+            return self._start_rollback(view, decision)
+        budget = new_node_budget(view.node_image.spec.max_surge, view.groups, view.pending)
+        pairing = pair_nodes(view.groups)
+        self._replace(view, pairing, decision)
+        memory = self._handle_stuck_drains(view, decision.memory)
+        own_active = memory.state in ACTIVE_STATES or (
+            memory.state not in (RolloutState.FAILED, RolloutState.ROLLED_BACK)
+            and rollout_in_progress(view.groups, view.pending)
+        )
+        others = [o for name, o in self._node_image_objects() if name != view.node_image.name]
+        others_active = any_rollout_running(others)
+        autoscaler_running = (own_active or others_active) and self._keep_autoscaling_off(True)
+        scale = decision.scale_out and memory.state is not RolloutState.FAILED
+        cap = decision.canary_cap if scale else 0
+        plan = self._scale(view, pairing, budget, cap, autoscaler_running=autoscaler_running)
+        self._report(view, memory, budget, plan)
+        if not own_active and not others_active:
+            self._keep_autoscaling_off(False)  # restored only once the status says this rollout is over
+        return self._requeue(view, decision, plan, waiting_for_others=others_active)
+
+    def _requeue(
+        self, view: _View, decision: RolloutDecision, plan: ScaleOutPlan, *, waiting_for_others: bool
+    ) -> Result:
+        """Soon while pods or a heir's pool are waited for; at the soak's end; at the resync while
+        anything is in flight or another rollout holds the autoscaler off; else never."""
+        if view.progress.waiting_for_pods or view.progress.heirs_short_of_addresses:
+            return Result(requeue_after=self._settings.drain_poll_seconds)
+        if decision.requeue_at is not None:
+            wait = (decision.requeue_at - self._clock()).total_seconds()
+            return Result(requeue_after=min(max(wait, 0.2), self._settings.resync_seconds))
+        busy = rollout_in_progress(view.groups, view.pending) or decision.memory.state in ACTIVE_STATES
+        if busy or plan.total or waiting_for_others:
+            return Result(requeue_after=self._settings.resync_seconds)
+        return Result()
+
+    def _decide(self, view: _View) -> RolloutDecision:
+        """Where the rollout goes: the health gates are checked while it runs towards its image."""
+        memory, spec = view.memory, view.node_image.spec
+        failure = None
+        gated = memory.state in (RolloutState.CANARY, RolloutState.SOAKING, RolloutState.ROLLING)
+        if gated and memory.target_image.lower() == spec.image.lower():
+            failure = gate_failure(
+                view.new_nodes,
+                now=self._clock(),
+                heir_ready_timeout=spec.heir_ready_deadline,
+                conditions=view.node_image.status.conditions,
+                gate_conditions=spec.gate_conditions,
             )
-        for node in groups.obsolete:
-            self._take_out(obj, current[node.name], None, current, progress)
-        in_progress = rollout_in_progress(groups, pending)
-        autoscaler_running = self._keep_autoscaling_off(in_progress)
+        return decide_rollout(
+            memory,
+            view.node_image,
+            outdated_images=[node.image for node in [*view.groups.outdated, *view.groups.donors]],
+            outdated_left=bool(view.groups.outdated),
+            in_flight=view.in_flight,
+            failure=failure,
+            now=self._clock(),
+        )
+
+    def _start_rollback(self, view: _View, decision: RolloutDecision) -> Result:
+        """Record the failed gate; the next reconcile rolls towards the previous image."""
+        memory = decision.memory
+        message = f"{memory.failure_message}; rolling back to {memory.previous_image}"
+        self._events.event(view.obj, "Warning", "RollingBack", message)
+        self._metrics.rolled_back(view.node_image.name)
+        log.info("Rolling back NodeImage", node_image=view.node_image.name, reason=memory.failure_reason)
+        self._report(view, memory, 0, ScaleOutPlan())
+        return Result(requeue_after=self._settings.drain_poll_seconds)
+
+    def _replace(self, view: _View, pairing: PairingPlan, decision: RolloutDecision) -> None:
+        """Steps 3 and 4: pairing, restoring, the per-pair steps, obsolete nodes, ready marks."""
+        current = view.current
+        for node in view.groups.obsolete:
+            self._annotate(current, node.name, {OBSOLETE_ANNOTATION: "true"}, "mark-obsolete")
+        self._apply_pairing(pairing, current)
+        for node in nodes_to_restore(view.groups, view.pending):
+            self._restore(current, node)
+        rolling_back = decision.memory.state in (RolloutState.ROLLING_BACK, RolloutState.ROLLED_BACK)
+        context = RemovalContext(
+            owner=view.obj,
+            drain_timeout=view.node_image.spec.drain_deadline,
+            reason="Rollback" if rolling_back else "ImageOutdated",
+            scaling_group_names={g.spec.group_id.lower(): g.name for g in view.claims.scaling_groups},
+        )
+        for pair in pairing.pairs:
+            replacement = ReplacementPair(current[pair.donor.name], current[pair.heir.name])
+            self._advance(context, replacement, current, view.progress)
+        for node in view.groups.obsolete:
+            self._take_out(context, current[node.name], None, current, view.progress)
+        if not rolling_back:
+            done = [current[node.name] for node in view.groups.up_to_date if node.name in current]
+            self._mark_ready_seen(current, done)
+
+    def _handle_stuck_drains(self, view: _View, memory: RolloutMemory) -> RolloutMemory:
+        """Apply undrainableNodeBehavior to drains past their timeout; returns the memory, Failed
+        when the rollout must stop."""
+        spec = view.node_image.spec
+        blocked = len(view.groups.quarantined)
+        for name in view.progress.overdue_drains:
+            heir_of = view.current[name].heir if name in view.current else ""
+            cordon = spec.undrainable_node_behavior is UndrainableNodeBehavior.CORDON
+            if cordon and heir_of and blocked < spec.max_blocked_nodes:
+                context = RemovalContext(view.obj, spec.drain_deadline, "", {})
+                self._quarantine(context, view.current, name)
+                blocked += 1
+                continue
+            why = (
+                "Fail" if not cordon else f"more than maxBlockedNodes ({spec.max_blocked_nodes}) quarantined"
+            )
+            return replace(
+                memory,
+                state=RolloutState.FAILED,
+                failure_reason="DrainTimeout",
+                failure_message=f"Drain of {name} not done within {spec.drain_timeout} ({why})",
+            )
+        return memory
+
+    def _scale(
+        self,
+        view: _View,
+        pairing: PairingPlan,
+        budget: int,
+        canary_cap: int | None,
+        *,
+        autoscaler_running: bool,
+    ) -> ScaleOutPlan:
+        """Step 6: new machines within the budget (and the canary's cap; 0 creates none)."""
         plan = plan_scale_out(
-            groups,
+            view.groups,
             pairing,
-            pending,
-            scaling_groups,
-            desired_image=desired,
+            view.pending,
+            view.claims.scaling_groups,
+            desired_image=view.desired,
             budget=budget,
             autoscaler_running=autoscaler_running,
         )
-        self._report_blockers(obj, plan)
+        plan = cap_scale_out(plan, view.groups, view.pending, canary_cap)
         for scale_out in plan.scale_outs:
-            scaling_group = next(g for g in scaling_groups if g.spec.group_id == scale_out.group_id)
-            for _ in range(scale_out.count):
-                self._scale_out_one(obj, scaling_group)
-        if progress.stuck_drains:
-            self._events.event(
-                obj,
-                "Warning",
-                "DrainStuck",
-                "Drain not finished in time on " + ", ".join(progress.stuck_drains),
+            scaling_group = next(
+                g for g in view.claims.scaling_groups if g.spec.group_id == scale_out.group_id
             )
-        status = node_image_status(
-            groups, pending, budget=budget, observed_generation=int(obj["metadata"].get("generation", 0))
-        )
+            for _ in range(scale_out.count):
+                self._scale_out_one(view.obj, scaling_group)
+        return plan
+
+    def _report(self, view: _View, memory: RolloutMemory, budget: int, plan: ScaleOutPlan) -> None:
+        """Write the status (lists, rollout state, conditions); the state metric; a log line."""
+        groups, progress = view.groups, view.progress
+        generation = int(view.obj["metadata"].get("generation", 0))
+        status = node_image_status(groups, view.pending, budget=budget, observed_generation=generation)
+        status = replace(status, **memory.status_fields())
         conditions = rollout_conditions(
             groups,
-            pending,
-            image=desired.format(),
+            view.pending,
+            image=view.desired.format(),
             steps=progress.steps,
             scale_out=plan,
             stuck_drains=progress.stuck_drains,
         )
-        self._write_status(obj, status.to_dict(), conditions)
+        broken = [
+            f"ScalingGroup {group.name}: {condition.reason}: {condition.message}"
+            for group in view.claims.scaling_groups
+            for condition in group.status.conditions
+            if condition.type == CONDITION_IMAGE_APPLIED and condition.status == "False"
+        ]
+        conditions = overlay_conditions(
+            conditions, memory, conflicts=view.claims.conflicts, broken_groups=broken
+        )
+        self._write_status(view.obj, status.to_dict(), conditions)
+        self._metrics.rollout_state(view.node_image.name, memory.state)
         log.info(
             "Reconciled NodeImage",
-            node_image=node_image.name,
+            node_image=view.node_image.name,
+            state=memory.state.value if memory.state else "",
             outdated=len(groups.outdated),
             donors=len(groups.donors),
             heirs=len(groups.heirs),
             mints=len(groups.mints),
-            pending=len(pending),
+            pending=len(view.pending),
             budget=budget,
             scaled_out=plan.total,
         )
-        if progress.waiting_for_pods:
-            return Result(requeue_after=self._settings.drain_poll_seconds)
-        if in_progress or plan.total:
-            return Result(requeue_after=self._settings.resync_seconds)
-        return Result()
 
     # ---- reads --------------------------------------------------------------------------------
 
-    def _scaling_groups(self, node_image: str) -> list[ScalingGroup]:
+    def _all_scaling_groups(self) -> list[ScalingGroup]:
         found: list[ScalingGroup] = []
         for cached in self._stores.scaling_groups.list():
             try:
-                scaling_group = ScalingGroup.from_object(copy.deepcopy(cached))
+                found.append(ScalingGroup.from_object(copy.deepcopy(cached)))
             except ValidationError:
                 continue  # the ScalingGroup reconciler reports it
-            if scaling_group.spec.node_image == node_image:
-                found.append(scaling_group)
-        return sorted(found, key=lambda g: g.name)
+        return found
+
+    def _node_image_objects(self) -> list[tuple[str, dict[str, Any]]]:
+        return [(str(o["metadata"]["name"]), o) for o in self._stores.node_images.list()]
 
     def _pending_nodes(self, owner_uid: str) -> list[PendingNode]:
         found: list[PendingNode] = []
@@ -314,21 +410,20 @@ class NodeImageReconciler:
                 )
         return sorted(found, key=lambda p: p.name)
 
-    def _annotated_nodes(self, owner: dict[str, Any]) -> tuple[list[ClusterNode], set[str]]:
-        """Every Node, annotated with its scale set and image when it was not yet; the names of
-        Nodes the cloud cannot place (not a scale-set instance, or no such machine). Nodes without
-        providerID or that cannot be placed get a Warning Event (grouping marks them invalid)."""
+    def _annotated_nodes(self, claims: Claims) -> tuple[list[ClusterNode], set[str]]:
+        """The Nodes of the claimed scale sets (by annotation or providerID), annotated with their
+        scale set and image when they were not yet; the names of those the cloud cannot find
+        (grouping marks them invalid; the Degraded condition and its one Event name them)."""
         nodes: list[ClusterNode] = []
         invalid: set[str] = set()
-        for cached in sorted(self._stores.nodes.list(), key=lambda n: n["metadata"]["name"]):
-            node = ClusterNode.from_object(cached)
-            if not node.provider_id:
-                self._events.event(owner, "Warning", "InvalidNode", f"Node {node.name} has no providerID")
-            elif not node.scaling_group_id or not node.image:
+        every = [ClusterNode.from_object(cached) for cached in self._stores.nodes.list()]
+        for claimed in sorted(nodes_claimed(every, claims), key=lambda n: n.name):
+            node = claimed
+            if not node.scaling_group_id or not node.image:
                 annotations, problem = self._placement(node)
                 if problem is not None:
                     invalid.add(node.name)
-                    self._events.event(owner, "Warning", "InvalidNode", f"Node {node.name}: {problem}")
+                    log.info("Found node the cloud cannot place", node=node.name, problem=problem)
                 elif annotations:
                     patched = self._patch(
                         NODE,
@@ -358,305 +453,3 @@ class NodeImageReconciler:
             if image is not None:
                 annotations[NODE_IMAGE_ANNOTATION] = image.format()
         return {k: v for k, v in annotations.items() if node.annotations.get(k) != v}, None
-
-    # ---- pairing ------------------------------------------------------------------------------
-
-    def _apply_pairing(self, pairing: PairingPlan, current: dict[str, ClusterNode]) -> None:
-        for pair in pairing.to_annotate:
-            self._annotate(current, pair.heir.name, {DONOR_ANNOTATION: pair.donor.name}, "pair-heir")
-            self._annotate(current, pair.donor.name, {HEIR_ANNOTATION: pair.heir.name}, "pair-donor")
-            if pair.pending_node is not None:
-                self._delete_pending_node(pair.pending_node, "delete-mint-record")
-            log.info("Paired nodes", donor=pair.donor.name, heir=pair.heir.name)
-        for mint in pairing.unneeded_mints:
-            self._annotate(current, mint.node.name, {OBSOLETE_ANNOTATION: "true"}, "mark-obsolete")
-            self._delete_pending_node(mint.pending_node, "delete-mint-record")
-        for heir in pairing.clear_donor_annotation:
-            self._annotate(current, heir.name, {DONOR_ANNOTATION: None}, "release-heir")
-        for donor in pairing.clear_heir_annotation:
-            self._annotate(current, donor.name, {HEIR_ANNOTATION: None}, "release-donor")
-
-    def _annotate(
-        self, current: dict[str, ClusterNode], name: str, annotations: Mapping[str, str | None], step: str
-    ) -> None:
-        node = current.get(name)
-        if node is not None and all(node.annotations.get(k) == v for k, v in annotations.items()):
-            return  # already written (a restart came between this and the next write)
-        patched = self._patch(
-            NODE, self._stores.nodes, name, {"metadata": {"annotations": dict(annotations)}}, step
-        )
-        if patched is not None:
-            current[name] = ClusterNode.from_object(patched)
-
-    def _restore(self, current: dict[str, ClusterNode], node: ClusterNode) -> None:
-        """Undo the marks of a replacement that will not happen (uncordon only what we cordoned)."""
-        body: dict[str, Any] = {
-            "metadata": {"annotations": {DRAIN_STARTED_ANNOTATION: None, HEIR_ANNOTATION: None}}
-        }
-        if DRAIN_STARTED_ANNOTATION in node.annotations:
-            body["spec"] = {"unschedulable": None}
-        patched = self._patch(NODE, self._stores.nodes, node.name, body, "restore-node")
-        if patched is not None:
-            current[node.name] = ClusterNode.from_object(patched)
-            log.info("Restored node", node=node.name)
-
-    # ---- replacing and removing ---------------------------------------------------------------
-
-    def _advance(
-        self, owner: dict[str, Any], pair: ReplacementPair, current: dict[str, ClusterNode], progress: _Pass
-    ) -> None:
-        """Take one replacement as far as it can go now."""
-        step = replacement_step(pair)
-        if step is ReplacementStep.COPY_LABELS:
-            labels = labels_to_copy(pair.donor.labels, pair.heir.labels)
-            patched = self._patch(
-                NODE, self._stores.nodes, pair.heir.name, {"metadata": {"labels": labels}}, "copy-labels"
-            )
-            if patched is None:
-                return
-            current[pair.heir.name] = ClusterNode.from_object(patched)
-            pair = ReplacementPair(pair.donor, current[pair.heir.name])
-            step = replacement_step(pair)
-        if step is ReplacementStep.WAIT_FOR_HEIR_READY:
-            progress.steps.append(step)
-            return
-        self._take_out(owner, pair.donor, pair.heir, current, progress)
-
-    def _take_out(
-        self,
-        owner: dict[str, Any],
-        node: ClusterNode,
-        heir: ClusterNode | None,
-        current: dict[str, ClusterNode],
-        progress: _Pass,
-    ) -> None:
-        """Cordon, drain and hand a node to a Leave PendingNode (a donor, or an obsolete node)."""
-        if removal_step(node) is ReplacementStep.CORDON:
-            body = {
-                "metadata": {"annotations": {DRAIN_STARTED_ANNOTATION: format_time(self._clock())}},
-                "spec": {"unschedulable": True},
-            }
-            patched = self._patch(NODE, self._stores.nodes, node.name, body, "cordon")
-            if patched is None:
-                return
-            node = current[node.name] = ClusterNode.from_object(patched)
-            self._events.event(
-                owner,
-                "Normal",
-                "CordonedNode",
-                f"Cordoned {node.name}" + (f" for heir {heir.name}" if heir else ""),
-            )
-        drain = self._drain(node)
-        if drain.stuck:
-            progress.stuck_drains.append(node.name)
-        step = removal_step(node, drain)
-        progress.steps.append(step)
-        if step is ReplacementStep.DRAIN:
-            progress.waiting_for_pods = True
-            return
-        self._create_pending_node(
-            owner,
-            PendingNodeSpec(
-                provider_id=node.provider_id,
-                group_id=node.scaling_group_id,
-                node_name=node.name,
-                goal=PendingNodeGoal.LEAVE,
-                deadline=format_time(self._clock() + self._settings.timeouts.leave),
-            ),
-            "create-leave",
-        )
-
-    def _drain(self, node: ClusterNode) -> DrainPlan:
-        """Plan the node's drain and evict what the plan allows now (side effect: evictions)."""
-        pods = self._client.list(POD, field_selector=f"spec.nodeName={node.name}").items
-        plan = plan_drain(
-            pods,
-            self._stores.pod_disruption_budgets.list(),
-            now=self._clock(),
-            drain_started=parse_time(node.annotations.get(DRAIN_STARTED_ANNOTATION)),
-            timeout=self._settings.timeouts.drain,
-        )
-        for key in plan.evict:
-            self._checkpoint("evict")
-            try:
-                self._client.evict(key.name, key.namespace)
-            except errors.TooManyRequests:
-                plan.blocked[key] = "the API server refused the eviction (disruption budget)"
-                continue
-            except errors.NotFound:
-                continue
-            log.info("Evicted pod", node=node.name, pod=str(key))
-        if plan.evict:
-            plan.terminating.extend(k for k in plan.evict if k not in plan.blocked)
-            plan.evict = []
-        if plan.blocked:
-            names = "; ".join(f"{key}: {why}" for key, why in sorted(plan.blocked.items()))
-            log.info("Drain waiting for disruption budgets", node=node.name, pods=names)
-        return plan
-
-    # ---- autoscaling --------------------------------------------------------------------------
-
-    def _keep_autoscaling_off(self, in_progress: bool) -> bool:
-        """Turn autoscaling off during a rollout and back to its earlier value after it;
-        returns whether an autoscaler still runs (reported by its status)."""
-        running = False
-        for cached in sorted(self._stores.autoscaling_strategies.list(), key=lambda o: o["metadata"]["name"]):
-            try:
-                strategy = AutoscalingStrategy.from_object(copy.deepcopy(cached))
-            except ValidationError:
-                continue
-            running = running or strategy.status.enabled
-            value = (strategy.metadata.get("annotations") or {}).get(ENABLED_BEFORE_ROLLOUT_ANNOTATION)
-            remembered = None if value is None else value == "true"
-            change = decide_autoscaling(strategy.spec.enabled, remembered, in_progress=in_progress)
-            if change is None:
-                continue
-            body = {
-                "metadata": {
-                    "annotations": {
-                        ENABLED_BEFORE_ROLLOUT_ANNOTATION: None
-                        if change.remembered is None
-                        else str(change.remembered).lower()
-                    }
-                },
-                "spec": {"enabled": change.enabled},
-            }
-            self._patch(
-                AUTOSCALING_STRATEGY, self._stores.autoscaling_strategies, strategy.name, body, "autoscaling"
-            )
-            log.info("Set autoscaling", strategy=strategy.name, enabled=change.enabled, rollout=in_progress)
-        return running
-
-    # ---- scale-out ----------------------------------------------------------------------------
-
-    def _scale_out_one(self, owner: dict[str, Any], scaling_group: ScalingGroup) -> None:
-        """Add one machine to the scale set, recorded first so a restart can find it."""
-        scale_set = parse_scale_set_id(scaling_group.spec.group_id)
-        before = sorted(self._cloud.list_instance_ids(scale_set))
-        record = {"metadata": {"annotations": {SCALE_OUT_ANNOTATION: json.dumps(before)}}}
-        self._patch(
-            SCALING_GROUP, self._stores.scaling_groups, scaling_group.name, record, "record-scale-out"
-        )
-        self._checkpoint("scale-out")
-        instance = self._cloud.scale_out_by_one(scale_set)
-        self._track_join(owner, scaling_group, instance, "create-join")
-        self._events.event(owner, "Normal", "ScaledOut", f"Added {instance.name} to {scaling_group.name}")
-        clear = {"metadata": {"annotations": {SCALE_OUT_ANNOTATION: None}}}
-        self._patch(
-            SCALING_GROUP, self._stores.scaling_groups, scaling_group.name, clear, "clear-scale-out-record"
-        )
-
-    def _adopt_recorded_scale_outs(
-        self, owner: dict[str, Any], scaling_groups: Sequence[ScalingGroup], pending: Sequence[PendingNode]
-    ) -> list[PendingNode]:
-        """Track machines that a scale-out created before a restart lost them; returns the new
-        Join PendingNodes."""
-        adopted: list[PendingNode] = []
-        known = {p.spec.provider_id.lower() for p in pending}
-        for scaling_group in scaling_groups:
-            recorded = (scaling_group.metadata.get("annotations") or {}).get(SCALE_OUT_ANNOTATION)
-            if recorded is None:
-                continue
-            scale_set = parse_scale_set_id(scaling_group.spec.group_id)
-            try:
-                before = {str(i) for i in json.loads(recorded)}
-            except (ValueError, TypeError):
-                before = set()
-            for instance_id in sorted(set(self._cloud.list_instance_ids(scale_set)) - before):
-                instance = self._cloud.get_instance(scale_set.instance(instance_id))
-                if instance.provider_id.lower() in known:
-                    continue
-                created = self._track_join(owner, scaling_group, instance, "adopt-machine")
-                adopted.append(created)
-                known.add(instance.provider_id.lower())
-                self._events.event(
-                    owner, "Normal", "AdoptedMachine", f"Tracking {instance.name} created before a restart"
-                )
-            clear = {"metadata": {"annotations": {SCALE_OUT_ANNOTATION: None}}}
-            self._patch(
-                SCALING_GROUP,
-                self._stores.scaling_groups,
-                scaling_group.name,
-                clear,
-                "clear-scale-out-record",
-            )
-        return adopted
-
-    def _track_join(
-        self, owner: dict[str, Any], scaling_group: ScalingGroup, instance: InstanceInfo, step: str
-    ) -> PendingNode:
-        spec = PendingNodeSpec(
-            provider_id=instance.provider_id,
-            group_id=scaling_group.spec.group_id,
-            node_name=instance.name,
-            goal=PendingNodeGoal.JOIN,
-            deadline=format_time(self._clock() + self._settings.timeouts.join),
-        )
-        return self._create_pending_node(owner, spec, step)
-
-    # ---- writes -------------------------------------------------------------------------------
-
-    def _patch(
-        self, kind: Kind, store: Store, name: str, body: dict[str, Any], step: str
-    ) -> dict[str, Any] | None:
-        """Merge-patch one object; ``None`` when it is gone. Recorded for read-your-writes."""
-        before = store.get(name)
-        self._checkpoint(step)
-        try:
-            patched = self._client.patch(kind, name, body)
-        except errors.NotFound:
-            return None
-        self._writes.written(kind, store, name, before)
-        return patched
-
-    def _create_pending_node(self, owner: dict[str, Any], spec: PendingNodeSpec, step: str) -> PendingNode:
-        pending = PendingNode(
-            metadata={"name": spec.node_name, "ownerReferences": [controller_reference(owner)]}, spec=spec
-        )
-        body = pending.to_object()
-        del body["status"]
-        self._checkpoint(step)
-        try:
-            created = self._client.create(PENDING_NODE, body)
-        except errors.AlreadyExists:
-            return pending
-        self._writes.written(PENDING_NODE, self._stores.pending_nodes, spec.node_name, None)
-        log.info("Created PendingNode", pending_node=spec.node_name, goal=spec.goal.value)
-        return PendingNode.from_object(created)
-
-    def _delete_pending_node(self, pending: PendingNode, step: str) -> None:
-        uid = str(pending.metadata.get("uid", ""))
-        self._checkpoint(step)
-        try:
-            self._client.delete(PENDING_NODE, pending.name, preconditions={"uid": uid} if uid else None)
-        except (errors.NotFound, errors.Conflict):
-            return
-        self._writes.deleted(PENDING_NODE, self._stores.pending_nodes, pending.name, uid)
-
-    def _report_blockers(self, owner: dict[str, Any], plan: ScaleOutPlan) -> None:
-        for blocker in plan.blockers:
-            if blocker.reason in BLOCKING_PROBLEMS:
-                self._events.event(owner, "Warning", blocker.reason, blocker.message)
-
-    def _write_status(
-        self, obj: dict[str, Any], status: dict[str, Any] | None, conditions: Sequence[Any]
-    ) -> None:
-        """Write the status (``None`` keeps the lists) with the conditions, if anything changed."""
-        generation = int(obj["metadata"].get("generation", 0))
-        desired = dict(obj.get("status") or {}) if status is None else dict(status)
-        existing_conditions = copy.deepcopy((obj.get("status") or {}).get("conditions") or [])
-        for condition in conditions:
-            set_condition(
-                existing_conditions,
-                condition.type,
-                condition.status,
-                condition.reason,
-                condition.message,
-                generation,
-            )
-        desired["conditions"] = existing_conditions
-        if desired == (obj.get("status") or {}):
-            return
-        self._checkpoint("status")
-
-        replace_status(self._client, NODE_IMAGE, obj, desired)

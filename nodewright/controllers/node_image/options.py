@@ -11,6 +11,7 @@ Example::
           joinTimeoutSeconds: 1800
           leaveTimeoutSeconds: 60
           drainTimeoutSeconds: 600
+          nodeNetworkConfigNamespace: kube-system   # "" turns the heir IP-pool gate off
 
 The ``cloud`` block is read by ``nodewright.controllers.cloud_access``; everything else here.
 """
@@ -44,6 +45,9 @@ class NodeImageSettings:
     """How often a ScalingGroup's scale set is re-read to notice a model changed behind our back."""
     pending_node_workers: int = 4
     """PendingNode reconciles run in parallel (each may wait for a machine's deletion)."""
+    node_network_config_namespace: str = "kube-system"
+    """Where NodeNetworkConfigs live: a donor is cordoned only once its heir's pool there can take
+    its pods. Empty: no such gate (and no NodeNetworkConfig informer)."""
 
 
 _SECONDS = {
@@ -57,7 +61,14 @@ _FLOATS = {
     "drainPollSeconds": "drain_poll_seconds",
     "scalingGroupResyncSeconds": "scaling_group_resync_seconds",
 }
-_KNOWN = {"cloud", "nodeLabelSelector", "pendingNodeWorkers", *_SECONDS, *_FLOATS}
+_KNOWN = {
+    "cloud",
+    "nodeLabelSelector",
+    "pendingNodeWorkers",
+    "nodeNetworkConfigNamespace",
+    *_SECONDS,
+    *_FLOATS,
+}
 
 
 def _positive_number(options: Mapping[str, Any], key: str, path: str) -> float:
@@ -91,8 +102,12 @@ def parse_options(
     workers = options.get("pendingNodeWorkers", 4)
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ConfigError(f"{path}.pendingNodeWorkers: expected a positive integer, got {workers!r}")
+    namespace = options.get("nodeNetworkConfigNamespace", "kube-system")
+    if not isinstance(namespace, str):
+        raise ConfigError(f"{path}.nodeNetworkConfigNamespace: expected a namespace name, got {namespace!r}")
     return NodeImageSettings(
         timeouts=RolloutTimeouts(**timeouts),
+        node_network_config_namespace=namespace,
         node_label_selector=selector,
         pending_node_workers=workers,
         **floats,

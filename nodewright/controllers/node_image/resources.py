@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from nodewright.api.acn.v1alpha import NodeNetworkConfig
 from nodewright.api.base import Resource
 from nodewright.api.nodewright.v1alpha1 import AutoscalingStrategy, NodeImage, PendingNode, ScalingGroup
 from nodewright.runtime import errors
@@ -27,6 +28,7 @@ from nodewright.runtime.kinds import Kind
 __all__ = [
     "AUTOSCALING_STRATEGY",
     "NODE_IMAGE",
+    "NODE_NETWORK_CONFIG",
     "PENDING_NODE",
     "SCALING_GROUP",
     "Checkpoint",
@@ -52,6 +54,8 @@ NODE_IMAGE = kind_of(NodeImage)
 SCALING_GROUP = kind_of(ScalingGroup)
 PENDING_NODE = kind_of(PendingNode)
 AUTOSCALING_STRATEGY = kind_of(AutoscalingStrategy)
+NODE_NETWORK_CONFIG = kind_of(NodeNetworkConfig)
+"""Read only: the heir IP-pool gate reads the status the IPAM side publishes."""
 
 Checkpoint = Callable[[str], None]
 """Called with a step's name just before each write. Production passes ``no_checkpoint``; the

@@ -1,6 +1,7 @@
 """ScalingGroupReconciler: keeps a scale set's model image on its NodeImage's image.
 
-Reads the ScalingGroup and its NodeImage from the cache, the scale set's model image from the
+Reads the ScalingGroup and its NodeImage from the cache (the NodeImage's previous image while
+its rollout is rolled back, see ``rollout_state``), the scale set's model image from the
 cloud, PATCHes the model when it differs (existing machines keep theirs; new ones boot the new
 image), and reports the image in ``status.imageReference`` with an ``ImageApplied`` condition.
 A missing scale set, a missing NodeImage or an image reference that does not parse is a False
@@ -22,6 +23,7 @@ from nodewright.cloud.resource_ids import InvalidResourceIdError, ScaleSetId, pa
 from nodewright.controllers.node_image.decisions import InvalidImageError, parse_desired_image
 from nodewright.controllers.node_image.options import NodeImageSettings
 from nodewright.controllers.node_image.resources import SCALING_GROUP, Checkpoint, no_checkpoint
+from nodewright.controllers.node_image.rollout_state import RolloutMemory, desired_image_of
 from nodewright.runtime.client import Client
 from nodewright.runtime.events import EventRecorder
 from nodewright.runtime.informer import Store
@@ -86,7 +88,9 @@ class ScalingGroupReconciler:
                 obj, "NodeImageNotFound", f"No NodeImage named {scaling_group.spec.node_image}"
             )
         try:
-            desired = parse_desired_image(NodeImage.from_object(copy.deepcopy(node_image_object)).spec.image)
+            node_image = NodeImage.from_object(copy.deepcopy(node_image_object))
+            memory = RolloutMemory.from_status(node_image.status)
+            desired = parse_desired_image(desired_image_of(memory, node_image.spec.image))
         except (ValidationError, InvalidImageError) as error:
             return self._refuse(obj, "InvalidImageReference", str(error))
         try:
@@ -118,8 +122,22 @@ class ScalingGroupReconciler:
         return Result(requeue_after=self._settings.scaling_group_resync_seconds)
 
     def _refuse(self, obj: dict[str, Any], reason: str, message: str) -> Result:
-        """Report what keeps the image from being applied; nothing is changed at the cloud."""
-        self._events.event(obj, "Warning", reason, message)
+        """Report what keeps the image from being applied; nothing is changed at the cloud. The
+        Warning Event goes out when the problem is new, not on every resync."""
+        previous: dict[str, Any] = next(
+            (
+                c
+                for c in (obj.get("status") or {}).get("conditions") or []
+                if c.get("type") == CONDITION_IMAGE_APPLIED
+            ),
+            {},
+        )
+        if (previous.get("status"), previous.get("reason"), previous.get("message")) != (
+            "False",
+            reason,
+            message,
+        ):
+            self._events.event(obj, "Warning", reason, message)
         self._write_status(obj, "False", reason, message, image=None)
         return Result()
 

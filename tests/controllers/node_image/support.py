@@ -19,6 +19,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from nodewright.api.acn.v1alpha import RESOURCES as NETWORK_RESOURCES
 from nodewright.api.nodewright.v1alpha1 import RESOURCES, NodeImage, PendingNode
 from nodewright.cloud.emulator import ArmEmulator
 from nodewright.cloud.factory import Cloud
@@ -188,9 +189,13 @@ class RolloutBench:
         self._created.append((kind, created["metadata"]["name"]))
         return created
 
-    def create_node_image(self, image: str = NEW_IMAGE, max_surge: int = 1) -> str:
-        name = f"cluster-{self.suffix}"
-        self.create(NODE_IMAGE, {"metadata": {"name": name}, "spec": {"image": image, "maxSurge": max_surge}})
+    def create_node_image(
+        self, image: str = NEW_IMAGE, max_surge: int = 1, *, name: str | None = None, **spec: Any
+    ) -> str:
+        """A NodeImage (default name ``cluster-<suffix>``); ``spec`` adds fields such as canary."""
+        name = name or f"cluster-{self.suffix}"
+        body = {"image": image, "maxSurge": max_surge, **spec}
+        self.create(NODE_IMAGE, {"metadata": {"name": name}, "spec": body})
         return name
 
     def create_scaling_group(
@@ -338,7 +343,7 @@ def rollout_bench(
 ) -> Iterator[RolloutBench]:
     """A bench with the CRDs installed, closed afterwards."""
     client = Client.from_kubeconfig(kubeconfig)
-    install_crds(client, RESOURCES, timeout=30)
+    install_crds(client, [*RESOURCES, *NETWORK_RESOURCES], timeout=30)
     bench = RolloutBench(kubeconfig, client, emulator, namespace, join_delay=join_delay)
     try:
         yield bench

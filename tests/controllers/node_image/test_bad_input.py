@@ -1,12 +1,13 @@
-"""Bad input stops the rollout with a condition and a Warning Event, and deletes nothing: an
-image reference that does not parse, a node without providerID, a ScalingGroup naming a scale set
-that does not exist."""
+"""Bad input stops the rollout with a condition and one Warning Event, and deletes nothing: an
+image reference that does not parse, a node the cloud does not know, a ScalingGroup naming a scale
+set that does not exist (which must not touch any other pool or the autoscaler)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
-from nodewright.controllers.node_image.resources import NODE_IMAGE, SCALING_GROUP
+from nodewright.controllers.node_image.resources import AUTOSCALING_STRATEGY, NODE_IMAGE, SCALING_GROUP
 from nodewright.devenv.nodesim import SIMULATED_LABEL
 from nodewright.runtime.kinds import NODE
 from tests.controllers.node_image.support import NEW_IMAGE, OLD_IMAGE, RESOURCE_GROUP, RolloutBench
@@ -63,52 +64,64 @@ def test_unknown_image_reference_is_reported_and_nothing_changes(bench: RolloutB
     assert bench.condition(kind="Degraded") == ("False", "AsExpected")
 
 
-def test_node_without_provider_id_is_invalid_and_left_alone(bench: RolloutBench) -> None:
-    """A Node without providerID is listed as invalid with Degraded InvalidNodes and an Event; it
-    is never cordoned or deleted, while the valid node is replaced."""
+def test_nodes_outside_the_scale_sets_are_not_claimed_and_unknown_machines_are_invalid(
+    bench: RolloutBench,
+) -> None:
+    """A Node without providerID belongs to no ScalingGroup: the NodeImage neither lists nor
+    touches it. A Node naming a machine of its scale set that the cloud does not know is listed
+    invalid (Degraded InvalidNodes, one Warning Event however often it reconciles); it is never
+    cordoned, while the valid node is replaced."""
     scale_set = bench.add_scale_set("p", 1)
     bench.start_simulator()
     stray = f"stray-{bench.suffix}"
-    bench.create(NODE, {"metadata": {"name": stray, "labels": {SIMULATED_LABEL: f"{bench.owner}-stray"}}})
+    ghost = f"ghost-{bench.suffix}"
+    labels = {SIMULATED_LABEL: f"{bench.owner}-stray"}
+    bench.create(NODE, {"metadata": {"name": stray, "labels": labels}})
+    provider_id = f"azure://{scale_set}/virtualMachines/99"
+    bench.create(NODE, {"metadata": {"name": ghost, "labels": labels}, "spec": {"providerID": provider_id}})
     name = bench.create_node_image()
     bench.create_scaling_group(scale_set)
     bench.start()
 
-    bench.wait_for(lambda: bench.condition() == ("True", "AllNodesUpToDate"), 60, "the valid node replaced")
-    bench.wait_for(lambda: bench.events(name, "InvalidNode"), 10, "Warning Event")
+    bench.wait_for(lambda: bench.condition() == ("True", "AllNodesUpToDate"), 90, "the valid node replaced")
     bench.wait_for(lambda: bench.condition(kind="Degraded") == ("True", "InvalidNodes"), 10, "Degraded")
     status = bench.node_image().status
-    assert [reference.name for reference in status.invalid] == [stray]
-    node = bench.client.get(NODE, stray)
-    assert not node["spec"].get("unschedulable")
-    assert len(bench.nodes()) == 2
+    assert [reference.name for reference in status.invalid] == [ghost]
+    assert stray not in {r.name for r in [*status.up_to_date, *status.outdated, *status.invalid]}
+    time.sleep(3 * bench.settings().resync_seconds)
+    assert sum(e.get("count", 1) for e in bench.events(name, "InvalidNodes")) == 1
+    for node_name in (stray, ghost):
+        assert not bench.client.get(NODE, node_name)["spec"].get("unschedulable")
+    assert len(bench.nodes()) == 3
 
 
-def test_scaling_group_naming_a_missing_scale_set_is_reported_and_nothing_changes(
-    bench: RolloutBench,
-) -> None:
-    """A ScalingGroup whose scale set does not exist: ImageApplied False ScaleSetNotFound with an
-    Event; the nodes of the real scale set have no ScalingGroup, so the NodeImage is Degraded
-    ScalingGroupMissing, Progressing Blocked, with an Event; nothing is created or deleted."""
+def test_a_scaling_group_naming_a_missing_scale_set_touches_no_other_pool(bench: RolloutBench) -> None:
+    """The issue's ghost-image: a NodeImage whose ScalingGroup names a missing scale set does not
+    mark another pool's nodes outdated, does not touch the autoscaler (a user's change sticks), and
+    reports once: ScalingGroup ImageApplied False ScaleSetNotFound, NodeImage Degraded
+    ScalingGroupFailed, one Warning Event each. Nothing is created or deleted."""
     scale_set = bench.add_scale_set("m", 2)
     bench.start_simulator()
     before = _snapshot(bench)
+    strategy = bench.create_autoscaling_strategy(enabled=False)
+    pool = bench.create_node_image(OLD_IMAGE, name=f"pool-{bench.suffix}")
+    bench.create_scaling_group(scale_set, node_image=pool)
     missing = scale_set.rsplit("/", 1)[0] + f"/missing{bench.suffix}"
     name = bench.create_node_image()
     group = bench.create_scaling_group(missing)
     bench.start()
 
     bench.wait_for(lambda: bench.events(group, "ScaleSetNotFound"), 20, "ScalingGroup Warning Event")
-    conditions = bench.client.get(SCALING_GROUP, group)["status"]["conditions"]
-    assert [(c["type"], c["status"], c["reason"]) for c in conditions] == [
-        ("ImageApplied", "False", "ScaleSetNotFound")
-    ]
-    bench.wait_for(
-        lambda: bench.condition(kind="Degraded") == ("True", "ScalingGroupMissing"), 20, "Degraded"
-    )
-    assert bench.condition(kind="Progressing") == ("False", "Blocked")
-    assert bench.condition() == ("False", "NodesOutdated")
-    bench.wait_for(lambda: bench.events(name, "ScalingGroupMissing"), 10, "NodeImage Warning Event")
+    assert _conditions(bench, group) == [("ImageApplied", "False", "ScaleSetNotFound")]
+    bench.wait_for(lambda: bench.condition(kind="Degraded") == ("True", "ScalingGroupFailed"), 20, "Degraded")
+    bench.wait_for(lambda: bench.condition(pool) == ("True", "AllNodesUpToDate"), 20, "the real pool settled")
+    ghost = bench.node_image().status
+    assert (ghost.total_nodes, ghost.outdated) == (0, [])
+    bench.client.patch(AUTOSCALING_STRATEGY, strategy, {"spec": {"enabled": True}})
+    time.sleep(3 * bench.settings().resync_seconds)
+    assert bench.client.get(AUTOSCALING_STRATEGY, strategy)["spec"]["enabled"] is True, "autoscaler flapped"
+    assert sum(e.get("count", 1) for e in bench.events(name)) == 1, bench.events(name)
+    assert sum(e.get("count", 1) for e in bench.events(group, "ScaleSetNotFound")) == 1
     assert _snapshot(bench) == before
     assert not bench.pending_nodes()
     assert RESOURCE_GROUP in scale_set

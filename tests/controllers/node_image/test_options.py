@@ -41,8 +41,10 @@ def test_every_option_is_read() -> None:
             "drainPollSeconds": 1,
             "scalingGroupResyncSeconds": 60,
             "pendingNodeWorkers": 8,
+            "nodeNetworkConfigNamespace": "ipam",
         }
     )
+    assert settings.node_network_config_namespace == "ipam"
     assert settings.timeouts.join == timedelta(seconds=600)
     assert settings.timeouts.drain == timedelta(seconds=120.5)
     assert settings.timeouts.poll == timedelta(seconds=5)

@@ -47,6 +47,7 @@ BOUNDARIES = {
     "delete-node",
     "delete-record",
     "release-heir",
+    "mark-ready-seen",
 }
 """Every write of an ordinary rollout (and of the recovery after a crash at create-join)."""
 SOMETIMES = {"delete-node"}

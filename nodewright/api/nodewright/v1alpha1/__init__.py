@@ -16,9 +16,13 @@ from nodewright.api.nodewright.v1alpha1.node_image import (
     CONDITION_DEGRADED,
     CONDITION_PROGRESSING,
     CONDITION_UP_TO_DATE,
+    CONFLICT,
+    QUARANTINE_LABEL,
     NodeImage,
     NodeImageSpec,
     NodeImageStatus,
+    RolloutState,
+    UndrainableNodeBehavior,
 )
 from nodewright.api.nodewright.v1alpha1.pending_node import (
     CloudNodeState,
@@ -43,7 +47,9 @@ __all__ = [
     "CONDITION_IMAGE_APPLIED",
     "CONDITION_PROGRESSING",
     "CONDITION_UP_TO_DATE",
+    "CONFLICT",
     "ENABLED_BEFORE_ROLLOUT_ANNOTATION",
+    "QUARANTINE_LABEL",
     "RESOURCES",
     "SCALE_SET_ID_PATTERN",
     "AutoscalingStrategy",
@@ -58,7 +64,9 @@ __all__ = [
     "PendingNodeGoal",
     "PendingNodeSpec",
     "PendingNodeStatus",
+    "RolloutState",
     "ScalingGroup",
     "ScalingGroupSpec",
     "ScalingGroupStatus",
+    "UndrainableNodeBehavior",
 ]

@@ -5,11 +5,14 @@ field, like the base's type checks. Pure; imports only the model base."""
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from nodewright.api.base import ValidationError
 
-__all__ = ["child_path", "parse_date_time", "require_match"]
+__all__ = ["DURATION_PATTERN", "child_path", "parse_date_time", "parse_duration", "require_match"]
+
+DURATION_PATTERN = re.compile(r"([0-9]+h)?([0-9]+m)?([0-9]+s)?")
+"""A duration as metav1.Duration writes whole ones: ``30m``, ``1h30m``, ``90s``, ``0s``."""
 
 
 def child_path(path: str, key: str) -> str:
@@ -32,3 +35,13 @@ def parse_date_time(path: str, value: str) -> datetime:
     if parsed.tzinfo is None:
         raise ValidationError(path, f"must carry a timezone (such as Z), got {value!r}")
     return parsed
+
+
+def parse_duration(path: str, value: str) -> timedelta:
+    """A duration such as ``1h30m`` or ``90s`` (hours, minutes, seconds, each optional, in that
+    order); raises ``ValidationError`` at ``path`` otherwise."""
+    match = DURATION_PATTERN.fullmatch(value)
+    if match is None or not value:
+        raise ValidationError(path, f"must be a duration such as 30m, 1h30m or 90s, got {value!r}")
+    hours, minutes, seconds = (int(part[:-1]) if part else 0 for part in match.groups())
+    return timedelta(hours=hours, minutes=minutes, seconds=seconds)

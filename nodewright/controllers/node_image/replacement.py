@@ -1,0 +1,256 @@
+"""Replacing and removing nodes, one pair at a time: the writes of steps 3 and 4 of the NodeImage
+reconcile (see ``node_image``).
+
+Pairing marks are written heir first, then donor; stale marks are released and nodes an abandoned
+replacement left cordoned are made schedulable again. Per pair: labels are copied, the heir must be
+Ready, then the heir's IP pool must be able to take the donor's pods (``heir_network``, read from
+the NodeNetworkConfigs' status); only then is the donor cordoned and drained (Eviction API,
+PodDisruptionBudgets respected, never forced) and handed to a Leave PendingNode. A drain not done
+within the reconciler's ``drainTimeoutSeconds`` is reported (Degraded DrainStuck); one not done
+within the NodeImage's ``drainTimeout`` meets ``undrainableNodeBehavior``: under ``Cordon`` the
+donor is labelled ``nodewright.io/upgrade-status=Quarantined``, stays cordoned and its heir is
+released (at most ``maxBlockedNodes``); otherwise the rollout fails. New-image nodes get the
+ready-seen mark the health gate reads. Side effects: Node patches, evictions, PendingNode
+creates, Events, metrics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from nodewright.api.nodewright.v1alpha1 import QUARANTINE_LABEL, PendingNodeGoal, PendingNodeSpec
+from nodewright.controllers.node_image.decisions import (
+    DONOR_ANNOTATION,
+    DRAIN_STARTED_ANNOTATION,
+    HEIR_ANNOTATION,
+    OBSOLETE_ANNOTATION,
+    ClusterNode,
+    DrainPlan,
+    PairingPlan,
+    ReplacementPair,
+    ReplacementStep,
+    labels_to_copy,
+    plan_drain,
+    removal_step,
+    replacement_step,
+)
+from nodewright.controllers.node_image.heir_network import heir_pool_shortfall
+from nodewright.controllers.node_image.resources import format_time, parse_time
+from nodewright.controllers.node_image.rollout_state import READY_SEEN_ANNOTATION
+from nodewright.controllers.node_image.rollout_writes import RolloutWrites
+from nodewright.runtime import errors
+from nodewright.runtime.kinds import NODE, POD
+from nodewright.runtime.logs import get_logger
+
+__all__ = ["QUARANTINED", "NodeReplacement", "RemovalContext", "ReplacementPass"]
+
+log = get_logger(__name__)
+
+QUARANTINED = "Quarantined"
+"""The value of ``nodewright.io/upgrade-status`` on a node that could not be drained in time."""
+
+
+@dataclass
+class ReplacementPass:
+    """What one reconcile learned while writing, for the status and the requeue."""
+
+    steps: list[ReplacementStep] = field(default_factory=list)
+    stuck_drains: list[str] = field(default_factory=list)
+    waiting_for_pods: bool = False
+    heirs_short_of_addresses: list[str] = field(default_factory=list)
+    overdue_drains: list[str] = field(default_factory=list)
+    """Drains not done within the NodeImage's drainTimeout (undrainableNodeBehavior applies)."""
+
+
+@dataclass(frozen=True)
+class RemovalContext:
+    """What a removal needs to know of its rollout: the NodeImage (owner of the PendingNodes), the
+    drain timeout, the metrics' reason, and the ScalingGroup names by lowercased scale set ID."""
+
+    owner: dict[str, Any]
+    drain_timeout: timedelta
+    reason: str
+    scaling_group_names: Mapping[str, str]
+
+
+class NodeReplacement(RolloutWrites):
+    """Pairing and the per-pair steps (see the module docstring)."""
+
+    def _apply_pairing(self, pairing: PairingPlan, current: dict[str, ClusterNode]) -> None:
+        for pair in pairing.to_annotate:
+            self._annotate(current, pair.heir.name, {DONOR_ANNOTATION: pair.donor.name}, "pair-heir")
+            self._annotate(current, pair.donor.name, {HEIR_ANNOTATION: pair.heir.name}, "pair-donor")
+            if pair.pending_node is not None:
+                self._delete_pending_node(pair.pending_node, "delete-mint-record")
+            log.info("Paired nodes", donor=pair.donor.name, heir=pair.heir.name)
+        for mint in pairing.unneeded_mints:
+            self._annotate(current, mint.node.name, {OBSOLETE_ANNOTATION: "true"}, "mark-obsolete")
+            self._delete_pending_node(mint.pending_node, "delete-mint-record")
+        for heir in pairing.clear_donor_annotation:
+            self._annotate(current, heir.name, {DONOR_ANNOTATION: None}, "release-heir")
+        for donor in pairing.clear_heir_annotation:
+            self._annotate(current, donor.name, {HEIR_ANNOTATION: None}, "release-donor")
+
+    def _restore(self, current: dict[str, ClusterNode], node: ClusterNode) -> None:
+        """Undo the marks of a replacement that will not happen (uncordon only what we cordoned)."""
+        body: dict[str, Any] = {
+            "metadata": {"annotations": {DRAIN_STARTED_ANNOTATION: None, HEIR_ANNOTATION: None}}
+        }
+        if DRAIN_STARTED_ANNOTATION in node.annotations:
+            body["spec"] = {"unschedulable": None}
+        patched = self._patch(NODE, self._stores.nodes, node.name, body, "restore-node")
+        if patched is not None:
+            current[node.name] = ClusterNode.from_object(patched)
+            log.info("Restored node", node=node.name)
+
+    def _mark_ready_seen(self, current: dict[str, ClusterNode], nodes: list[ClusterNode]) -> None:
+        """Record on each Ready new-image node that it was Ready (the health gate's memory)."""
+        for node in nodes:
+            if node.ready and READY_SEEN_ANNOTATION not in node.annotations:
+                stamp = format_time(self._clock())
+                self._annotate(current, node.name, {READY_SEEN_ANNOTATION: stamp}, "mark-ready-seen")
+
+    def _advance(
+        self,
+        context: RemovalContext,
+        pair: ReplacementPair,
+        current: dict[str, ClusterNode],
+        progress: ReplacementPass,
+    ) -> None:
+        """Take one replacement as far as it can go now."""
+        step = replacement_step(pair)
+        if step is ReplacementStep.COPY_LABELS:
+            labels = labels_to_copy(pair.donor.labels, pair.heir.labels)
+            patched = self._patch(
+                NODE, self._stores.nodes, pair.heir.name, {"metadata": {"labels": labels}}, "copy-labels"
+            )
+            if patched is None:
+                return
+            current[pair.heir.name] = ClusterNode.from_object(patched)
+            pair = ReplacementPair(pair.donor, current[pair.heir.name])
+            step = replacement_step(pair)
+        if step is ReplacementStep.WAIT_FOR_HEIR_READY:
+            progress.steps.append(step)
+            return
+        if step is ReplacementStep.CORDON and self._heir_short_of_addresses(pair):
+            progress.steps.append(ReplacementStep.WAIT_FOR_HEIR_NETWORK)
+            progress.heirs_short_of_addresses.append(pair.heir.name)
+            return
+        self._take_out(context, pair.donor, pair.heir, current, progress)
+
+    def _heir_short_of_addresses(self, pair: ReplacementPair) -> bool:
+        """Whether the heir's IP pool cannot take the donor's pods yet (logged with why)."""
+        store = self._stores.node_network_configs
+        namespace = self._settings.node_network_config_namespace
+        if store is None or not namespace:
+            return False
+        donor_config = store.get(f"{namespace}/{pair.donor.name}")
+        if donor_config is None:
+            return False
+        shortfall = heir_pool_shortfall(
+            donor_config,
+            store.get(f"{namespace}/{pair.heir.name}"),
+            donor_pods=self._client.list(POD, field_selector=f"spec.nodeName={pair.donor.name}").items,
+            heir_pods=self._client.list(POD, field_selector=f"spec.nodeName={pair.heir.name}").items,
+        )
+        if shortfall is None:
+            return False
+        log.info(
+            "Donor waits for its heir's IP pool", donor=pair.donor.name, heir=pair.heir.name, why=shortfall
+        )
+        return True
+
+    def _take_out(
+        self,
+        context: RemovalContext,
+        node: ClusterNode,
+        heir: ClusterNode | None,
+        current: dict[str, ClusterNode],
+        progress: ReplacementPass,
+    ) -> None:
+        """Cordon, drain and hand a node to a Leave PendingNode (a donor, or an obsolete node)."""
+        if removal_step(node) is ReplacementStep.CORDON:
+            body = {
+                "metadata": {"annotations": {DRAIN_STARTED_ANNOTATION: format_time(self._clock())}},
+                "spec": {"unschedulable": True},
+            }
+            patched = self._patch(NODE, self._stores.nodes, node.name, body, "cordon")
+            if patched is None:
+                return
+            node = current[node.name] = ClusterNode.from_object(patched)
+            message = f"Cordoned {node.name}" + (f" for heir {heir.name}" if heir else "")
+            self._events.event(context.owner, "Normal", "CordonedNode", message)
+        drain = self._drain(node, self._settings.timeouts.drain)
+        if drain.stuck:
+            progress.stuck_drains.append(node.name)
+        started = parse_time(node.annotations.get(DRAIN_STARTED_ANNOTATION))
+        if not drain.done and started is not None and self._clock() - started >= context.drain_timeout:
+            progress.overdue_drains.append(node.name)
+        step = removal_step(node, drain)
+        progress.steps.append(step)
+        if step is ReplacementStep.DRAIN:
+            progress.waiting_for_pods = True
+            return
+        self._hand_over(context, node, heir)
+
+    def _hand_over(self, context: RemovalContext, node: ClusterNode, heir: ClusterNode | None) -> None:
+        """Create the node's Leave PendingNode; counted in the metrics when it is new."""
+        spec = PendingNodeSpec(
+            provider_id=node.provider_id,
+            group_id=node.scaling_group_id,
+            node_name=node.name,
+            goal=PendingNodeGoal.LEAVE,
+            deadline=format_time(self._clock() + self._settings.timeouts.leave),
+        )
+        if not self._create_pending_node(context.owner, spec, "create-leave").metadata.get("uid"):
+            return  # it existed already (a restart): counted then
+        group = context.scaling_group_names.get(node.scaling_group_id.lower(), node.scaling_group_id)
+        seconds = None
+        if heir is not None and heir.created is not None:
+            seconds = (self._clock() - heir.created).total_seconds()
+        self._metrics.node_replaced(context.reason if heir is not None else "Obsolete", group, seconds)
+
+    def _quarantine(self, context: RemovalContext, current: dict[str, ClusterNode], name: str) -> None:
+        """Leave a node that could not be drained cordoned, labelled Quarantined, its heir freed."""
+        body = {
+            "metadata": {"labels": {QUARANTINE_LABEL: QUARANTINED}, "annotations": {HEIR_ANNOTATION: None}}
+        }
+        patched = self._patch(NODE, self._stores.nodes, name, body, "quarantine")
+        if patched is not None:
+            current[name] = ClusterNode.from_object(patched)
+            message = (
+                f"Drain of {name} not done within {context.drain_timeout}: left cordoned and quarantined"
+            )
+            self._events.event(context.owner, "Warning", "NodeQuarantined", message)
+            log.info("Quarantined node", node=name)
+
+    def _drain(self, node: ClusterNode, timeout: timedelta) -> DrainPlan:
+        """Plan the node's drain and evict what the plan allows now (side effect: evictions)."""
+        pods = self._client.list(POD, field_selector=f"spec.nodeName={node.name}").items
+        plan = plan_drain(
+            pods,
+            self._stores.pod_disruption_budgets.list(),
+            now=self._clock(),
+            drain_started=parse_time(node.annotations.get(DRAIN_STARTED_ANNOTATION)),
+            timeout=timeout,
+        )
+        for key in plan.evict:
+            self._checkpoint("evict")
+            try:
+                self._client.evict(key.name, key.namespace)
+            except errors.TooManyRequests:
+                plan.blocked[key] = "the API server refused the eviction (disruption budget)"
+                continue
+            except errors.NotFound:
+                continue
+            log.info("Evicted pod", node=node.name, pod=str(key))
+        if plan.evict:
+            plan.terminating.extend(k for k in plan.evict if k not in plan.blocked)
+            plan.evict = []
+        if plan.blocked:
+            names = "; ".join(f"{key}: {why}" for key, why in sorted(plan.blocked.items()))
+            log.info("Drain waiting for disruption budgets", node=node.name, pods=names)
+        return plan

@@ -1,0 +1,72 @@
+"""The node image rollout's Prometheus metrics, on the manager's OpenTelemetry meter.
+
+- ``nodewright_nodes_replaced_total{reason,scaling_group}``: nodes handed to a Leave after their
+  drain (reason ``ImageOutdated``, ``Rollback`` or ``Obsolete``);
+- ``nodewright_node_replacement_duration_seconds``: from the heir's registration to its donor's
+  hand-over (histogram);
+- ``nodewright_rollout_state{node_image}``: 0 Complete, 1 Canary, 2 Soaking, 3 Rolling,
+  4 RollingBack, 5 RolledBack, 6 Failed;
+- ``nodewright_rollbacks_total{node_image}``: rollouts turned into rollbacks by a failed gate.
+
+Side effect: records into the current manager's metrics. Neighbour: ``node_image``.
+"""
+
+from __future__ import annotations
+
+from nodewright.api.nodewright.v1alpha1 import RolloutState
+from nodewright.runtime.metrics import get_meter
+
+__all__ = ["STATE_VALUES", "RolloutMetrics"]
+
+STATE_VALUES: dict[RolloutState, int] = {
+    RolloutState.COMPLETE: 0,
+    RolloutState.CANARY: 1,
+    RolloutState.SOAKING: 2,
+    RolloutState.ROLLING: 3,
+    RolloutState.ROLLING_BACK: 4,
+    RolloutState.ROLLED_BACK: 5,
+    RolloutState.FAILED: 6,
+}
+
+
+class RolloutMetrics:
+    """The four instruments (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._created = False
+
+    def _instruments(self) -> None:
+        """Create the instruments on first use, on the meter of the manager that runs by then."""
+        if self._created:
+            return
+        self._created = True
+        meter = get_meter("nodewright.node_image")
+        self._replaced = meter.create_counter(
+            "nodewright_nodes_replaced_total", description="Nodes replaced, by reason and scaling group"
+        )
+        self._duration = meter.create_histogram(
+            "nodewright_node_replacement_duration_seconds",
+            description="From a heir's registration to its donor's hand-over",
+        )
+        self._state = meter.create_gauge(
+            "nodewright_rollout_state",
+            description="0 Complete, 1 Canary, 2 Soaking, 3 Rolling, 4 RollingBack, 5 RolledBack, 6 Failed",
+        )
+        self._rollbacks = meter.create_counter(
+            "nodewright_rollbacks_total", description="Rollouts rolled back after a failed health gate"
+        )
+
+    def node_replaced(self, reason: str, scaling_group: str, seconds: float | None) -> None:
+        self._instruments()
+        self._replaced.add(1, {"reason": reason, "scaling_group": scaling_group})
+        if seconds is not None and seconds >= 0:
+            self._duration.record(seconds)
+
+    def rollout_state(self, node_image: str, state: RolloutState | None) -> None:
+        self._instruments()
+        if state is not None:
+            self._state.set(STATE_VALUES[state], {"node_image": node_image})
+
+    def rolled_back(self, node_image: str) -> None:
+        self._instruments()
+        self._rollbacks.add(1, {"node_image": node_image})

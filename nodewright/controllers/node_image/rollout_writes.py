@@ -1,0 +1,302 @@
+"""The writes of the NodeImage reconciler, shared by its steps: merge patches recorded for
+read-your-writes, PendingNode creates and deletes, the status, autoscaling kept off while any
+rollout runs, and scale-outs recorded on their ScalingGroup first so a restart can find the new
+machine. Each write passes the checkpoint hook with its step's name. Side effects: Kubernetes and
+ARM writes. Neighbour: ``node_image`` (``NodeImageReconciler`` builds on ``RolloutWrites``).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from nodewright.api.base import ValidationError
+from nodewright.api.nodewright.v1alpha1 import (
+    CONDITION_DEGRADED,
+    ENABLED_BEFORE_ROLLOUT_ANNOTATION,
+    AutoscalingStrategy,
+    PendingNode,
+    PendingNodeGoal,
+    PendingNodeSpec,
+    ScalingGroup,
+)
+from nodewright.cloud.models import InstanceInfo
+from nodewright.cloud.resource_ids import (
+    MachineId,
+    ScaleSetId,
+    parse_scale_set_id,
+)
+from nodewright.controllers.node_image.decisions import (
+    ClusterNode,
+    decide_autoscaling,
+)
+from nodewright.controllers.node_image.options import NodeImageSettings
+from nodewright.controllers.node_image.resources import (
+    AUTOSCALING_STRATEGY,
+    NODE_IMAGE,
+    PENDING_NODE,
+    SCALING_GROUP,
+    Checkpoint,
+    Clock,
+    ReadYourWrites,
+    controller_reference,
+    format_time,
+    no_checkpoint,
+    utc_now,
+)
+from nodewright.controllers.node_image.rollout_metrics import RolloutMetrics
+from nodewright.runtime import errors
+from nodewright.runtime.client import Client
+from nodewright.runtime.events import EventRecorder
+from nodewright.runtime.informer import Store
+from nodewright.runtime.kinds import NODE, Kind
+from nodewright.runtime.logs import get_logger
+from nodewright.runtime.objects import replace_status, set_condition
+
+__all__ = ["SCALE_OUT_ANNOTATION", "NodeImageCloud", "NodeImageStores", "RolloutWrites"]
+
+log = get_logger(__name__)
+
+SCALE_OUT_ANNOTATION = "nodewright.io/instances-before-scale-out"
+"""On a ScalingGroup while a scale-out is under way: the scale set's instance IDs before it (a
+JSON list). A restart finds the new machine by difference and tracks it with a Join PendingNode."""
+
+
+class NodeImageCloud(Protocol):
+    """The cloud operations the NodeImage reconciler needs (``ComputeService`` has them)."""
+
+    def get_instance(self, machine: MachineId) -> InstanceInfo: ...
+
+    def list_instance_ids(self, scale_set: ScaleSetId) -> list[str]: ...
+
+    def scale_out_by_one(self, scale_set: ScaleSetId) -> InstanceInfo: ...
+
+
+@dataclass(frozen=True)
+class NodeImageStores:
+    """The informer stores the reconciler reads (filled by the shared cache)."""
+
+    node_images: Store
+    nodes: Store
+    pending_nodes: Store
+    scaling_groups: Store
+    autoscaling_strategies: Store
+    pod_disruption_budgets: Store
+    node_network_configs: Store | None = None
+    """NodeNetworkConfigs of the configured namespace (``None``: no heir IP-pool gate)."""
+
+
+class RolloutWrites:
+    """Write helpers and the reconciler's collaborators (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        client: Client,
+        stores: NodeImageStores,
+        cloud: NodeImageCloud,
+        events: EventRecorder,
+        settings: NodeImageSettings,
+        checkpoint: Checkpoint = no_checkpoint,
+        clock: Clock = utc_now,
+    ) -> None:
+        self._client = client
+        self._stores = stores
+        self._cloud = cloud
+        self._events = events
+        self._settings = settings
+        self._checkpoint = checkpoint
+        self._clock = clock
+        self._writes = ReadYourWrites(client)
+        self._metrics = RolloutMetrics()
+
+    def _annotate(
+        self, current: dict[str, ClusterNode], name: str, annotations: Mapping[str, str | None], step: str
+    ) -> None:
+        node = current.get(name)
+        if node is not None and all(node.annotations.get(k) == v for k, v in annotations.items()):
+            return  # already written (a restart came between this and the next write)
+        patched = self._patch(
+            NODE, self._stores.nodes, name, {"metadata": {"annotations": dict(annotations)}}, step
+        )
+        if patched is not None:
+            current[name] = ClusterNode.from_object(patched)
+
+    # ---- autoscaling --------------------------------------------------------------------------
+
+    def _keep_autoscaling_off(self, in_progress: bool) -> bool:
+        """Turn autoscaling off during a rollout and back to its earlier value after it;
+        returns whether an autoscaler still runs (reported by its status)."""
+        running = False
+        for cached in sorted(self._stores.autoscaling_strategies.list(), key=lambda o: o["metadata"]["name"]):
+            try:
+                strategy = AutoscalingStrategy.from_object(copy.deepcopy(cached))
+            except ValidationError:
+                continue
+            running = running or strategy.status.enabled
+            value = (strategy.metadata.get("annotations") or {}).get(ENABLED_BEFORE_ROLLOUT_ANNOTATION)
+            remembered = None if value is None else value == "true"
+            change = decide_autoscaling(strategy.spec.enabled, remembered, in_progress=in_progress)
+            if change is None:
+                continue
+            body = {
+                "metadata": {
+                    "annotations": {
+                        ENABLED_BEFORE_ROLLOUT_ANNOTATION: None
+                        if change.remembered is None
+                        else str(change.remembered).lower()
+                    }
+                },
+                "spec": {"enabled": change.enabled},
+            }
+            self._patch(
+                AUTOSCALING_STRATEGY, self._stores.autoscaling_strategies, strategy.name, body, "autoscaling"
+            )
+            log.info("Set autoscaling", strategy=strategy.name, enabled=change.enabled, rollout=in_progress)
+        return running
+
+    # ---- scale-out ----------------------------------------------------------------------------
+
+    def _scale_out_one(self, owner: dict[str, Any], scaling_group: ScalingGroup) -> None:
+        """Add one machine to the scale set, recorded first so a restart can find it."""
+        scale_set = parse_scale_set_id(scaling_group.spec.group_id)
+        before = sorted(self._cloud.list_instance_ids(scale_set))
+        record = {"metadata": {"annotations": {SCALE_OUT_ANNOTATION: json.dumps(before)}}}
+        self._patch(
+            SCALING_GROUP, self._stores.scaling_groups, scaling_group.name, record, "record-scale-out"
+        )
+        self._checkpoint("scale-out")
+        instance = self._cloud.scale_out_by_one(scale_set)
+        self._track_join(owner, scaling_group, instance, "create-join")
+        self._events.event(owner, "Normal", "ScaledOut", f"Added {instance.name} to {scaling_group.name}")
+        clear = {"metadata": {"annotations": {SCALE_OUT_ANNOTATION: None}}}
+        self._patch(
+            SCALING_GROUP, self._stores.scaling_groups, scaling_group.name, clear, "clear-scale-out-record"
+        )
+
+    def _adopt_recorded_scale_outs(
+        self, owner: dict[str, Any], scaling_groups: Sequence[ScalingGroup], pending: Sequence[PendingNode]
+    ) -> list[PendingNode]:
+        """Track machines that a scale-out created before a restart lost them; returns the new
+        Join PendingNodes."""
+        adopted: list[PendingNode] = []
+        known = {p.spec.provider_id.lower() for p in pending}
+        for scaling_group in scaling_groups:
+            recorded = (scaling_group.metadata.get("annotations") or {}).get(SCALE_OUT_ANNOTATION)
+            if recorded is None:
+                continue
+            scale_set = parse_scale_set_id(scaling_group.spec.group_id)
+            try:
+                before = {str(i) for i in json.loads(recorded)}
+            except (ValueError, TypeError):
+                before = set()
+            for instance_id in sorted(set(self._cloud.list_instance_ids(scale_set)) - before):
+                instance = self._cloud.get_instance(scale_set.instance(instance_id))
+                if instance.provider_id.lower() in known:
+                    continue
+                created = self._track_join(owner, scaling_group, instance, "adopt-machine")
+                adopted.append(created)
+                known.add(instance.provider_id.lower())
+                self._events.event(
+                    owner, "Normal", "AdoptedMachine", f"Tracking {instance.name} created before a restart"
+                )
+            clear = {"metadata": {"annotations": {SCALE_OUT_ANNOTATION: None}}}
+            self._patch(
+                SCALING_GROUP,
+                self._stores.scaling_groups,
+                scaling_group.name,
+                clear,
+                "clear-scale-out-record",
+            )
+        return adopted
+
+    def _track_join(
+        self, owner: dict[str, Any], scaling_group: ScalingGroup, instance: InstanceInfo, step: str
+    ) -> PendingNode:
+        spec = PendingNodeSpec(
+            provider_id=instance.provider_id,
+            group_id=scaling_group.spec.group_id,
+            node_name=instance.name,
+            goal=PendingNodeGoal.JOIN,
+            deadline=format_time(self._clock() + self._settings.timeouts.join),
+        )
+        return self._create_pending_node(owner, spec, step)
+
+    # ---- writes -------------------------------------------------------------------------------
+
+    def _patch(
+        self, kind: Kind, store: Store, name: str, body: dict[str, Any], step: str
+    ) -> dict[str, Any] | None:
+        """Merge-patch one object; ``None`` when it is gone. Recorded for read-your-writes."""
+        before = store.get(name)
+        self._checkpoint(step)
+        try:
+            patched = self._client.patch(kind, name, body)
+        except errors.NotFound:
+            return None
+        self._writes.written(kind, store, name, before)
+        return patched
+
+    def _create_pending_node(self, owner: dict[str, Any], spec: PendingNodeSpec, step: str) -> PendingNode:
+        pending = PendingNode(
+            metadata={"name": spec.node_name, "ownerReferences": [controller_reference(owner)]}, spec=spec
+        )
+        body = pending.to_object()
+        del body["status"]
+        self._checkpoint(step)
+        try:
+            created = self._client.create(PENDING_NODE, body)
+        except errors.AlreadyExists:
+            return pending
+        self._writes.written(PENDING_NODE, self._stores.pending_nodes, spec.node_name, None)
+        log.info("Created PendingNode", pending_node=spec.node_name, goal=spec.goal.value)
+        return PendingNode.from_object(created)
+
+    def _delete_pending_node(self, pending: PendingNode, step: str) -> None:
+        uid = str(pending.metadata.get("uid", ""))
+        self._checkpoint(step)
+        try:
+            self._client.delete(PENDING_NODE, pending.name, preconditions={"uid": uid} if uid else None)
+        except (errors.NotFound, errors.Conflict):
+            return
+        self._writes.deleted(PENDING_NODE, self._stores.pending_nodes, pending.name, uid)
+
+    def _write_status(
+        self, obj: dict[str, Any], status: dict[str, Any] | None, conditions: Sequence[Any]
+    ) -> None:
+        """Write the status (``None`` keeps the lists) with the conditions, if anything changed."""
+        generation = int(obj["metadata"].get("generation", 0))
+        desired = dict(obj.get("status") or {}) if status is None else dict(status)
+        existing_conditions = copy.deepcopy((obj.get("status") or {}).get("conditions") or [])
+        for condition in conditions:
+            set_condition(
+                existing_conditions,
+                condition.type,
+                condition.status,
+                condition.reason,
+                condition.message,
+                generation,
+            )
+        desired["conditions"] = existing_conditions
+        if desired == (obj.get("status") or {}):
+            return
+        self._checkpoint("status")
+        replace_status(self._client, NODE_IMAGE, obj, desired)
+        self._report_problem_change(obj, existing_conditions)
+
+    def _report_problem_change(self, obj: dict[str, Any], conditions: Sequence[dict[str, Any]]) -> None:
+        """One Warning Event when the Degraded condition turns True or names another problem (a
+        problem that lasts is reported once, not on every reconcile)."""
+        before = {c.get("type"): c for c in (obj.get("status") or {}).get("conditions") or []}
+        for condition in conditions:
+            if condition.get("type") != CONDITION_DEGRADED or condition.get("status") != "True":
+                continue
+            previous = before.get(CONDITION_DEGRADED) or {}
+            facts = ("status", "reason", "message")
+            if any(previous.get(key) != condition.get(key) for key in facts):
+                self._events.event(
+                    obj, "Warning", str(condition["reason"]), str(condition.get("message", ""))
+                )

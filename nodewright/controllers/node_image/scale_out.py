@@ -1,0 +1,254 @@
+"""Which scale sets get new machines now, within the surge budget (pure). Control-plane groups
+first and one at a time; workers share the budget round-robin. Neighbours: ``grouping``, ``pairing``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from nodewright.api.nodewright.v1alpha1 import (
+    CONDITION_IMAGE_APPLIED,
+    NodeRole,
+    PendingNode,
+    ScalingGroup,
+)
+from nodewright.cloud.models import ImageReference
+from nodewright.controllers.node_image.grouping import (
+    CONTROL_PLANE_LABEL,
+    CONTROL_PLANE_SURGE,
+    NodeGroups,
+    _joins,
+    _joins_without_node,
+    _same_machine,
+    same_image,
+)
+from nodewright.controllers.node_image.pairing import PairingPlan
+
+__all__ = [
+    "BLOCKING_PROBLEMS",
+    "ScaleOut",
+    "ScaleOutBlocker",
+    "ScaleOutPlan",
+    "cap_scale_out",
+    "plan_scale_out",
+]
+
+# ---- scale-out ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ScaleOut:
+    """Add ``count`` machines to a scale set (one at a time, each tracked by a Join PendingNode)."""
+
+    group_id: str
+    scaling_group: str
+    count: int
+
+
+@dataclass(frozen=True)
+class ScaleOutBlocker:
+    """Why outdated nodes of a scale set get no replacement now. ``reason`` is a condition
+    reason. Problems a human must fix (``BLOCKING_PROBLEMS``): ScalingGroupMissing,
+    ScalingGroupFailed (its reconciler could not apply the image). Waits that end by themselves:
+    ScalingGroupImageNotApplied (not applied yet), AutoscalerRunning, WaitingForControlPlane."""
+
+    group_id: str
+    reason: str
+    message: str
+    outdated: int
+
+
+BLOCKING_PROBLEMS = frozenset({"ScalingGroupMissing", "ScalingGroupFailed"})
+"""Scale-out blockers that make the NodeImage Degraded (and get a Warning Event)."""
+
+
+@dataclass
+class ScaleOutPlan:
+    scale_outs: list[ScaleOut] = field(default_factory=list)
+    blockers: list[ScaleOutBlocker] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return sum(scale_out.count for scale_out in self.scale_outs)
+
+
+def _roles(groups: NodeGroups, groups_by_id: Mapping[str, ScalingGroup]) -> dict[str, NodeRole]:
+    """Each scale set's role (keyed by lowercased ID): its ScalingGroup's, or, for a scale set
+    without one, ControlPlane when any of its nodes has the control-plane role label."""
+    roles = {key: scaling_group.spec.role for key, scaling_group in groups_by_id.items()}
+    for node in groups.all_nodes():
+        key = node.scaling_group_id.lower()
+        if key in groups_by_id:
+            continue
+        if CONTROL_PLANE_LABEL in node.labels:
+            roles[key] = NodeRole.CONTROL_PLANE
+        else:
+            roles.setdefault(key, NodeRole.WORKER)
+    return roles
+
+
+def _count_by_group(group_ids: Iterable[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for group_id in group_ids:
+        counts[group_id.lower()] = counts.get(group_id.lower(), 0) + 1
+    return counts
+
+
+def _scale_out_blocker(
+    key: str,
+    outdated: int,
+    scaling_group: ScalingGroup | None,
+    desired_image: ImageReference,
+    *,
+    autoscaler_running: bool,
+    waiting_for_control_plane: bool,
+) -> ScaleOutBlocker | None:
+    """Why a scale set with unreplaced outdated nodes may not get machines now, if it may not."""
+    if scaling_group is None:
+        return ScaleOutBlocker(key, "ScalingGroupMissing", f"No ScalingGroup has groupID {key}", outdated)
+    applied = scaling_group.status.image_reference
+    if not applied or not same_image(applied, desired_image):
+        failed = next(
+            (
+                c
+                for c in scaling_group.status.conditions
+                if c.type == CONDITION_IMAGE_APPLIED
+                and c.status == "False"
+                and c.observed_generation in (None, scaling_group.metadata.get("generation"))
+            ),
+            None,
+        )
+        if failed is not None:
+            return ScaleOutBlocker(
+                key,
+                "ScalingGroupFailed",
+                f"ScalingGroup {scaling_group.name}: {failed.reason}: {failed.message}",
+                outdated,
+            )
+        return ScaleOutBlocker(
+            key,
+            "ScalingGroupImageNotApplied",
+            f"ScalingGroup {scaling_group.name} still creates machines from {applied or 'no image yet'}",
+            outdated,
+        )
+    if autoscaler_running:
+        return ScaleOutBlocker(
+            key, "AutoscalerRunning", "Waiting for the cluster autoscaler to stop", outdated
+        )
+    if waiting_for_control_plane:
+        return ScaleOutBlocker(
+            key, "WaitingForControlPlane", "Control-plane nodes are replaced first", outdated
+        )
+    return None
+
+
+def plan_scale_out(
+    groups: NodeGroups,
+    pairing: PairingPlan,
+    pending_nodes: Sequence[PendingNode],
+    scaling_groups: Iterable[ScalingGroup],
+    *,
+    desired_image: ImageReference,
+    budget: int,
+    autoscaler_running: bool = False,
+) -> ScaleOutPlan:
+    """Which scale sets get new machines now, and how many, within ``budget``.
+
+    A scale set needs one machine per outdated node that has no heir (after ``pairing``), less the
+    machines already joining for it (Join PendingNodes whose node has not registered or awaits
+    annotation). It gets none while its ScalingGroup is missing, while the scale set's model does
+    not yet name the desired image, or while the cluster autoscaler runs. Control-plane groups
+    come first and one machine at a time (``CONTROL_PLANE_SURGE``); workers get nothing while any
+    control-plane node is outdated or being replaced, then share the budget round-robin (scale sets
+    in ID order) so that several scale sets progress together.
+    """
+    groups_by_id = {g.spec.group_id.lower(): g for g in scaling_groups}
+    roles = _roles(groups, groups_by_id)
+
+    def is_control_plane(group_id: str) -> bool:
+        return roles.get(group_id.lower(), NodeRole.WORKER) is NodeRole.CONTROL_PLANE
+
+    paired_donors = {pair.donor.name for pair in pairing.to_annotate}
+    unreplaced = _count_by_group(
+        node.scaling_group_id for node in groups.outdated if node.name not in paired_donors
+    )
+    awaiting = groups.awaiting_annotation
+    joining = _count_by_group(
+        join.spec.group_id
+        for join in [
+            *_joins_without_node(groups, pending_nodes),
+            *(j for j in _joins(pending_nodes) if any(_same_machine(node, j) for node in awaiting)),
+        ]
+    )
+    new_nodes = [*groups.heirs, *(mint.node for mint in groups.mints)]
+    control_plane_in_flight = sum(count for key, count in joining.items() if is_control_plane(key)) + sum(
+        1 for node in new_nodes if is_control_plane(node.scaling_group_id)
+    )
+    control_plane_unfinished = (
+        control_plane_in_flight > 0
+        or any(is_control_plane(key) for key in unreplaced)
+        or any(is_control_plane(node.scaling_group_id) for node in groups.donors)
+    )
+
+    plan = ScaleOutPlan()
+    needs: dict[str, int] = {}
+    for key in sorted(unreplaced, key=lambda k: (not is_control_plane(k), k)):
+        need = unreplaced[key] - joining.get(key, 0)
+        if need <= 0:
+            continue
+        blocker = _scale_out_blocker(
+            key,
+            unreplaced[key],
+            groups_by_id.get(key),
+            desired_image,
+            autoscaler_running=autoscaler_running,
+            waiting_for_control_plane=not is_control_plane(key) and control_plane_unfinished,
+        )
+        if blocker is not None:
+            plan.blockers.append(blocker)
+        else:
+            needs[key] = need
+
+    remaining = budget
+    counts: dict[str, int] = {}
+    control_plane_room = max(0, CONTROL_PLANE_SURGE - control_plane_in_flight)
+    for key, need in needs.items():
+        if is_control_plane(key):
+            take = min(need, remaining, control_plane_room)
+            if take > 0:
+                counts[key] = take
+                remaining -= take
+                control_plane_room -= take
+    workers = [key for key in needs if not is_control_plane(key)]
+    while remaining > 0 and any(counts.get(key, 0) < needs[key] for key in workers):
+        for key in workers:
+            if remaining > 0 and counts.get(key, 0) < needs[key]:
+                counts[key] = counts.get(key, 0) + 1
+                remaining -= 1
+    for key, count in counts.items():
+        plan.scale_outs.append(ScaleOut(groups_by_id[key].spec.group_id, groups_by_id[key].name, count))
+    return plan
+
+
+def cap_scale_out(
+    plan: ScaleOutPlan, groups: NodeGroups, pending_nodes: Sequence[PendingNode], cap: int | None
+) -> ScaleOutPlan:
+    """``plan`` with each scale set's new machines cut so that at most ``cap`` are in flight in it
+    (joining machines, heirs and mints count): the canary. ``None`` leaves the plan as it is."""
+    if cap is None:
+        return plan
+    in_flight = _count_by_group(
+        [
+            *(join.spec.group_id for join in _joins(pending_nodes)),
+            *(node.scaling_group_id for node in groups.heirs),
+        ]
+    )
+    capped = ScaleOutPlan(blockers=list(plan.blockers))
+    for scale_out in plan.scale_outs:
+        room = max(0, cap - in_flight.get(scale_out.group_id.lower(), 0))
+        if min(room, scale_out.count) > 0:
+            capped.scale_outs.append(
+                ScaleOut(scale_out.group_id, scale_out.scaling_group, min(room, scale_out.count))
+            )
+    return capped

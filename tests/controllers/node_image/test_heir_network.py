@@ -1,0 +1,131 @@
+"""A heir is never drained into while its IP pool is short, against the real API server, the ARM
+emulator and the node simulator. The test plays the IPAM side: it publishes the NodeNetworkConfig
+status (the pool) that the node-network-config reconciler or Azure CNS would write. The donor
+keeps serving (not cordoned) while the heir has no NodeNetworkConfig, then while its pool is one
+IP short of the donor's pods plus the buffer; it is cordoned only after the pool is filled."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from nodewright.controllers.node_image.decisions import DONOR_ANNOTATION
+from nodewright.controllers.node_image.resources import NODE_NETWORK_CONFIG
+from nodewright.runtime import errors
+from nodewright.runtime.kinds import NODE, POD
+from tests.controllers.node_image.support import RolloutBench
+
+pytestmark = pytest.mark.slow
+
+PODS = 3
+BUFFER = 2
+"""The scaler below keeps ceil(4 * 50 / 100) = 2 IPs spare."""
+
+
+def _publish_pool(bench: RolloutBench, node: str, addresses: int) -> None:
+    """Create (once) and fill a NodeNetworkConfig's status as the IPAM side would."""
+    try:
+        config = bench.client.get(NODE_NETWORK_CONFIG, node, bench.namespace)
+    except errors.NotFound:
+        config = bench.client.create(
+            NODE_NETWORK_CONFIG,
+            {
+                "metadata": {"name": node, "namespace": bench.namespace},
+                "spec": {"requestedIPCount": addresses},
+            },
+        )
+    config["status"] = {
+        "assignedIPCount": addresses,
+        "scaler": {
+            "batchSize": 4,
+            "requestThresholdPercent": 50,
+            "releaseThresholdPercent": 150,
+            "maxIPCount": 250,
+        },
+        "networkContainers": [
+            {
+                "id": f"nc-{node}",
+                "primaryIP": "10.240.0.4",
+                "ipAssignments": [{"name": f"ip-{i}", "ip": f"10.240.1.{i + 1}"} for i in range(addresses)],
+            }
+        ],
+    }
+    bench.client.update_status(NODE_NETWORK_CONFIG, config)
+
+
+class CordonWatch(threading.Thread):
+    """The monotonic time the donor was first seen cordoned."""
+
+    def __init__(self, bench: RolloutBench, donor: str) -> None:
+        super().__init__(daemon=True, name="cordon-watch")
+        self.bench, self.donor = bench, donor
+        self.cordoned_at: float | None = None
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        while not self._halt.is_set() and self.cordoned_at is None:
+            try:
+                node: dict[str, Any] = self.bench.client.get(NODE, self.donor)
+            except errors.NotFound:
+                return
+            if node["spec"].get("unschedulable"):
+                self.cordoned_at = time.monotonic()
+            time.sleep(0.05)
+
+    def first_cordon(self) -> float | None:
+        return self.cordoned_at
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(5)
+
+
+def _heir(bench: RolloutBench) -> str | None:
+    for node in bench.nodes():
+        if (node["metadata"].get("annotations") or {}).get(DONOR_ANNOTATION):
+            return str(node["metadata"]["name"])
+    return None
+
+
+def test_the_donor_waits_for_its_heirs_ip_pool(bench: RolloutBench) -> None:
+    """No heir pool: the donor waits (Progressing WaitingForHeirNetwork); a pool one IP short: it
+    still waits; a full pool (pods + buffer): it is cordoned, drained and replaced."""
+    bench.add_scale_set("n", 1)
+    bench.start_simulator()
+    (donor,) = [n["metadata"]["name"] for n in bench.nodes()]
+    for index in range(PODS):
+        bench.client.create(
+            POD,
+            {
+                "metadata": {"name": f"web-{index}", "namespace": bench.namespace},
+                "spec": {"nodeName": donor, "containers": [{"name": "c", "image": "busybox"}]},
+            },
+        )
+    _publish_pool(bench, donor, 8)
+    bench.create_node_image()
+    bench.create_scaling_group(bench.scale_sets[0])
+    watch = CordonWatch(bench, donor)
+    watch.start()
+    bench.start(bench.settings(node_network_config_namespace=bench.namespace))
+    try:
+        heir = bench.wait_for(lambda: _heir(bench), 60, "a heir paired with the donor")
+        bench.wait_for(
+            lambda: bench.condition(kind="Progressing") == ("True", "WaitingForHeirNetwork"), 30, "waiting"
+        )
+        _publish_pool(bench, heir, PODS + BUFFER - 1)
+        time.sleep(3.0)
+        assert watch.first_cordon() is None, "donor cordoned while its heir's pool was short"
+        assert bench.condition(kind="Progressing") == ("True", "WaitingForHeirNetwork")
+        filled_at = time.monotonic()
+        _publish_pool(bench, heir, PODS + BUFFER)
+        bench.wait_for(lambda: watch.cordoned_at is not None, 30, "donor cordoned after the pool filled")
+        bench.wait_for(lambda: bench.condition() == ("True", "AllNodesUpToDate"), 60, "rollout finished")
+    finally:
+        watch.stop()
+    cordoned_at = watch.first_cordon()
+    assert cordoned_at is not None
+    assert cordoned_at >= filled_at
+    assert [n["metadata"]["name"] for n in bench.nodes()] == [heir]
