@@ -31,6 +31,7 @@ from nodewright.controllers.node_network_config import (
     install,
 )
 from nodewright.controllers.node_network_config.cloud import MachineNicLocator
+from nodewright.devenv.cns_nodesubnet import NodeSubnetConsumer, nic_addresses_in_emulator
 from nodewright.devenv.nodesim import SIMULATED_LABEL, NodeSimulator, machines_in_emulator
 from nodewright.ipam import find_address_conflicts
 from nodewright.runtime import errors
@@ -72,16 +73,19 @@ class IpamHarness:
     _simulator: NodeSimulator | None = None
     _manager: RunningManager | None = None
     agent: PodAddressAgent | None = None
+    consumer: NodeSubnetConsumer | None = None
 
     def __post_init__(self) -> None:
         self.client = Client.from_kubeconfig(self.cluster.kubeconfig)
         self.cloud = cloud_for(self.emulator, observer=self.calls)
         self.subnet_id = ""
+        # Scale-down hysteresis off unless a test turns it on: most tests watch a release happen.
         self.settings = NodeNetworkConfigSettings(
             **{
                 **self.settings.__dict__,
                 "namespace": self.namespace,
                 "node_selector": f"{SIMULATED_LABEL}={self.owner}",
+                "scale_down_delay_seconds": 0.0,
             }
         )
 
@@ -110,6 +114,18 @@ class IpamHarness:
         return self.emulator.estate.add_virtual_machine(
             RESOURCE_GROUP, name or f"vm{uuid.uuid4().hex[:6]}", subnet_id=self.subnet_id
         )
+
+    def start_nodesubnet_consumer(self, *, minimum: float = 0.5, maximum: float = 4.0) -> NodeSubnetConsumer:
+        """Play Azure CNS NodeSubnet on the nodes (CNS's schedule, scaled down for a test)."""
+        self.consumer = NodeSubnetConsumer(
+            self.client,
+            nic_addresses_in_emulator(self.emulator.state),
+            pod_namespace=self.namespace,
+            minimum=minimum,
+            maximum=maximum,
+        )
+        self.consumer.start()
+        return self.consumer
 
     def start(self, *, agent: bool = True) -> None:
         self._simulator = NodeSimulator(
@@ -150,6 +166,8 @@ class IpamHarness:
     def stop(self) -> None:
         if self.agent is not None:
             self.agent.stop()
+        if self.consumer is not None:
+            self.consumer.stop()
         if self._manager is not None:
             self._manager.stop()
         if self._simulator is not None:
