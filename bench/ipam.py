@@ -205,6 +205,7 @@ class _Rig:
     nodes: list[str] = field(default_factory=list)
     created_at: dict[str, float] = field(default_factory=dict)
     churn_names: set[str] = field(default_factory=set)
+    alive: list[str] = field(default_factory=list)
     churn_started: float = 0.0
     churn_ended: float = 0.0
 
@@ -284,7 +285,7 @@ def _wait_for_nodes(rig: _Rig) -> float:
 
 def _drive(rig: _Rig, scenario: Scenario, rng: random.Random) -> None:
     """Warm up to the warm population, then churn at RATE/s created and deleted."""
-    alive: list[str] = []
+    alive = rig.alive
 
     def create() -> str:
         name = f"p-{uuid.uuid4().hex[:10]}"
@@ -345,7 +346,7 @@ def _figures(rig: _Rig, scenario: Scenario) -> dict[str, Any]:
         "pool_wait_p99": percentile(pool_waits, 0.99),
         "pool_wait_max": max(pool_waits, default=0.0),
         "starved_pods": len(starved),
-        "unassigned_at_end": len([p for p in rig.churn_names if p not in rig.consumer.assigned_at]),
+        "unassigned_at_end": len([p for p in rig.alive if p not in rig.consumer.assigned_at]),
         "arm_writes": len(writes),
         "arm_requests": len(churn_requests),
         "arm_writes_per_pod_start": len(writes) / max(1, len(rig.churn_names)),

@@ -27,7 +27,7 @@ from opentelemetry.metrics import CallbackOptions, Observation
 
 from nodewright.cloud.resource_ids import InvalidResourceIdError, ScaleSetInstanceId, parse_provider_id
 from nodewright.controllers.node_network_config.resources import provider_id_of
-from nodewright.runtime.metrics import get_meter
+from nodewright.runtime.metrics import Metrics, default_metrics
 
 __all__ = ["IpamMetrics", "NodeFigures", "node_pool_of"]
 
@@ -56,7 +56,7 @@ def node_pool_of(node: Mapping[str, Any]) -> str:
 
 
 _instances: weakref.WeakSet[IpamMetrics] = weakref.WeakSet()
-_registered = False
+_registered_on: weakref.WeakSet[Metrics] = weakref.WeakSet()
 _registration_lock = threading.Lock()
 
 _FIGURES = {
@@ -87,12 +87,13 @@ def _exhaustion(_: CallbackOptions) -> Iterable[Observation]:
 
 
 def _register_once() -> None:
-    """The gauges exist once per process; they sum over every live ``IpamMetrics``."""
-    global _registered  # noqa: PLW0603 - one registration per process, guarded by the lock
+    """The gauges exist once per active ``Metrics`` (the manager activates its own when it runs,
+    after the reconciler was built); they sum over every live ``IpamMetrics``."""
+    metrics = default_metrics()
     with _registration_lock:
-        if _registered:
+        if metrics in _registered_on:
             return
-        meter = get_meter("nodewright.ipam")
+        meter = metrics.provider.get_meter("nodewright.ipam")
         for name, description in _FIGURES.items():
             meter.create_observable_gauge(
                 f"nodewright_ipam_{name}_ips", callbacks=[_per_pool(name)], description=description
@@ -102,7 +103,7 @@ def _register_once() -> None:
             callbacks=[_exhaustion],
             description="Seconds until the subnet runs out at the consumption rate seen so far",
         )
-        _registered = True
+        _registered_on.add(metrics)
 
 
 class IpamMetrics:
@@ -116,6 +117,7 @@ class IpamMetrics:
         _instances.add(self)
 
     def record(self, node: str, figures: NodeFigures) -> None:
+        _register_once()
         with self._lock:
             self._nodes[node] = figures
 

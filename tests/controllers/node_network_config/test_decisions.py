@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from nodewright.controllers.node_network_config.demand import releasable_addresses
-from nodewright.controllers.node_network_config.metrics import node_pool_of
+from nodewright.controllers.node_network_config.metrics import IpamMetrics, NodeFigures, node_pool_of
 from nodewright.controllers.node_network_config.nic_book import NicBook
 from nodewright.controllers.node_network_config.options import NodeNetworkConfigSettings
 from nodewright.controllers.node_network_config.reconciler import check_requested
@@ -22,6 +22,7 @@ from nodewright.controllers.node_network_config.resources import (
 )
 from nodewright.controllers.node_network_config.subnets import time_to_exhaustion
 from nodewright.devenv.cns_nodesubnet import FetchSchedule
+from nodewright.runtime.metrics import Metrics, activate
 
 NODE = {"metadata": {"name": "node-1", "uid": "uid-1"}}
 
@@ -180,3 +181,28 @@ def test_fetch_schedule_doubles_to_1024_and_resets_on_change() -> None:
     intervals = [schedule.after_fetch(changed=False) for _ in range(10)]
     assert intervals == [8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 1024.0, 1024.0]
     assert schedule.after_fetch(changed=True) == 4.0
+
+
+def test_ipam_metrics_sum_per_node_pool_on_the_active_registry() -> None:
+    """Figures recorded per node are summed per node pool in the manager's /metrics text, next
+    to the subnet's time to exhaustion."""
+    metrics = Metrics()
+    activate(metrics)
+    ipam_metrics = IpamMetrics(lambda _now: {"pods": 120.0})
+    ipam_metrics.record(
+        "a", NodeFigures(pool="vmss1", allocated=16, available=10, requested=16, pending_release=0)
+    )
+    ipam_metrics.record(
+        "b", NodeFigures(pool="vmss1", allocated=32, available=4, requested=32, pending_release=2)
+    )
+    ipam_metrics.record(
+        "c", NodeFigures(pool="user2", allocated=8, available=8, requested=8, pending_release=0)
+    )
+    text = metrics.render().decode()
+    assert 'nodewright_ipam_allocated_ips{node_pool="vmss1"} 48.0' in text
+    assert 'nodewright_ipam_available_ips{node_pool="vmss1"} 14.0' in text
+    assert 'nodewright_ipam_pending_release_ips{node_pool="vmss1"} 2.0' in text
+    assert 'nodewright_ipam_requested_ips{node_pool="user2"} 8.0' in text
+    assert 'nodewright_ipam_subnet_exhaustion_seconds{subnet="pods"} 120.0' in text
+    ipam_metrics.forget("c")
+    assert 'node_pool="user2"' not in metrics.render().decode()
