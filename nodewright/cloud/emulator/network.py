@@ -87,9 +87,24 @@ def _mac_address() -> str:
     return "-".join(f"{random.randint(0, 255):02X}" for _ in range(6))  # noqa: S311 - not security relevant
 
 
-def _subnet_for(state: EmulatorState, configuration: dict[str, Any], owner: str) -> Subnet:
+def _prefix_request(prefix_length: Any, owner: str) -> str:
+    """A block of addresses for one IP configuration (``privateIPAddressPrefixLength``; Azure
+    offers 28, IPv4): the pool's request form ``"/28"``."""
+    if prefix_length != 28:
+        raise ArmError.invalid_parameter(
+            f"IP configuration {owner}: privateIPAddressPrefixLength {prefix_length!r} is not 28.",
+            target="privateIPAddressPrefixLength",
+        )
+    return "/28"
+
+
+def _subnet_for(
+    state: EmulatorState, configuration: dict[str, Any], owner: str, inherited: str | None = None
+) -> Subnet:
+    """The configuration's subnet; one without a subnet takes the NIC's primary one (``inherited``),
+    as in Azure's NetworkInterfaceCreate example."""
     properties = configuration.get("properties") or {}
-    subnet_reference = (properties.get("subnet") or {}).get("id")
+    subnet_reference = (properties.get("subnet") or {}).get("id") or inherited
     if not subnet_reference:
         raise ArmError.invalid_parameter(f"IP configuration {owner} has no subnet.", target="subnet")
     subnet = state.find_subnet(str(subnet_reference))
@@ -196,13 +211,17 @@ def new_network_interface(
     if not primaries:
         configurations[0].setdefault("properties", {})["primary"] = True
     wanted: list[tuple[str, Subnet, str | None]] = []
+    primary = next(c for c in configurations if (c.get("properties") or {}).get("primary"))
+    inherited = ((primary.get("properties") or {}).get("subnet") or {}).get("id")
     for configuration in configurations:
         owner = f"{arm_id}/ipConfigurations/{configuration['name']}"
         configuration_properties = configuration.setdefault("properties", {})
-        subnet = _subnet_for(state, configuration, owner)
+        subnet = _subnet_for(state, configuration, owner, inherited)
         static = None
         if str(configuration_properties.get("privateIPAllocationMethod", "Dynamic")).lower() == "static":
             static = configuration_properties.get("privateIPAddress")
+        elif configuration_properties.get("privateIPAddressPrefixLength") is not None:
+            static = _prefix_request(configuration_properties["privateIPAddressPrefixLength"], owner)
         wanted.append((owner, subnet, str(static) if static else None))
     addresses = _allocate_all(state, wanted, f"{arm_id}/ipConfigurations/")
     rendered_configurations = []
