@@ -91,6 +91,10 @@ class Scenario:
     headroom: int = 0
     release: str = "never"
     scale_down_delay: float = 60.0
+    prefix: bool = False
+    """Experimental /28 blocks (standalone VMs: uniform scale-set models carry no prefix)."""
+    vms: bool = False
+    """Standalone VMs instead of one uniform scale set (always with ``prefix``)."""
 
     @property
     def buffer_ips(self) -> float:
@@ -220,6 +224,7 @@ def _settings(scenario: Scenario, namespace: str, owner: str) -> NodeNetworkConf
         release="idle" if scenario.release == "idle" else "never",
         discovery_headroom_ips=scenario.headroom,
         scale_down_delay_seconds=scenario.scale_down_delay,
+        prefix_blocks=scenario.prefix,
     )
 
 
@@ -232,7 +237,11 @@ def _build(scenario: Scenario, path: str, emulator: ArmEmulator) -> _Rig:
     estate = emulator.estate
     estate.add_resource_group("rg-bench")
     vnet = estate.add_virtual_network("rg-bench", "vnet", subnets={"pods": "10.240.0.0/18"})
-    estate.add_scale_set("rg-bench", "vmssbench", subnet_id=vnet + "/subnets/pods", capacity=NODES)
+    if scenario.prefix or scenario.vms:
+        for index in range(NODES):
+            estate.add_virtual_machine("rg-bench", f"vmbench{index:02d}", subnet_id=vnet + "/subnets/pods")
+    else:
+        estate.add_scale_set("rg-bench", "vmssbench", subnet_id=vnet + "/subnets/pods", capacity=NODES)
     emulator.faults.add_latency(LATENCY)
     cloud = cloud_for(emulator, mutation_qps=10.0, mutation_burst=20)
     config = parse_config(
@@ -342,6 +351,7 @@ def _figures(rig: _Rig, scenario: Scenario) -> dict[str, Any]:
     figures: dict[str, Any] = {
         "scenario": dataclasses.asdict(scenario),
         "churn_pods": len(rig.churn_names),
+        "churn_seconds_actual": seconds,
         "pool_wait_p50": percentile(pool_waits, 0.5),
         "pool_wait_p99": percentile(pool_waits, 0.99),
         "pool_wait_max": max(pool_waits, default=0.0),
@@ -381,11 +391,15 @@ def render(figures: dict[str, Any]) -> str:
         return f"{seconds * 1000:.0f} ms"
 
     reads, writes = figures["bucket_429s_replayed"]
+    machines = "VMs" if scenario["vms"] or scenario["prefix"] else "a scale set"
+    shape = f"{'/28 blocks' if scenario['prefix'] else 'single IPs'} on {machines}"
     rows = [
         (
             "consumer",
-            f"{scenario['consumer']} (release {scenario['release']}, headroom {scenario['headroom']})",
+            f"{scenario['consumer']} (release {scenario['release']}, "
+            f"headroom {scenario['headroom']}, {shape})",
         ),
+        ("churn as run", f"{figures['churn_seconds_actual']:.0f} s"),
         (
             "workload",
             f"{NODES} nodes, {RATE:.0f} pods/s churn for {scenario['churn_seconds']:.0f} s, "
@@ -437,10 +451,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--churn-seconds", type=float, help="churn duration (overrides --full)")
     parser.add_argument("--headroom", type=int, default=0, help="discoveryHeadroomIPs")
     parser.add_argument("--release", choices=("never", "idle"), default="never")
+    parser.add_argument("--prefix", action="store_true", help="experimental /28 blocks (standalone VMs)")
+    parser.add_argument("--vms", action="store_true", help="standalone VMs instead of a scale set")
     parser.add_argument("--kubeconfig", help="use this cluster instead of a private control plane")
     arguments = parser.parse_args(argv)
     churn = arguments.churn_seconds or CHURN_SECONDS["full" if arguments.full else "quick"]
-    scenario = Scenario(arguments.consumer, churn, arguments.headroom, arguments.release)
+    scenario = Scenario(
+        arguments.consumer,
+        churn,
+        arguments.headroom,
+        arguments.release,
+        prefix=arguments.prefix,
+        vms=arguments.vms,
+    )
     print(render(measure(scenario, arguments.kubeconfig or os.environ.get("KUBECONFIG"))))
     return 0
 

@@ -16,6 +16,8 @@ What it models, from azure-container-networking (``cns/nodesubnet``, ``cns/rests
 - **Handing out.** Pods on the node without an address get a free address from the pool,
   written to ``status.podIP(s)`` as the CNI plugin would. A pod that finds no free address
   waits and is counted (``starved_since``), which is the wait a pod sees, discovery included.
+- **Prefix blocks** (experimental): a configuration holding a /28 block counts as its 16
+  addresses (an assumption: how NMAgent reports a block to CNS is not known here).
 - **The danger it measures.** ``stale_handouts`` counts addresses handed out that were no
   longer on the NIC at that moment (CNS did not know yet): such a pod would have no working
   network. The release rule of nodewright's NodeSubnet mode must keep this at zero.
@@ -35,6 +37,7 @@ from typing import Any
 
 from nodewright.cloud.emulator import EmulatorState
 from nodewright.cloud.emulator.network import instance_network_interfaces
+from nodewright.ipam import addresses_of
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
 from nodewright.runtime.kinds import POD
@@ -117,7 +120,7 @@ def _secondary_addresses(nics: list[dict[str, Any]]) -> list[str] | None:
     for configuration in (primary.get("properties") or {}).get("ipConfigurations") or []:
         properties = configuration.get("properties") or {}
         if not properties.get("primary") and properties.get("privateIPAddress"):
-            found.append(str(properties["privateIPAddress"]))
+            found.extend(addresses_of(str(properties["privateIPAddress"])))
     return found
 
 

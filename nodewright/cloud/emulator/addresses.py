@@ -57,6 +57,10 @@ class SubnetAddressPool:
         existing = self._by_owner.get(key)
         if existing is not None and (requested is None or requested == existing):
             return existing
+        if existing is not None and requested is not None and requested.startswith("/"):
+            if existing.endswith(requested):
+                return existing  # the block it holds, re-sent with the NIC
+            self.release(owner)
         if requested is not None and requested.startswith("/"):
             return self._allocate_block(owner, int(requested[1:]))
         if requested is not None:

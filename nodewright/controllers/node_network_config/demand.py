@@ -14,6 +14,9 @@ Owns ``SpecDecision`` and ``DemandSide``:
   ``consumerDiscoveryMaxSeconds + idleGraceSeconds``; the allocation side re-checks it against
   a fresh pod list right before the ARM call.
 
+With ``prefixBlocks`` (experimental; nodesubnet with ``release: never`` only) the NIC's secondary
+IP configurations are /28 blocks of 16 addresses; the request is counted in addresses.
+
 In both modes that compute demand, a surplus must have lasted ``scaleDownDelaySeconds`` before
 anything is marked (hysteresis). Side effects: spec patches (through the given ``patch``).
 """
@@ -27,7 +30,7 @@ from typing import Any
 from nodewright.api.acn.v1alpha import NodeNetworkConfig
 from nodewright.controllers.node_network_config.nic_book import NicBook
 from nodewright.controllers.node_network_config.options import NodeNetworkConfigSettings
-from nodewright.ipam import PoolRequest, compute_request, pool_target
+from nodewright.ipam import PoolRequest, address_count, compute_request, pool_target
 from nodewright.runtime.logs import get_logger
 
 __all__ = ["DemandSide", "SpecDecision", "releasable_addresses"]
@@ -94,6 +97,8 @@ class DemandSide:
             listed = tuple(dict.fromkeys(spec.ips_not_in_use))
             return raw, SpecDecision(spec.requested_ip_count, listed, listed)
         assignments = [(a.name, a.ip) for c in config.status.network_containers[:1] for a in c.ip_assignments]
+        if self._settings.prefix_blocks:
+            return self._blocks(raw, config, assignments, demand, exhausted)
         request = self._request(nic_id, assignments, spec.ips_not_in_use, demand, in_use, exhausted, now)
         self._book.mark(nic_id, request.newly_marked, (*request.released, *request.reclaimed), now)
         name = raw["metadata"]["name"]
@@ -113,6 +118,27 @@ class DemandSide:
         listed = tuple(request.ips_not_in_use)
         settled = self._book.settled(nic_id, listed, now, self._settings.release_settle_seconds)
         return raw, SpecDecision(request.requested_ip_count, listed, tuple(n for n in listed if n in settled))
+
+    def _blocks(
+        self,
+        raw: Object,
+        config: NodeNetworkConfig,
+        assignments: list[tuple[str, str]],
+        demand: int,
+        exhausted: bool,
+    ) -> tuple[Object, SpecDecision]:
+        """Prefix blocks (experimental; nodesubnet, never released): the request in IPs is the
+        target, or what the blocks already hold if more."""
+        wanted = demand + self._settings.discovery_headroom_ips
+        target = pool_target(wanted, self._settings.scaler, exhausted=exhausted)
+        requested = max(target, address_count(address for _, address in assignments))
+        spec = config.spec
+        if spec.requested_ip_count != requested or spec.ips_not_in_use:
+            raw = self._patch(
+                raw["metadata"]["name"], {"spec": {"requestedIPCount": requested, "ipsNotInUse": []}}
+            )
+            log.info("Requested IPs", node=raw["metadata"]["name"], demand=demand, requested=requested)
+        return raw, SpecDecision(requested, (), ())
 
     def _request(  # noqa: PLR0917 - a private step of ``decide``
         self,

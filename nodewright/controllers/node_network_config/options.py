@@ -16,6 +16,7 @@ out-of-range values raise ``ConfigError`` with one line naming the key. Example:
           idleGraceSeconds: 60              # nodesubnet + idle: grace on top of that interval
           discoveryHeadroomIPs: 0           # pods a node may gain before the consumer sees new IPs
           scaleDownDelaySeconds: 60         # hysteresis: a surplus must last this long
+          prefixBlocks: false               # experimental, nodesubnet + release never: /28 blocks
           scaler: {batchSize: 16, requestThresholdPercent: 50, releaseThresholdPercent: 150, maxIPCount: 250}
           leakGracePeriodSeconds: 600
           resyncPeriodSeconds: 60
@@ -61,6 +62,8 @@ class NodeNetworkConfigSettings:
     idle_grace_seconds: float = 60.0
     discovery_headroom_ips: int = 0
     scale_down_delay_seconds: float = 60.0
+    prefix_blocks: bool = False
+    """Experimental: each secondary IP configuration is a /28 block of 16 addresses."""
     scaler: PoolScaler = field(default_factory=PoolScaler)
     leak_grace_period_seconds: float = DEFAULT_LEAK_GRACE_SECONDS
     resync_period_seconds: float = 60.0
@@ -114,6 +117,7 @@ _KNOWN = {
     "scaler",
     "cloud",
     "discoveryHeadroomIPs",
+    "prefixBlocks",
     *_SECONDS,
     *_CHOICES,
 }
@@ -217,7 +221,13 @@ def parse_options(options: Mapping[str, Any], path: str = "options") -> NodeNetw
                 f"{path}.discoveryHeadroomIPs: expected a non-negative integer, got {headroom!r}"
             )
         values["discovery_headroom_ips"] = headroom
+    if "prefixBlocks" in options:
+        if not isinstance(options["prefixBlocks"], bool):
+            raise ConfigError(f"{path}.prefixBlocks: expected true or false, got {options['prefixBlocks']!r}")
+        values["prefix_blocks"] = options["prefixBlocks"]
     settings = NodeNetworkConfigSettings(**values)
+    if settings.prefix_blocks and (not settings.nodesubnet or settings.release != "never"):
+        raise ConfigError(f"{path}.prefixBlocks: needs consumer nodesubnet with release never")
     if settings.release != "never" and not settings.nodesubnet:
         raise ConfigError(f"{path}.release: applies to consumer nodesubnet only")
     if settings.backoff_cap_seconds < settings.backoff_base_seconds:

@@ -66,9 +66,14 @@ from nodewright.controllers.node_network_config.status import (
 )
 from nodewright.controllers.node_network_config.subnets import SubnetBook
 from nodewright.ipam import (
+    BLOCK_PREFIX_LENGTH,
     MAX_SECONDARY_IPS_PER_NIC,
     AllocationPlan,
     NicIpConfiguration,
+    address_count,
+    addresses_of,
+    blocks_for,
+    blocks_in_use,
     plan_allocation,
     status_assignments,
 )
@@ -258,6 +263,7 @@ class NodeNetworkConfigReconciler:
             subnet=view.subnet,
             assignments=assignments,
             container_status=outcome.container_status,
+            blocks=self.settings.prefix_blocks,
         )
         self._status.write(view.raw, view.config, container, outcome)
         self._record_metrics(view, spec, assignments)
@@ -363,9 +369,14 @@ class NodeNetworkConfigReconciler:
         # in this pass (still settling) are on the NIC on top of it.
         held_back = len([n for n in spec.listed if n in names_on_nic and n not in spec.releasable])
         accounted = view.accounted
+        wanted = None if requested is None else requested + held_back
+        if self.settings.prefix_blocks:
+            # Plan in blocks: a block is in use when a pod holds any of its addresses.
+            in_use = blocks_in_use([c.address for c in secondary if c.address], in_use)
+            wanted = None if wanted is None else blocks_for(wanted)
         unaccounted = [c.name for c in secondary if c.name not in accounted and c.address not in in_use]
         return plan_allocation(
-            requested=None if requested is None else requested + held_back,
+            requested=wanted,
             ips_not_in_use=spec.releasable,
             nic=secondary,
             accounted=accounted,
@@ -424,7 +435,8 @@ class NodeNetworkConfigReconciler:
 
     def _add(self, view: _View, plan: AllocationPlan) -> tuple[NicInfo, list[str]]:
         names = [self._new_name() for _ in range(plan.add_count)]
-        nic = self._network.add_secondary_ip_configurations(view.nic_id, names, view.subnet_id)
+        prefix = BLOCK_PREFIX_LENGTH if self.settings.prefix_blocks else None
+        nic = self._network.add_secondary_ip_configurations(view.nic_id, names, view.subnet_id, prefix)
         self.book.remember(view.nic_id, nic, view.now)
         self.book.set_guard(view.nic_id, self.book.guard(view.nic_id).after_success(added=len(names)))
         log.info("Added IPs", node=view.name, added=len(names))
@@ -480,16 +492,20 @@ class NodeNetworkConfigReconciler:
         assignments = status_assignments(secondary, accounted)
         present = dict(assignments)
         present_listed = {n for n in spec.listed if n in present}
-        if requested is not None and len(assignments) - len(present_listed) < requested:
+        if (
+            requested is not None
+            and address_count(a for n, a in assignments if n not in present_listed) < requested
+        ):
             outcome.complete = False
         return assignments
 
     def _record_metrics(self, view: _View, spec: SpecDecision, assignments: list[tuple[str, str]]) -> None:
         present = dict(assignments)
+        held = [address for entry in present.values() for address in addresses_of(entry)]
         figures = NodeFigures(
             pool=node_pool_of(view.node),
-            allocated=len(assignments),
-            available=len([a for a in present.values() if a not in view.in_use]),
+            allocated=len(held),
+            available=len([a for a in held if a not in view.in_use]),
             requested=spec.requested,
             pending_release=len([n for n in spec.listed if n in present]),
         )

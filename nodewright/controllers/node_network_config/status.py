@@ -19,8 +19,10 @@ from typing import Any, Literal, Protocol
 
 from nodewright.api.acn.v1alpha import (
     ASSIGNMENT_MODE_DYNAMIC,
+    ASSIGNMENT_MODE_STATIC,
     NETWORK_CONTAINER_STATUS_SUCCESS,
     NETWORK_CONTAINER_TYPE_VNET,
+    NETWORK_CONTAINER_TYPE_VNET_BLOCK,
     STATUS_ERROR,
     STATUS_UPDATED,
     STATUS_UPDATING,
@@ -33,7 +35,7 @@ from nodewright.api.acn.v1alpha import (
 )
 from nodewright.cloud.models import NicInfo, SubnetInfo
 from nodewright.cloud.resource_ids import parse_subnet_id
-from nodewright.ipam import PoolScaler
+from nodewright.ipam import PoolScaler, address_count
 from nodewright.runtime.logs import get_logger
 from nodewright.runtime.objects import set_condition
 
@@ -101,12 +103,15 @@ def build_container(
     subnet: SubnetInfo | None,
     assignments: list[tuple[str, str]],
     container_status: NetworkContainerStatus,
+    blocks: bool = False,
 ) -> NetworkContainer:
-    """networkContainers[0] for the NIC as it is now; the version moves only on a change. Pure."""
+    """networkContainers[0] for the NIC as it is now; the version moves only on a change. Pure.
+    With ``blocks`` (experimental /28 prefix mode) it is a ``vnetblock`` container, each
+    ipAssignment naming one IP configuration and its block (``"a.b.c.d/28"``)."""
     container = NetworkContainer(
         id=container_id(nic_id),
-        assignment_mode=ASSIGNMENT_MODE_DYNAMIC,
-        type=NETWORK_CONTAINER_TYPE_VNET,
+        assignment_mode=ASSIGNMENT_MODE_STATIC if blocks else ASSIGNMENT_MODE_DYNAMIC,
+        type=NETWORK_CONTAINER_TYPE_VNET_BLOCK if blocks else NETWORK_CONTAINER_TYPE_VNET,
         primary_ip=nic.primary_ip or "",
         node_ip=nic.primary_ip or "",
         ip_assignments=[IPAssignment(name=n, ip=a) for n, a in assignments],
@@ -125,8 +130,8 @@ def build_container(
     if previous is not None:
         container.version = previous.version
         comparable = copy.deepcopy(previous)
-        comparable.assignment_mode = comparable.assignment_mode or ASSIGNMENT_MODE_DYNAMIC
-        comparable.type = comparable.type or NETWORK_CONTAINER_TYPE_VNET
+        comparable.assignment_mode = comparable.assignment_mode or container.assignment_mode
+        comparable.type = comparable.type or container.type
         if comparable.to_dict() != container.to_dict():
             container.version = previous.version + 1
     return container
@@ -156,7 +161,7 @@ class StatusWriter:
         self, raw: Object, config: NodeNetworkConfig, container: NetworkContainer, outcome: Outcome
     ) -> None:
         """The full status after an allocation pass (side effects: a patch if changed, Events)."""
-        count = len(container.ip_assignments)
+        count = address_count(a.ip for a in container.ip_assignments)
         state, ready, reason, message = _summary(outcome, count)
         for problem_reason, text in outcome.problems:
             self._events.event(raw, "Warning", problem_reason, text)

@@ -33,7 +33,7 @@ from nodewright.controllers.node_network_config import (
 from nodewright.controllers.node_network_config.cloud import MachineNicLocator
 from nodewright.devenv.cns_nodesubnet import NodeSubnetConsumer, nic_addresses_in_emulator
 from nodewright.devenv.nodesim import SIMULATED_LABEL, NodeSimulator, machines_in_emulator
-from nodewright.ipam import find_address_conflicts
+from nodewright.ipam import addresses_of, find_address_conflicts
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
 from nodewright.runtime.kinds import EVENT, NODE, POD
@@ -259,7 +259,11 @@ class IpamHarness:
         every pod address is in its node's status."""
         configs = self.configs()
         by_node = {config.name: self.assignments(config) for config in configs}
-        assert find_address_conflicts(by_node) == [], "an address is in two NodeNetworkConfigs"
+        expanded = {
+            node: [(n, a) for n, entry in pairs for a in addresses_of(entry)]
+            for node, pairs in by_node.items()
+        }
+        assert find_address_conflicts(expanded) == [], "an address is in two NodeNetworkConfigs"
         for config in configs:
             annotations = config.metadata.get("annotations") or {}
             nic_id = annotations.get(NETWORK_INTERFACE_ANNOTATION)
@@ -278,7 +282,7 @@ class IpamHarness:
             if after_gc:
                 unaccounted = set(on_nic) - {name for name, _ in by_node[config.name]}
                 assert not unaccounted, f"{config.name}: unaccounted IP configurations {sorted(unaccounted)}"
-            status_addresses = {address for _, address in by_node[config.name]}
+            status_addresses = {a for _, entry in by_node[config.name] for a in addresses_of(entry)}
             for pod, address in self.pod_addresses(config.name).items():
                 assert address in status_addresses, (
                     f"pod {pod} holds {address}, not in {config.name}'s status"
