@@ -148,6 +148,16 @@ def test_reads_every_key() -> None:
         pytest.param(
             {"nodeSelector": "a b"}, "options.nodeSelector: not a label selector", id="selector-with-space"
         ),
+        pytest.param(
+            {"prefixBlocks": True},
+            "options.prefixBlocks: needs consumer nodesubnet with release never",
+            id="prefix-without-nodesubnet",
+        ),
+        pytest.param(
+            {"consumer": "nodesubnet", "release": "idle", "prefixBlocks": True},
+            "options.prefixBlocks: needs consumer nodesubnet with release never",
+            id="prefix-with-release",
+        ),
     ],
 )
 def test_bad_options_fail_with_one_line_naming_the_key(options: dict[str, Any], message: str) -> None:
