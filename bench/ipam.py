@@ -1,19 +1,25 @@
-"""``python -m bench.ipam [--full] [--kubeconfig PATH]``: the network container IPAM benchmark.
+"""``python -m bench.ipam [--consumer crd|nodesubnet] [--churn-seconds N] [--full] ...``: the
+network container IPAM benchmark.
 
 50 nodes (one uniform scale set in the ARM emulator, every ARM call delayed by 200 ms), the
-node_network_config reconciler (demand from pods, batch 16, buffer 50 %), the node simulator and a
-pod address agent standing in for Azure CNS on the nodes. Pods are created at 20/s up to a warm
-population, then created and deleted at 20/s each (quick: 30 s of churn; full: 2 minutes).
-Reported (``run(full) -> str``, a printable table):
+node_network_config reconciler (batch 16, buffer 50 %) and the node simulator. The node side is
+either the pod address agent that reads NodeNetworkConfig status (consumer ``crd``) or the
+simulated Azure CNS in NodeSubnet mode (consumer ``nodesubnet``, ``devenv.cns_nodesubnet``),
+which discovers IPs from the NIC on CNS's schedule (4 s doubling to 1,024 s) and so makes pods
+wait for discovery as they would on Azure. Pods are created at 20/s up to a warm population, then
+created and deleted at 20/s each (quick: 30 s of churn; ``--full``: 10 minutes).
 
-- the pool-caused wait: pods the agent found with no free IP on their node, and how long until
-  they got one (a pod whose IP was ready waited 0 for the pool), p50/p99 over pods once warm;
-- the end-to-end wait from the agent first seeing a pod, and from pod creation (these include
-  the agent's own polling, serial writes and API latency, which are not the pool's);
-- ARM calls per allocated IP (all ARM requests during the run / IPs added to NICs), and the
-  ARM requests by operation;
-- idle IPs beyond the configured buffer (status IPs not used by a pod, minus batch x buffer):
-  peak per node and peak summed over the cluster.
+Reported (a printable table):
+- pool-caused wait once warm: pods that found no free IP on their node (discovery included for
+  NodeSubnet), and how long until they got one; 0 for a pod whose IP was ready; p50/p99;
+- ARM writes (PUT, PATCH, DELETE, POST) per pod start during churn, and all ARM requests;
+- 429s the emulator answered, and the 429s ARM's subscription buckets (reads 250 at 25/s,
+  writes 200 at 10/s) would have answered for the recorded request times (a replay, so the
+  figure holds whatever throttling the emulator models);
+- idle IPs per node (on the NIC, not used by a pod, not pending release): peak, and the peak
+  next to the configured buffer plus one batch;
+- for NodeSubnet: addresses the consumer handed out that were no longer on the NIC (must be 0)
+  and IP updates it refused because an assigned IP vanished.
 
 Uses ``KUBECONFIG`` / ``--kubeconfig`` if given, else a private local control plane. Side
 effects: a control plane, an emulator and threads, all stopped at the end.
@@ -23,28 +29,25 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import math
 import os
 import random
-import statistics
 import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from bench.cluster import cluster_kubeconfig
 from nodewright.api.acn.v1alpha import NodeNetworkConfig
 from nodewright.api.acn.v1alpha1 import ClusterSubnetState
 from nodewright.cloud.emulator import ArmEmulator
-from nodewright.cloud.models import NicInfo
-from nodewright.controllers.node_network_config import (
-    NODE_NETWORK_CONFIG,
-    NodeNetworkConfigSettings,
-    install,
-)
-from nodewright.controllers.node_network_config.cloud import MachineNicLocator, NetworkOperations
+from nodewright.cloud.emulator.request_log import RecordedRequest
+from nodewright.controllers.node_network_config import NODE_NETWORK_CONFIG, NodeNetworkConfigSettings, install
+from nodewright.controllers.node_network_config.cloud import MachineNicLocator
+from nodewright.devenv.cns_nodesubnet import NodeSubnetConsumer, nic_addresses_in_emulator
 from nodewright.devenv.crds import install_crds
 from nodewright.devenv.nodesim import SIMULATED_LABEL, NodeSimulator, machines_in_emulator
 from nodewright.ipam import PoolScaler
@@ -61,49 +64,51 @@ RATE = 20.0
 LATENCY = 0.2
 SCALER = PoolScaler(batch_size=16, request_threshold_percent=50, max_ip_count=250)
 WARM_POPULATION = 400
-CHURN_SECONDS = {"quick": 30.0, "full": 120.0}
+CHURN_SECONDS = {"quick": 30.0, "full": 600.0}
+WRITE_METHODS = frozenset({"PUT", "PATCH", "DELETE", "POST"})
+READ_BUCKET = (250.0, 25.0)
+WRITE_BUCKET = (200.0, 10.0)
 
 
-class CountingNetwork:
-    """``NetworkOperations`` that counts the IPs added (the denominator of calls per IP)."""
+class Consumer(Protocol):
+    """What the bench reads from the node side (``PodAddressAgent`` or ``NodeSubnetConsumer``)."""
 
-    def __init__(self, inner: NetworkOperations) -> None:
-        self._inner = inner
-        self._lock = threading.Lock()
-        self.added = 0
-        self.removed = 0
+    first_seen: dict[str, float]
+    assigned_at: dict[str, float]
+    errors: list[BaseException]
 
-    def get_network_interface(self, nic: str) -> NicInfo:
-        return self._inner.get_network_interface(nic)
+    def starvation(self) -> dict[str, float]: ...
 
-    def add_secondary_ip_configurations(
-        self, nic: str, names: Sequence[str], subnet_id: str | None = None
-    ) -> NicInfo:
-        result = self._inner.add_secondary_ip_configurations(nic, names, subnet_id)
-        with self._lock:
-            self.added += len(names)
-        return result
+    def start(self) -> None: ...
 
-    def remove_secondary_ip_configurations(self, nic: str, names: Sequence[str]) -> NicInfo:
-        result = self._inner.remove_secondary_ip_configurations(nic, names)
-        with self._lock:
-            self.removed += len(names)
-        return result
+    def stop(self) -> None: ...
 
-    def get_subnet(self, subnet: str) -> Any:
-        return self._inner.get_subnet(subnet)
+
+@dataclass(frozen=True)
+class Scenario:
+    consumer: str = "nodesubnet"
+    churn_seconds: float = CHURN_SECONDS["quick"]
+    headroom: int = 0
+    release: str = "never"
+    scale_down_delay: float = 60.0
+    prefix: bool = False
+    """Experimental /28 blocks (standalone VMs: uniform scale-set models carry no prefix)."""
+    vms: bool = False
+    """Standalone VMs instead of one uniform scale set (always with ``prefix``)."""
+
+    @property
+    def buffer_ips(self) -> float:
+        return SCALER.batch_size * SCALER.request_threshold_percent / 100 + self.headroom
 
 
 @dataclass
 class IdleSampler:
-    """Samples idle IPs beyond the buffer every ``interval`` seconds in a thread."""
+    """Samples idle IPs per node (on the NIC, unused, not pending release) every ``interval`` s."""
 
     client: Client
     namespace: str
-    buffer_ips: float
-    interval: float = 0.5
+    interval: float = 1.0
     peak_per_node: float = 0.0
-    peak_total: float = 0.0
     samples: list[float] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -135,14 +140,33 @@ class IdleSampler:
         total = 0.0
         for config in configs:
             held = sum(len(c.ip_assignments) for c in config.status.network_containers)
-            beyond = held - len(config.spec.ips_not_in_use) - used.get(config.name, 0) - self.buffer_ips
-            self.peak_per_node = max(self.peak_per_node, beyond)
-            total += max(0.0, beyond)
-        self.peak_total = max(self.peak_total, total)
-        self.samples.append(total)
+            idle = held - len(config.spec.ips_not_in_use) - used.get(config.name, 0)
+            self.peak_per_node = max(self.peak_per_node, idle)
+            total += max(0, idle)
+        self.samples.append(total / max(1, len(configs)))
 
 
-def _percentile(values: Sequence[float], fraction: float) -> float:
+def throttled_by_buckets(requests: Sequence[RecordedRequest]) -> tuple[int, int]:
+    """(reads, writes) that ARM's subscription token buckets would have refused, replayed over
+    the requests' arrival times. Pure."""
+    refused = [0, 0]
+    tokens = [READ_BUCKET[0], WRITE_BUCKET[0]]
+    last = [None, None]  # type: list[float | None]
+    for request in sorted(requests, key=lambda r: r.monotonic):
+        kind = 1 if request.method in WRITE_METHODS else 0
+        capacity, rate = (READ_BUCKET, WRITE_BUCKET)[kind]
+        previous = last[kind]
+        if previous is not None:
+            tokens[kind] = min(capacity, tokens[kind] + (request.monotonic - previous) * rate)
+        last[kind] = request.monotonic
+        if tokens[kind] >= 1:
+            tokens[kind] -= 1
+        else:
+            refused[kind] += 1
+    return refused[0], refused[1]
+
+
+def percentile(values: Sequence[float], fraction: float) -> float:
     if not values:
         return float("nan")
     ordered = sorted(values)
@@ -169,236 +193,278 @@ def _paced(count: int, rate: float) -> Iterator[int]:
         yield index
 
 
-def run(full: bool = False, kubeconfig: str | None = None) -> str:
-    """Run the benchmark; returns the table of figures."""
-    mode = "full" if full else "quick"
-    figures = measure(CHURN_SECONDS[mode], kubeconfig or os.environ.get("KUBECONFIG"))
-    return render(figures, mode)
+@dataclass
+class _Rig:
+    """Everything one run starts."""
+
+    client: Client
+    emulator: ArmEmulator
+    namespace: str
+    owner: str
+    manager: Manager
+    simulator: NodeSimulator
+    consumer: Consumer
+    sampler: IdleSampler
+    cloud: Any
+    nodes: list[str] = field(default_factory=list)
+    created_at: dict[str, float] = field(default_factory=dict)
+    churn_names: set[str] = field(default_factory=set)
+    alive: list[str] = field(default_factory=list)
+    churn_started: float = 0.0
+    churn_ended: float = 0.0
 
 
-def measure(churn_seconds: float, kubeconfig: str | None) -> dict[str, Any]:
+def _settings(scenario: Scenario, namespace: str, owner: str) -> NodeNetworkConfigSettings:
+    base = NodeNetworkConfigSettings(
+        namespace=namespace, node_selector=f"{SIMULATED_LABEL}={owner}", scaler=SCALER
+    )
+    return dataclasses.replace(
+        base,
+        consumer="nodesubnet" if scenario.consumer == "nodesubnet" else "crd",
+        release="idle" if scenario.release == "idle" else "never",
+        discovery_headroom_ips=scenario.headroom,
+        scale_down_delay_seconds=scenario.scale_down_delay,
+        prefix_blocks=scenario.prefix,
+    )
+
+
+def _build(scenario: Scenario, path: str, emulator: ArmEmulator) -> _Rig:
+    client = Client.from_kubeconfig(path)
+    install_crds(client, [NodeNetworkConfig, ClusterSubnetState])
+    time.sleep(1.0)  # let the API server serve the new resources before the informers list them
+    namespace, owner = f"ipam-bench-{uuid.uuid4().hex[:6]}", f"ipam-bench-{uuid.uuid4().hex[:6]}"
+    client.create(NAMESPACE, {"metadata": {"name": namespace}})
+    estate = emulator.estate
+    estate.add_resource_group("rg-bench")
+    vnet = estate.add_virtual_network("rg-bench", "vnet", subnets={"pods": "10.240.0.0/18"})
+    if scenario.prefix or scenario.vms:
+        for index in range(NODES):
+            estate.add_virtual_machine("rg-bench", f"vmbench{index:02d}", subnet_id=vnet + "/subnets/pods")
+    else:
+        estate.add_scale_set("rg-bench", "vmssbench", subnet_id=vnet + "/subnets/pods", capacity=NODES)
+    emulator.faults.add_latency(LATENCY)
+    cloud = cloud_for(emulator, mutation_qps=10.0, mutation_burst=20)
+    config = parse_config(
+        {
+            "metrics": {"bindAddress": "0"},
+            "health": {"bindAddress": "127.0.0.1:0"},
+            "leaderElection": {"enabled": False},
+            "reconcilers": {"nodenetworkconfig": {"maxConcurrentReconciles": 8}},
+        },
+        "bench",
+    )
+    manager = Manager(config, kubeconfig=path)
+    install(manager, _settings(scenario, namespace, owner), cloud.network, MachineNicLocator(cloud))
+    simulator = NodeSimulator(client, machines_in_emulator(emulator.state), owner=owner, interval=0.5)
+    consumer: Consumer
+    if scenario.consumer == "nodesubnet":
+        consumer = NodeSubnetConsumer(
+            client, nic_addresses_in_emulator(emulator.state), pod_namespace=namespace
+        )
+    else:
+        consumer = PodAddressAgent(client, node_network_config_namespace=namespace, pod_namespace=namespace)
+    sampler = IdleSampler(client, namespace)
+    return _Rig(client, emulator, namespace, owner, manager, simulator, consumer, sampler, cloud)
+
+
+def _wait_for_nodes(rig: _Rig) -> float:
+    """Wait until every node has joined and holds its first batch; returns the seconds taken."""
+    selector = f"{SIMULATED_LABEL}={rig.owner}"
+    deadline = time.monotonic() + 180
+    while len(rig.client.list(NODE, label_selector=selector).items) < NODES:
+        assert time.monotonic() < deadline, "nodes did not join"
+        time.sleep(0.5)
+    rig.nodes = sorted(n["metadata"]["name"] for n in rig.client.list(NODE, label_selector=selector).items)
+    started = time.monotonic()
+    while True:
+        configs = [
+            NodeNetworkConfig.from_object(o)
+            for o in rig.client.list(NODE_NETWORK_CONFIG, rig.namespace).items
+        ]
+        ready = [
+            c
+            for c in configs
+            if c.status.network_containers and c.status.assigned_ip_count >= SCALER.batch_size
+        ]
+        if len(ready) == NODES:
+            return time.monotonic() - started
+        assert time.monotonic() - started < 240, "first batches not allocated"
+        time.sleep(0.5)
+
+
+def _drive(rig: _Rig, scenario: Scenario, rng: random.Random) -> None:
+    """Warm up to the warm population, then churn at RATE/s created and deleted."""
+    alive = rig.alive
+
+    def create() -> str:
+        name = f"p-{uuid.uuid4().hex[:10]}"
+        rig.client.create(POD, _pod(name, rig.namespace, rng.choice(rig.nodes)), rig.namespace)
+        rig.created_at[name] = time.monotonic()
+        alive.append(name)
+        return name
+
+    for _ in _paced(WARM_POPULATION, RATE):
+        create()
+    time.sleep(5.0)
+    rig.churn_started = time.monotonic()
+    for _ in _paced(int(scenario.churn_seconds * RATE), RATE):
+        victim = alive.pop(rng.randrange(len(alive)))
+        rig.client.delete(POD, victim, rig.namespace, grace_period_seconds=0, ignore_not_found=True)
+        rig.churn_names.add(create())
+    rig.churn_ended = time.monotonic()
+    time.sleep(5.0)
+
+
+def measure(scenario: Scenario, kubeconfig: str | None) -> dict[str, Any]:
+    """Run one scenario; returns its figures."""
     rng = random.Random(7)
     with cluster_kubeconfig(kubeconfig) as path, ArmEmulator() as emulator:
-        client = Client.from_kubeconfig(path)
-        install_crds(client, [NodeNetworkConfig, ClusterSubnetState])
-        time.sleep(1.0)  # let the API server serve the new resources before the informers list them
-        namespace = f"ipam-bench-{uuid.uuid4().hex[:6]}"
-        client.create(NAMESPACE, {"metadata": {"name": namespace}})
-        owner = f"ipam-bench-{uuid.uuid4().hex[:6]}"
-        estate = emulator.estate
-        estate.add_resource_group("rg-bench")
-        vnet = estate.add_virtual_network("rg-bench", "vnet", subnets={"pods": "10.240.0.0/18"})
-        estate.add_scale_set("rg-bench", "vmssbench", subnet_id=vnet + "/subnets/pods", capacity=NODES)
-        emulator.faults.add_latency(LATENCY)
-        cloud = cloud_for(emulator, mutation_qps=10.0, mutation_burst=20)
-        network = CountingNetwork(cloud.network)
-        settings = NodeNetworkConfigSettings(
-            namespace=namespace, node_selector=f"{SIMULATED_LABEL}={owner}", scaler=SCALER
-        )
-        config = parse_config(
-            {
-                "metrics": {"bindAddress": "0"},
-                "health": {"bindAddress": "127.0.0.1:0"},
-                "leaderElection": {"enabled": False},
-                "reconcilers": {"nodenetworkconfig": {"maxConcurrentReconciles": 8}},
-            },
-            "bench",
-        )
-        manager = Manager(config, kubeconfig=path)
-        install(manager, settings, network, MachineNicLocator(cloud))
-        simulator = NodeSimulator(client, machines_in_emulator(emulator.state), owner=owner, interval=0.5)
-        agent = PodAddressAgent(
-            client, node_network_config_namespace=namespace, pod_namespace=namespace, interval=0.05
-        )
-        sampler = IdleSampler(client, namespace, SCALER.batch_size * SCALER.request_threshold_percent / 100)
-        thread = threading.Thread(target=manager.run, daemon=True)
-        simulator.start()
+        rig = _build(scenario, path, emulator)
+        thread = threading.Thread(target=rig.manager.run, daemon=True)
+        rig.simulator.start()
         thread.start()
         try:
-            deadline = time.monotonic() + 120
-            while len(client.list(NODE, label_selector=f"{SIMULATED_LABEL}={owner}").items) < NODES:
-                assert time.monotonic() < deadline, "nodes did not join"
-                time.sleep(0.5)
-            nodes = sorted(
-                n["metadata"]["name"]
-                for n in client.list(NODE, label_selector=f"{SIMULATED_LABEL}={owner}").items
-            )
-            ready_started = time.monotonic()
-            while True:
-                configs = client.list(NODE_NETWORK_CONFIG, namespace).items
-                ready = [
-                    c
-                    for c in configs
-                    if len(
-                        ((c.get("status") or {}).get("networkContainers") or [{}])[0].get("ipAssignments")
-                        or []
-                    )
-                    >= SCALER.batch_size
-                ]
-                if len(ready) == NODES:
-                    break
-                assert time.monotonic() - ready_started < 180, "first batches not allocated"
-                time.sleep(0.5)
-            first_batches_seconds = time.monotonic() - ready_started
-            agent.start()
-            sampler.start()
-            created_at: dict[str, float] = {}
-            alive: list[str] = []
-            requests_before = emulator.requests.count()
-            added_before = network.added
-            # Warm-up: create at RATE/s up to the warm population.
-            for _ in _paced(WARM_POPULATION, RATE):
-                name = f"p-{uuid.uuid4().hex[:10]}"
-                client.create(POD, _pod(name, namespace, rng.choice(nodes)), namespace)
-                created_at[name] = time.monotonic()
-                alive.append(name)
-            warm_names = set(created_at)
-            time.sleep(5.0)
-            # Churn: create and delete at RATE/s each.
-            for _ in _paced(int(churn_seconds * RATE), RATE):
-                name = f"p-{uuid.uuid4().hex[:10]}"
-                client.create(POD, _pod(name, namespace, rng.choice(nodes)), namespace)
-                created_at[name] = time.monotonic()
-                victim = alive.pop(rng.randrange(len(alive)))
-                client.delete(POD, victim, namespace, grace_period_seconds=0, ignore_not_found=True)
-                alive.append(name)
-            time.sleep(5.0)
+            first_batches = _wait_for_nodes(rig)
+            rig.consumer.start()
+            rig.sampler.start()
+            _drive(rig, scenario, rng)
         finally:
-            agent.stop()
-            sampler.stop()
-            manager.stop()
+            rig.consumer.stop()
+            rig.sampler.stop()
+            rig.manager.stop()
             thread.join(timeout=30)
-            simulator.stop()
-        requests_total = emulator.requests.count()
-        requests = requests_total - requests_before
-        by_operation = emulator.requests.counts_by_operation()
-        added = network.added - added_before
-        churn_names = set(created_at) - warm_names
+            rig.simulator.stop()
+        figures = _figures(rig, scenario)
+        figures["first_batches_seconds"] = first_batches
+        _clean_up(rig)
+        return figures
 
-        def waits(names: set[str], since_creation: bool) -> list[float]:
-            result = []
-            for pod in names:
-                if pod not in agent.assigned_at:
-                    continue
-                start = created_at[pod] if since_creation else agent.first_seen.get(pod, created_at[pod])
-                result.append(max(0.0, agent.assigned_at[pod] - start))
-            return result
 
-        unassigned = [pod for pod in alive if pod not in agent.assigned_at]
+def _figures(rig: _Rig, scenario: Scenario) -> dict[str, Any]:
+    churn_requests = rig.emulator.requests.entries(since=rig.churn_started)
+    churn_requests = [r for r in churn_requests if r.monotonic <= rig.churn_ended]
+    everything = rig.emulator.requests.entries()
+    writes = [r for r in churn_requests if r.method in WRITE_METHODS]
+    starved = {p: w for p, w in rig.consumer.starvation().items() if p in rig.churn_names}
+    pool_waits = [*starved.values(), *([0.0] * (len(rig.churn_names) - len(starved)))]
+    seconds = max(1e-9, rig.churn_ended - rig.churn_started)
+    figures: dict[str, Any] = {
+        "scenario": dataclasses.asdict(scenario),
+        "churn_pods": len(rig.churn_names),
+        "churn_seconds_actual": seconds,
+        "pool_wait_p50": percentile(pool_waits, 0.5),
+        "pool_wait_p99": percentile(pool_waits, 0.99),
+        "pool_wait_max": max(pool_waits, default=0.0),
+        "starved_pods": len(starved),
+        "unassigned_at_end": len([p for p in rig.alive if p not in rig.consumer.assigned_at]),
+        "arm_writes": len(writes),
+        "arm_requests": len(churn_requests),
+        "arm_writes_per_pod_start": len(writes) / max(1, len(rig.churn_names)),
+        "arm_reads_per_second": (len(churn_requests) - len(writes)) / seconds,
+        "arm_writes_per_second": len(writes) / seconds,
+        "emulator_429s": len([r for r in everything if r.status == 429]),
+        "bucket_429s_replayed": throttled_by_buckets(everything),
+        "idle_peak_per_node": rig.sampler.peak_per_node,
+        "idle_mean_per_node": sum(rig.sampler.samples) / max(1, len(rig.sampler.samples)),
+        "idle_allowed_per_node": scenario.buffer_ips + SCALER.batch_size,
+        "consumer_errors": len(rig.consumer.errors),
+    }
+    if isinstance(rig.consumer, NodeSubnetConsumer):
+        figures["stale_handouts"] = rig.consumer.stale_handouts
+        figures["refused_updates"] = rig.consumer.refused_updates()
+    return figures
+
+
+def _clean_up(rig: _Rig) -> None:
+    with contextlib.suppress(errors.ApiError):
+        rig.client.delete(NAMESPACE, rig.namespace)
+    for node in rig.nodes:
         with contextlib.suppress(errors.ApiError):
-            client.delete(NAMESPACE, namespace)
-        for node in nodes:
-            with contextlib.suppress(errors.ApiError):
-                client.delete(NODE, node)
-        cloud.close()
-        return {
-            "nodes": NODES,
-            "rate": RATE,
-            "latency": LATENCY,
-            "churn_seconds": churn_seconds,
-            "pods": len(created_at),
-            "churn_pods": len(churn_names),
-            "first_batches_seconds": first_batches_seconds,
-            "warm_wait": waits(warm_names, False),
-            "churn_wait": waits(churn_names, False),
-            "warm_wait_created": waits(warm_names, True),
-            "churn_wait_created": waits(churn_names, True),
-            "warm_starved": {p: w for p, w in agent.starvation().items() if p in warm_names},
-            "churn_starved": {p: w for p, w in agent.starvation().items() if p in churn_names},
-            "unassigned_at_end": len(unassigned),
-            "arm_requests": requests,
-            "arm_requests_total": requests_total,
-            "ips_added_total": network.added,
-            "ips_added": added,
-            "ips_removed": network.removed,
-            "by_operation": by_operation,
-            "idle_peak_per_node": sampler.peak_per_node,
-            "idle_peak_total": sampler.peak_total,
-            "idle_mean_total": statistics.fmean(sampler.samples) if sampler.samples else 0.0,
-            "agent_errors": len(agent.errors),
-        }
+            rig.client.delete(NODE, node)
+    rig.cloud.close()
 
 
-def _pool_waits(figures: dict[str, Any]) -> list[float]:
-    """Per pod created once warm: how long it waited because no IP was free (0 if one was)."""
-    starved: dict[str, float] = figures["churn_starved"]
-    return [*starved.values(), *([0.0] * (figures["churn_pods"] - len(starved)))]
+def render(figures: dict[str, Any]) -> str:
+    scenario = figures["scenario"]
 
+    def ms(seconds: float) -> str:
+        return f"{seconds * 1000:.0f} ms"
 
-def render(figures: dict[str, Any], mode: str) -> str:
-    def ms(values: list[float], fraction: float) -> str:
-        return f"{_percentile(values, fraction) * 1000:.0f} ms" if values else "n/a"
-
-    starved_waits = list(figures["churn_starved"].values())
-    per_ip = figures["arm_requests"] / figures["ips_added"] if figures["ips_added"] else float("nan")
+    reads, writes = figures["bucket_429s_replayed"]
+    machines = "VMs" if scenario["vms"] or scenario["prefix"] else "a scale set"
+    shape = f"{'/28 blocks' if scenario['prefix'] else 'single IPs'} on {machines}"
     rows = [
         (
-            "mode",
-            f"{mode}: {figures['nodes']} nodes, {figures['rate']:.0f} pods/s, "
-            f"{figures['latency'] * 1000:.0f} ms per ARM call, {figures['churn_seconds']:.0f} s churn",
+            "consumer",
+            f"{scenario['consumer']} (release {scenario['release']}, "
+            f"headroom {scenario['headroom']}, {shape})",
         ),
-        ("pods created", str(figures["pods"])),
+        ("churn as run", f"{figures['churn_seconds_actual']:.0f} s"),
+        (
+            "workload",
+            f"{NODES} nodes, {RATE:.0f} pods/s churn for {scenario['churn_seconds']:.0f} s, "
+            f"{LATENCY * 1000:.0f} ms per ARM call",
+        ),
         ("first batches on all nodes", f"{figures['first_batches_seconds']:.1f} s"),
+        ("pods started during churn", str(figures["churn_pods"])),
         (
-            "wait for an address, warm-up (p50 / p99)",
-            f"{ms(figures['warm_wait'], 0.5)} / {ms(figures['warm_wait'], 0.99)}",
+            "pool-caused wait once warm p50 / p99 / max",
+            " / ".join(ms(figures[key]) for key in ("pool_wait_p50", "pool_wait_p99", "pool_wait_max")),
         ),
         (
-            "wait for an address, once warm (p50 / p99)",
-            f"{ms(figures['churn_wait'], 0.5)} / {ms(figures['churn_wait'], 0.99)}",
+            "pods that found no free IP / unaddressed at end",
+            f"{figures['starved_pods']} / {figures['unassigned_at_end']}",
         ),
         (
-            "  from creation, warm-up (p50 / p99)",
-            f"{ms(figures['warm_wait_created'], 0.5)} / {ms(figures['warm_wait_created'], 0.99)}",
+            "ARM writes per pod start",
+            f"{figures['arm_writes_per_pod_start']:.4f} ({figures['arm_writes']} writes)",
         ),
         (
-            "  from creation, once warm (p50 / p99)",
-            f"{ms(figures['churn_wait_created'], 0.5)} / {ms(figures['churn_wait_created'], 0.99)}",
+            "ARM reads/s, writes/s during churn",
+            f"{figures['arm_reads_per_second']:.2f} / {figures['arm_writes_per_second']:.3f}",
         ),
         (
-            "pods that found no free IP, warm-up / once warm",
-            f"{len(figures['warm_starved'])} / {len(figures['churn_starved'])}",
+            "429s: emulator / replayed buckets (reads, writes)",
+            f"{figures['emulator_429s']} / ({reads}, {writes})",
         ),
         (
-            "  their wait for an IP, once warm (p50 / p99)",
-            f"{ms(starved_waits, 0.5)} / {ms(starved_waits, 0.99)}",
-        ),
-        (
-            "pool-caused wait once warm, over all pods (p50 / p99)",
-            f"{ms(_pool_waits(figures), 0.5)} / {ms(_pool_waits(figures), 0.99)}",
-        ),
-        ("pods without an address at the end", str(figures["unassigned_at_end"])),
-        (
-            "ARM requests / IPs added / removed",
-            f"{figures['arm_requests']} / {figures['ips_added']} / {figures['ips_removed']}",
-        ),
-        ("ARM calls per allocated IP (pod workload)", f"{per_ip:.2f}"),
-        (
-            "ARM calls per allocated IP (whole run)",
-            f"{figures['arm_requests_total'] / max(1, figures['ips_added_total']):.2f}",
-        ),
-        ("idle IPs beyond buffer: peak per node", f"{figures['idle_peak_per_node']:.0f}"),
-        (
-            "idle IPs beyond buffer: peak / mean cluster",
-            f"{figures['idle_peak_total']:.0f} / {figures['idle_mean_total']:.0f}",
+            "idle IPs per node: peak / mean / buffer + one batch",
+            f"{figures['idle_peak_per_node']:.0f} / {figures['idle_mean_per_node']:.1f} / "
+            f"{figures['idle_allowed_per_node']:.0f}",
         ),
     ]
+    if "stale_handouts" in figures:
+        rows.append(
+            (
+                "stale hand-outs / refused IP updates (CNS)",
+                f"{figures['stale_handouts']} / {figures['refused_updates']}",
+            )
+        )
     width = max(len(label) for label, _ in rows)
-    lines = [
-        "network container IPAM (bench/ipam.py)",
-        *(f"{label.ljust(width)}  {value}" for label, value in rows),
-    ]
-    operations = sorted(figures["by_operation"].items(), key=lambda item: -item[1])
-    lines.append("ARM requests by operation: " + ", ".join(f"{op} {n}" for op, n in operations[:8]))
-    return "\n".join(lines)
+    return "\n".join(["network container IPAM (bench/ipam.py)", *(f"{k.ljust(width)}  {v}" for k, v in rows)])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.ipam", description=__doc__.split("\n")[0])
-    parser.add_argument("--full", action="store_true", help="2 minutes of churn instead of 30 s")
+    parser.add_argument("--consumer", choices=("crd", "nodesubnet"), default="nodesubnet")
+    parser.add_argument("--full", action="store_true", help="10 minutes of churn instead of 30 s")
+    parser.add_argument("--churn-seconds", type=float, help="churn duration (overrides --full)")
+    parser.add_argument("--headroom", type=int, default=0, help="discoveryHeadroomIPs")
+    parser.add_argument("--release", choices=("never", "idle"), default="never")
+    parser.add_argument("--prefix", action="store_true", help="experimental /28 blocks (standalone VMs)")
+    parser.add_argument("--vms", action="store_true", help="standalone VMs instead of a scale set")
     parser.add_argument("--kubeconfig", help="use this cluster instead of a private control plane")
     arguments = parser.parse_args(argv)
-    print(run(arguments.full, arguments.kubeconfig))
+    churn = arguments.churn_seconds or CHURN_SECONDS["full" if arguments.full else "quick"]
+    scenario = Scenario(
+        arguments.consumer,
+        churn,
+        arguments.headroom,
+        arguments.release,
+        prefix=arguments.prefix,
+        vms=arguments.vms,
+    )
+    print(render(measure(scenario, arguments.kubeconfig or os.environ.get("KUBECONFIG"))))
     return 0
 
 

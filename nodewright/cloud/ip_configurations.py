@@ -33,8 +33,11 @@ def primary_subnet_id(configurations: Sequence[dict[str, Any]]) -> str | None:
     return None
 
 
-def secondary_configuration(name: str, subnet_id: str, *, scale_set_instance: bool) -> dict[str, Any]:
-    """A new secondary IP configuration in the NIC or the scale-set instance shape."""
+def secondary_configuration(
+    name: str, subnet_id: str, *, scale_set_instance: bool, prefix_length: int | None = None
+) -> dict[str, Any]:
+    """A new secondary IP configuration in the NIC or the scale-set instance shape; with
+    ``prefix_length`` (28) it asks for a block of addresses (NIC shape only)."""
     properties: dict[str, Any] = {
         "subnet": {"id": subnet_id},
         "primary": False,
@@ -42,6 +45,8 @@ def secondary_configuration(name: str, subnet_id: str, *, scale_set_instance: bo
     }
     if not scale_set_instance:
         properties["privateIPAllocationMethod"] = "Dynamic"
+    if prefix_length is not None:
+        properties["privateIPAddressPrefixLength"] = prefix_length
     return {"name": name, "properties": properties}
 
 
@@ -52,6 +57,7 @@ def with_configurations_added(
     *,
     scale_set_instance: bool,
     limit: int = MAX_IP_CONFIGURATIONS_PER_NIC,
+    prefix_length: int | None = None,
 ) -> list[dict[str, Any]]:
     """The list with a secondary configuration appended per new name (names already present are
     skipped). Raises ``LimitExceededError`` past ``limit`` and ``CloudError`` without a subnet."""
@@ -73,8 +79,13 @@ def with_configurations_added(
     subnet = subnet_id or primary_subnet_id(result)
     if subnet is None:
         raise CloudError("No subnet given and the NIC's primary IP configuration names none")
+    if prefix_length is not None and scale_set_instance:
+        raise CloudError("A uniform scale-set instance's IP configurations cannot carry a prefix length")
     result.extend(
-        secondary_configuration(name, subnet, scale_set_instance=scale_set_instance) for name in new_names
+        secondary_configuration(
+            name, subnet, scale_set_instance=scale_set_instance, prefix_length=prefix_length
+        )
+        for name in new_names
     )
     return result
 

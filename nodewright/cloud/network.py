@@ -115,12 +115,16 @@ class NetworkService:
         )
 
     def add_secondary_ip_configurations(
-        self, nic: str | NetworkInterfaceId, names: Sequence[str], subnet_id: str | None = None
+        self,
+        nic: str | NetworkInterfaceId,
+        names: Sequence[str],
+        subnet_id: str | None = None,
+        prefix_length: int | None = None,
     ) -> NicInfo:
         """Add secondary IP configurations (dynamic addresses) named ``names``; names present are
         kept. ``subnet_id`` defaults to the primary configuration's subnet. Returns the NIC as read
         after the change. Raises ``LimitExceededError`` past 256 per NIC, ``SubnetFullError``
-        when the subnet has no room."""
+        when the subnet has no room. ``prefix_length`` (28, experimental) gives each a block."""
         nic_id = _as_nic_id(nic)
 
         def edit(configurations: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -130,6 +134,7 @@ class NetworkService:
                 subnet_id,
                 scale_set_instance=nic_id.scale_set_instance is not None,
                 limit=self.max_ip_configurations_per_nic,
+                prefix_length=prefix_length,
             )
 
         return self._edit(nic_id, edit, "added")

@@ -8,6 +8,7 @@
 - ``backoff``: per-NIC batch halving on capacity errors and exponential backoff.
 - ``subnet``: subnet exhaustion with hysteresis.
 - ``bookkeeping``: name -> address -> pod books, and the cluster-wide duplicate-address check.
+- ``blocks``: /28 prefix blocks (experimental): addresses per entry, blocks in use.
 
 Imports nothing internal (enforced by import-linter). The node_network_config reconciler in
 ``controllers`` reads the cluster and the cloud, calls these functions, and writes.
@@ -23,6 +24,14 @@ from nodewright.ipam.allocation import (
     validate_requested_count,
 )
 from nodewright.ipam.backoff import NicGuard, backoff_delay
+from nodewright.ipam.blocks import (
+    BLOCK_PREFIX_LENGTH,
+    BLOCK_SIZE,
+    address_count,
+    addresses_of,
+    blocks_for,
+    blocks_in_use,
+)
 from nodewright.ipam.bookkeeping import (
     AddressBook,
     AddressConflict,
@@ -43,6 +52,8 @@ from nodewright.ipam.scaler import (
 from nodewright.ipam.subnet import subnet_exhausted
 
 __all__ = [
+    "BLOCK_PREFIX_LENGTH",
+    "BLOCK_SIZE",
     "DEFAULT_LEAK_GRACE_SECONDS",
     "DEFAULT_MAX_IP_COUNT",
     "MAX_IP_CONFIGURATIONS_PER_NIC",
@@ -59,7 +70,11 @@ __all__ = [
     "RequestedCount",
     "SecondaryIp",
     "accounted_after",
+    "address_count",
+    "addresses_of",
     "backoff_delay",
+    "blocks_for",
+    "blocks_in_use",
     "choose_ips_to_release",
     "compute_request",
     "find_address_conflicts",

@@ -59,6 +59,7 @@ def compute_request(
     in_use_addresses: Collection[str],
     ips_not_in_use: Sequence[str],
     exhausted: bool = False,
+    releasable_addresses: Collection[str] | None = None,
 ) -> PoolRequest:
     """The spec for a node with ``demand`` pods that hold ``in_use_addresses``, given the status's
     ``assignments`` (``(name, address)``, oldest first) and the current spec's ``ips_not_in_use``.
@@ -67,7 +68,9 @@ def compute_request(
     - If the target is at least what the node holds besides the pending names, the request is
       the target (the control plane adds the difference).
     - Otherwise the surplus is marked for release among the free IPs (``release`` rules) and the
-      request is what remains; when too few are free the request stays above the target."""
+      request is what remains; when too few are free the request stays above the target.
+    - ``releasable_addresses``, when given, limits what may be newly marked to those addresses
+      (empty: no scale-down now, as under hysteresis or a consumer with no release handshake)."""
     present = {name for name, _ in assignments}
     address_of = dict(assignments)
     pending: list[str] = []
@@ -85,8 +88,12 @@ def compute_request(
     target = pool_target(demand, scaler, exhausted=exhausted)
     marked: list[str] = []
     if target < len(retained):
+        held = set(in_use_addresses)
+        if releasable_addresses is not None:
+            allowed = set(releasable_addresses)
+            held |= {address for _, address in retained if address not in allowed}
         marked = choose_ips_to_release(
-            retained, len(retained) - target, in_use_addresses=in_use_addresses, pending_release=pending_set
+            retained, len(retained) - target, in_use_addresses=held, pending_release=pending_set
         )
         requested = len(retained) - len(marked)
     else:

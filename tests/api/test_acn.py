@@ -186,11 +186,10 @@ def test_node_network_config_crd_matches_upstream_facts() -> None:
         ("NC Type", "string", ".status.networkContainers[*].type", 1),
         ("NC Version", "integer", ".status.networkContainers[*].version", 0),
     ]
-    assert schema["spec"]["properties"]["requestedIPCount"] == {
-        "type": "integer",
-        "format": "int64",
-        "default": 0,
-    }
+    requested = dict(schema["spec"]["properties"]["requestedIPCount"])
+    assert requested.pop("description")
+    # Upstream's type, format and default, plus our bounds: a NIC's 256 IP configurations less the primary.
+    assert requested == {"type": "integer", "format": "int64", "default": 0, "minimum": 0, "maximum": 255}
     assert schema["spec"]["properties"]["availabilityZone"]["type"] == "integer"
     assert schema["status"]["properties"]["assignedIPCount"] == {"type": "integer", "default": 0}
     assert schema["status"]["properties"]["status"]["enum"] == ["Updating", "Updated", "Error"]

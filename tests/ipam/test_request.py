@@ -214,3 +214,28 @@ def test_takes_back_a_listed_ip_that_a_pod_uses() -> None:
     )
     assert request.reclaimed == (name(3),)
     assert name(3) not in request.ips_not_in_use
+
+
+def test_releasable_addresses_limit_what_a_scale_down_marks() -> None:
+    """Only the allowed free addresses may be marked (none: no scale-down); the request then
+    stays above the target by what could not be marked."""
+    assignments = [(f"ip-{i}", f"10.0.0.{i}") for i in range(32)]
+    none = compute_request(
+        demand=0,
+        scaler=SCALER,
+        assignments=assignments,
+        in_use_addresses=set(),
+        ips_not_in_use=[],
+        releasable_addresses=(),
+    )
+    assert (none.requested_ip_count, none.ips_not_in_use) == (32, ())
+    some = compute_request(
+        demand=0,
+        scaler=SCALER,
+        assignments=assignments,
+        in_use_addresses=set(),
+        ips_not_in_use=[],
+        releasable_addresses={"10.0.0.3", "10.0.0.4"},
+    )
+    assert set(some.ips_not_in_use) == {"ip-3", "ip-4"}
+    assert some.requested_ip_count == 30

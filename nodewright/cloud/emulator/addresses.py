@@ -27,6 +27,7 @@ class SubnetAddressPool:
         self._by_owner: dict[str, str] = {}
         self._owner_names: dict[str, str] = {}
         self._by_address: dict[str, str] = {}
+        self._blocks: dict[str, list[str]] = {}
 
     @property
     def limit(self) -> int:
@@ -50,11 +51,18 @@ class SubnetAddressPool:
         return range(first, last + 1)
 
     def allocate(self, owner: str, requested: str | None = None) -> str:
-        """Give ``owner`` an address (``requested`` if static); idempotent for an existing owner."""
+        """Give ``owner`` an address (``requested`` if static; ``"/28"`` asks for a block, see
+        ``_allocate_block``); idempotent for an existing owner."""
         key = owner.lower()
         existing = self._by_owner.get(key)
         if existing is not None and (requested is None or requested == existing):
             return existing
+        if existing is not None and requested is not None and requested.startswith("/"):
+            if existing.endswith(requested):
+                return existing  # the block it holds, re-sent with the NIC
+            self.release(owner)
+        if requested is not None and requested.startswith("/"):
+            return self._allocate_block(owner, int(requested[1:]))
         if requested is not None:
             return self._allocate_static(owner, requested)
         for value in self._usable():
@@ -67,6 +75,29 @@ class SubnetAddressPool:
             ErrorCode.SUBNET_IS_FULL,
             f"Subnet {self.subnet_name} with address prefix {self.prefix} does not have enough capacity "
             "for 1 IP addresses.",
+        )
+
+    def _allocate_block(self, owner: str, prefix_length: int) -> str:
+        """Give ``owner`` the lowest free, aligned block of ``2**(32 - prefix_length)`` usable
+        addresses (``privateIPAddressPrefixLength``); returns it as ``"a.b.c.d/len"``."""
+        size = 2 ** (self.network.max_prefixlen - prefix_length)
+        usable = self._usable()
+        start = -(-usable.start // size) * size
+        for base in range(start, usable.stop - size + 1, size):
+            addresses = [str(ipaddress.ip_address(value)) for value in range(base, base + size)]
+            if not any(address in self._by_address for address in addresses):
+                for address in addresses:
+                    self._by_address[address] = owner.lower()
+                block = f"{addresses[0]}/{prefix_length}"
+                self._by_owner[owner.lower()] = block
+                self._owner_names[owner.lower()] = owner
+                self._blocks[owner.lower()] = addresses
+                return block
+        raise ArmError(
+            400,
+            ErrorCode.SUBNET_IS_FULL,
+            f"Subnet {self.subnet_name} with address prefix {self.prefix} does not have enough capacity "
+            f"for a /{prefix_length} block.",
         )
 
     def _allocate_static(self, owner: str, requested: str) -> str:
@@ -108,5 +139,7 @@ class SubnetAddressPool:
         key = owner.lower()
         address = self._by_owner.pop(key, None)
         self._owner_names.pop(key, None)
+        for block_address in self._blocks.pop(key, []):
+            self._by_address.pop(block_address, None)
         if address is not None:
             self._by_address.pop(address, None)

@@ -87,7 +87,20 @@ def _mac_address() -> str:
     return "-".join(f"{random.randint(0, 255):02X}" for _ in range(6))  # noqa: S311 - not security relevant
 
 
+def _prefix_request(prefix_length: Any, owner: str) -> str:
+    """A block of addresses for one IP configuration (``privateIPAddressPrefixLength``; Azure
+    offers 28, IPv4): the pool's request form ``"/28"``."""
+    if prefix_length != 28:
+        raise ArmError.invalid_parameter(
+            f"IP configuration {owner}: privateIPAddressPrefixLength {prefix_length!r} is not 28.",
+            target="privateIPAddressPrefixLength",
+        )
+    return "/28"
+
+
 def _subnet_for(state: EmulatorState, configuration: dict[str, Any], owner: str) -> Subnet:
+    """The configuration's subnet (a secondary one without a subnet was given the primary's by
+    ``_wanted_addresses``, as in Azure's NetworkInterfaceCreate example)."""
     properties = configuration.get("properties") or {}
     subnet_reference = (properties.get("subnet") or {}).get("id")
     if not subnet_reference:
@@ -186,6 +199,8 @@ def _wanted_addresses(
                     ErrorCode.PRIVATE_IP_ADDRESS_MISSING,
                     f"IP configuration {owner} has Static allocation but no private IP address.",
                 )
+        elif configuration_properties.get("privateIPAddressPrefixLength") is not None:
+            static = _prefix_request(configuration_properties["privateIPAddressPrefixLength"], owner)
         wanted.append((owner, subnet, str(static) if static else None))
     return wanted
 

@@ -4,11 +4,15 @@ configurations (the control-plane half of Azure CNS's design, and optionally the
 The reconciler named ``node-network-config`` in the manager's config wires one controller,
 ``nodenetworkconfig``: it reconciles NodeNetworkConfigs in the configured namespace, keyed by node
 name, and is also woken by Nodes (selected by ``nodeSelector``) and by pods (mapped to their
-node through ``spec.nodeName``). ``reconciler`` holds the reconcile; ``nodewright.ipam`` the pure
-decisions; ``options`` the strict parsing of the options; ``cloud`` the narrow cloud protocols;
-``resources`` the kinds and names. ``setup(manager, options)`` is what the registry calls;
-``install`` is the same wiring with the settings and the cloud given (tests and benchmarks use it);
-``validate_options`` checks the options without a cluster.
+node through ``spec.nodeName``). ``reconciler`` holds the reconcile (read -> decide -> apply ->
+status) and composes ``lifecycle`` (create, adopt as controller, finalize), ``demand`` (the spec
+per consumer mode: ``crd`` or ``nodesubnet``), ``nic_book`` and ``subnets`` (in-memory state,
+each behind its own lock), ``status`` and ``metrics`` (``nodewright_ipam_*``);
+``nodewright.ipam`` holds the pure arithmetic; ``options`` the strict parsing of the options;
+``cloud`` the narrow cloud protocols; ``resources`` the kinds, names and owner references.
+docs/ipam.md explains the consumer modes and the release rule. ``setup(manager, options)`` is
+what the registry calls; ``install`` is the same wiring with the settings and the cloud given
+(tests and benchmarks use it); ``validate_options`` checks the options without a cluster.
 """
 
 from __future__ import annotations
@@ -69,6 +73,9 @@ CONTROLLER = "nodenetworkconfig"
 
 RBAC_RULES: tuple[PolicyRule, ...] = (
     PolicyRule("", ("nodes",), ("get", "list", "watch")),
+    # blockOwnerDeletion on the Node (a controller reference, as CNS requires) needs this where
+    # the OwnerReferencesPermissionEnforcement admission plugin runs.
+    PolicyRule("", ("nodes/finalizers",), ("update",)),
     PolicyRule("", ("pods",), ("list", "watch")),
     *RUNTIME_RULES,
     PolicyRule(
@@ -143,7 +150,7 @@ def install(
         )
         .with_options(max_concurrent_reconciles=4)
     )
-    if settings.demand_from_pods:
+    if settings.computes_demand:
         builder = builder.watches(POD, node_network_config_of_pod, predicate=pod_changed)
     builder.complete(reconciler)
     return reconciler

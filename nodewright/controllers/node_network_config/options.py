@@ -9,7 +9,14 @@ out-of-range values raise ``ConfigError`` with one line naming the key. Example:
         options:
           namespace: kube-system            # where NodeNetworkConfigs and ClusterSubnetStates live
           nodeSelector: "kubernetes.azure.com/mode=user"   # nodes that get one ("" = all)
-          demandFromPods: true              # false when Azure CNS runs on the nodes
+          consumer: crd                     # crd | nodesubnet: who hands the IPs to pods (README)
+          demandFromPods: true              # crd only: false when Azure CNS writes the spec
+          release: never                    # nodesubnet only: never | idle (opt-in scale-down)
+          consumerDiscoveryMaxSeconds: 1024 # nodesubnet: the consumer's longest NIC fetch interval
+          idleGraceSeconds: 60              # nodesubnet + idle: grace on top of that interval
+          discoveryHeadroomIPs: 0           # pods a node may gain before the consumer sees new IPs
+          scaleDownDelaySeconds: 60         # hysteresis: a surplus must last this long
+          prefixBlocks: false               # experimental, nodesubnet + release never: /28 blocks
           scaler: {batchSize: 16, requestThresholdPercent: 50, releaseThresholdPercent: 150, maxIPCount: 250}
           leakGracePeriodSeconds: 600
           resyncPeriodSeconds: 60
@@ -25,15 +32,21 @@ No I/O.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from nodewright.ipam import DEFAULT_LEAK_GRACE_SECONDS, PoolScaler
 from nodewright.ipam.backoff import DEFAULT_BACKOFF_BASE_SECONDS, DEFAULT_BACKOFF_CAP_SECONDS
 from nodewright.runtime.config import ConfigError
 
-__all__ = ["NodeNetworkConfigSettings", "parse_options"]
+__all__ = ["CONSUMER_CRD", "CONSUMER_NODESUBNET", "Consumer", "NodeNetworkConfigSettings", "parse_options"]
+
+Consumer = Literal["crd", "nodesubnet"]
+CONSUMER_CRD: Consumer = "crd"
+CONSUMER_NODESUBNET: Consumer = "nodesubnet"
+Release = Literal["never", "idle"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +56,14 @@ class NodeNetworkConfigSettings:
     namespace: str = "kube-system"
     node_selector: str = ""
     demand_from_pods: bool = True
+    consumer: Consumer = CONSUMER_CRD
+    release: Release = "never"
+    consumer_discovery_max_seconds: float = 1024.0
+    idle_grace_seconds: float = 60.0
+    discovery_headroom_ips: int = 0
+    scale_down_delay_seconds: float = 60.0
+    prefix_blocks: bool = False
+    """Experimental: each secondary IP configuration is a /28 block of 16 addresses."""
     scaler: PoolScaler = field(default_factory=PoolScaler)
     leak_grace_period_seconds: float = DEFAULT_LEAK_GRACE_SECONDS
     resync_period_seconds: float = 60.0
@@ -51,6 +72,20 @@ class NodeNetworkConfigSettings:
     release_settle_seconds: float = 2.0
     backoff_base_seconds: float = DEFAULT_BACKOFF_BASE_SECONDS
     backoff_cap_seconds: float = DEFAULT_BACKOFF_CAP_SECONDS
+
+    @property
+    def nodesubnet(self) -> bool:
+        return self.consumer == CONSUMER_NODESUBNET
+
+    @property
+    def computes_demand(self) -> bool:
+        """Whether nodewright writes the spec from pod demand (else the node agent does)."""
+        return self.nodesubnet or self.demand_from_pods
+
+    @property
+    def idle_release_seconds(self) -> float:
+        """How long an address must be in no pod's podIPs before an opt-in release may take it."""
+        return self.consumer_discovery_max_seconds + self.idle_grace_seconds
 
 
 _SECONDS = {
@@ -61,6 +96,13 @@ _SECONDS = {
     "releaseSettleSeconds": "release_settle_seconds",
     "backoffBaseSeconds": "backoff_base_seconds",
     "backoffCapSeconds": "backoff_cap_seconds",
+    "consumerDiscoveryMaxSeconds": "consumer_discovery_max_seconds",
+    "idleGraceSeconds": "idle_grace_seconds",
+    "scaleDownDelaySeconds": "scale_down_delay_seconds",
+}
+_CHOICES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "consumer": ("consumer", ("crd", "nodesubnet")),
+    "release": ("release", ("never", "idle")),
 }
 _SCALER = {
     "batchSize": "batch_size",
@@ -68,7 +110,32 @@ _SCALER = {
     "releaseThresholdPercent": "release_threshold_percent",
     "maxIPCount": "max_ip_count",
 }
-_KNOWN = {"namespace", "nodeSelector", "demandFromPods", "scaler", "cloud", *_SECONDS}
+_KNOWN = {
+    "namespace",
+    "nodeSelector",
+    "demandFromPods",
+    "scaler",
+    "cloud",
+    "discoveryHeadroomIPs",
+    "prefixBlocks",
+    *_SECONDS,
+    *_CHOICES,
+}
+_SELECTOR_TERM = re.compile(
+    r"^\s*!?[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?\s*"
+    r"((=|==|!=)\s*[A-Za-z0-9]?([-A-Za-z0-9_.]*[A-Za-z0-9])?"
+    r"|\s(in|notin)\s*\(\s*[-A-Za-z0-9_., ]*\))?\s*$"
+)
+
+
+def _label_selector(value: str, path: str) -> str:
+    """A label selector the API server can parse (equality and set terms), or ConfigError: a
+    selector it rejects would leave the reconciler listing nothing, silently."""
+    terms = re.split(r",(?![^()]*\))", value) if value.strip() else []
+    for term in terms:
+        if not _SELECTOR_TERM.match(term):
+            raise ConfigError(f"{path}: not a label selector the API server accepts: {term.strip()!r}")
+    return value
 
 
 def _number(value: Any, path: str) -> float:
@@ -128,7 +195,9 @@ def parse_options(options: Mapping[str, Any], path: str = "options") -> NodeNetw
         if not values["namespace"]:
             raise ConfigError(f"{path}.namespace: must not be empty")
     if "nodeSelector" in options:
-        values["node_selector"] = _string(options["nodeSelector"], f"{path}.nodeSelector")
+        values["node_selector"] = _label_selector(
+            _string(options["nodeSelector"], f"{path}.nodeSelector"), f"{path}.nodeSelector"
+        )
     if "demandFromPods" in options:
         if not isinstance(options["demandFromPods"], bool):
             raise ConfigError(
@@ -140,7 +209,27 @@ def parse_options(options: Mapping[str, Any], path: str = "options") -> NodeNetw
     for key, name in _SECONDS.items():
         if key in options:
             values[name] = _number(options[key], f"{path}.{key}")
+    for key, (name, allowed) in _CHOICES.items():
+        if key in options:
+            if options[key] not in allowed:
+                raise ConfigError(f"{path}.{key}: expected one of {', '.join(allowed)}, got {options[key]!r}")
+            values[name] = options[key]
+    if "discoveryHeadroomIPs" in options:
+        headroom = options["discoveryHeadroomIPs"]
+        if isinstance(headroom, bool) or not isinstance(headroom, int) or headroom < 0:
+            raise ConfigError(
+                f"{path}.discoveryHeadroomIPs: expected a non-negative integer, got {headroom!r}"
+            )
+        values["discovery_headroom_ips"] = headroom
+    if "prefixBlocks" in options:
+        if not isinstance(options["prefixBlocks"], bool):
+            raise ConfigError(f"{path}.prefixBlocks: expected true or false, got {options['prefixBlocks']!r}")
+        values["prefix_blocks"] = options["prefixBlocks"]
     settings = NodeNetworkConfigSettings(**values)
+    if settings.prefix_blocks and (not settings.nodesubnet or settings.release != "never"):
+        raise ConfigError(f"{path}.prefixBlocks: needs consumer nodesubnet with release never")
+    if settings.release != "never" and not settings.nodesubnet:
+        raise ConfigError(f"{path}.release: applies to consumer nodesubnet only")
     if settings.backoff_cap_seconds < settings.backoff_base_seconds:
         raise ConfigError(f"{path}.backoffCapSeconds: must be at least backoffBaseSeconds")
     return settings

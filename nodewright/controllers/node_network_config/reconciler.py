@@ -1,101 +1,88 @@
 """``NodeNetworkConfigReconciler``: one NodeNetworkConfig per node, its pool of secondary IPs kept
 on the node's NIC.
 
-A reconcile of ``<namespace>/<node>`` reads the Node, the NodeNetworkConfig, the node's pods
-(through the ``spec.nodeName`` index) and the NIC, asks ``nodewright.ipam`` what to do, and
-writes. In order:
+A reconcile of ``<namespace>/<node>`` goes read -> decide -> apply -> status:
 
-1. Lifecycle: a selected Node without a NodeNetworkConfig gets one (with our finalizer); a
-   NodeNetworkConfig whose Node is gone (confirmed by an uncached read) is deleted, and one being
-   deleted is finalized: its IPs are released from the NIC (named by an annotation, so this works
-   after the Node is gone), then the finalizer is dropped. While the Node still exists, IPs a pod
-   uses are never released, not even then.
-2. Demand side (``demandFromPods``; off when Azure CNS runs on the nodes): spec.requestedIPCount
-   and spec.ipsNotInUse from the pods (``ipam.compute_request``), written whenever the count or
-   the set of names differs (azure-container-networking #4891 cannot happen).
-3. Allocation side: the NIC's secondary IP configurations are made to match the spec
-   (``ipam.plan_allocation``): releases only names in ipsNotInUse that no pod uses (checked
-   against a fresh, uncached pod list first); a name the demand side has just marked is released
-   only after ``releaseSettleSeconds``, so that a node agent which read the previous spec cannot
-   hand it out in the meantime; unaccounted IP configurations are adopted when needed, else
-   released after the leak grace period; additions go in one NIC write, halved on capacity
-   errors, within 255 per NIC. Per-NIC backoff after failures (``ipam.NicGuard``).
-4. Subnet: usage every ``subnetCheckIntervalSeconds`` decides exhaustion (with hysteresis), kept
-   in the subnet's ClusterSubnetState; exhausted nodes scale by one IP.
-5. Status: networkContainers[0] (stable id from the NIC's ARM ID, ipAssignments in NIC order,
-   gateway and subnet facts, a version bumped on every change), assignedIPCount, the scaler, the
-   reconcile status and a ``Ready`` condition. Problems (bad spec, node without providerID, NIC
-   missing) set ``Error``, the condition and a Warning Event, and never crash-loop.
+1. Read (``_read``): the Node, the NodeNetworkConfig (given our finalizer and, if missing, the
+   Node as its controller: ``lifecycle``), the NIC (at most every ``nicRefreshSeconds`` unless a
+   change is due), the subnet's usage (``subnets``) and the node's pods (``spec.nodeName`` index).
+2. Decide: the spec (``demand``: read from the node agent in consumer ``crd``, computed from the
+   pods otherwise, with hysteresis and the NodeSubnet release rule) and the NIC changes
+   (``ipam.plan_allocation``): releases only names in ipsNotInUse that no pod uses, checked
+   against a fresh, uncached pod list first; unaccounted IP configurations adopted when needed,
+   else released after the leak grace period; additions within 255 per NIC, halved on capacity
+   errors; per-NIC backoff after failures.
+3. Apply: at most one NIC write per pass (additions first; removals wait for the next pass).
+   Every ARM write goes through the shared cloud's mutation token bucket (``cloud_access``), one
+   write budget for all reconcilers.
+4. Status (``status``): networkContainers[0], assignedIPCount, the scaler, the reconcile status
+   and a ``Ready`` condition; problems (bad spec, requestedIPCount above the node's maximum, node
+   without providerID, NIC missing) set ``Error``, the condition and a Warning Event, never a
+   crash loop. Then the ``nodewright_ipam_*`` figures (``metrics``).
 
-The NIC is read at most every ``nicRefreshSeconds`` unless a change is due (then it is re-read
-before acting), which keeps ARM reads per allocated IP low. In-memory state (NIC snapshots,
-guards, leak first-seen times, subnet state) is shared by the workers under one lock; the work
-queue never runs one node's key twice at once. Side effects: Kubernetes and ARM writes, Events.
+In-memory state lives in one ``NicBook`` (it alone holds the lock) and one ``SubnetBook``.
+Side effects: Kubernetes and ARM writes, Events, metrics.
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
+import dataclasses
 import datetime
-import ipaddress
-import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from nodewright.api.acn.v1alpha import (
-    ASSIGNMENT_MODE_DYNAMIC,
     NETWORK_CONTAINER_STATUS_FAILED,
     NETWORK_CONTAINER_STATUS_SUBNET_FULL,
-    NETWORK_CONTAINER_STATUS_SUCCESS,
-    NETWORK_CONTAINER_TYPE_VNET,
-    STATUS_ERROR,
-    STATUS_UPDATED,
-    STATUS_UPDATING,
-    IPAssignment,
-    NetworkContainer,
-    NetworkContainerStatus,
     NodeNetworkConfig,
-    NodeNetworkConfigSpec,
-    ReconcileStatus,
-    Scaler,
 )
 from nodewright.api.base import ValidationError
 from nodewright.cloud.errors import CloudError, LimitExceededError, NotFoundError, SubnetFullError
 from nodewright.cloud.models import NicInfo, SubnetInfo
-from nodewright.cloud.resource_ids import InvalidResourceIdError, parse_provider_id, parse_subnet_id
+from nodewright.cloud.resource_ids import InvalidResourceIdError, parse_provider_id
 from nodewright.controllers.node_network_config.cloud import NetworkOperations, NicLocator
+from nodewright.controllers.node_network_config.demand import DemandSide, SpecDecision
+from nodewright.controllers.node_network_config.lifecycle import Lifecycle
+from nodewright.controllers.node_network_config.metrics import IpamMetrics, NodeFigures, node_pool_of
+from nodewright.controllers.node_network_config.nic_book import NicBook
 from nodewright.controllers.node_network_config.options import NodeNetworkConfigSettings
 from nodewright.controllers.node_network_config.resources import (
-    CLUSTER_SUBNET_STATE,
     FINALIZER,
     NETWORK_INTERFACE_ANNOTATION,
     NODE_NETWORK_CONFIG,
-    cluster_subnet_state_name,
     node_pods,
     provider_id_of,
 )
+from nodewright.controllers.node_network_config.status import (
+    EventSink,
+    Outcome,
+    StatusWriter,
+    build_container,
+    primary_subnet_id,
+)
+from nodewright.controllers.node_network_config.subnets import SubnetBook
 from nodewright.ipam import (
+    BLOCK_PREFIX_LENGTH,
     MAX_SECONDARY_IPS_PER_NIC,
     AllocationPlan,
-    LeakTracker,
-    NicGuard,
     NicIpConfiguration,
-    compute_request,
+    address_count,
+    addresses_of,
+    blocks_for,
+    blocks_in_use,
     plan_allocation,
     status_assignments,
-    subnet_exhausted,
-    validate_requested_count,
 )
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
 from nodewright.runtime.informer import Store
 from nodewright.runtime.kinds import NODE, POD
 from nodewright.runtime.logs import get_logger
-from nodewright.runtime.objects import add_finalizer, remove_finalizer, set_condition
+from nodewright.runtime.objects import add_finalizer
 from nodewright.runtime.reconcile import Request, Result
 
 __all__ = ["POD_NODE_INDEX", "EventSink", "NodeNetworkConfigReconciler", "NodeNetworkConfigStores"]
@@ -103,18 +90,9 @@ __all__ = ["POD_NODE_INDEX", "EventSink", "NodeNetworkConfigReconciler", "NodeNe
 log = get_logger(__name__)
 
 POD_NODE_INDEX = "spec.nodeName"
-READY = "Ready"
 PENDING_REQUEUE_SECONDS = 0.5
-FINALIZE_RETRY_SECONDS = 10.0
-RELEASED_MEMORY_SECONDS = 600.0
 
 Object = dict[str, Any]
-
-
-class EventSink(Protocol):
-    """Where Events go (``runtime.events.EventRecorder``)."""
-
-    def event(self, obj: Object, type: Any, reason: str, message: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -126,49 +104,50 @@ class NodeNetworkConfigStores:
     pods: Store
 
 
-@dataclass
-class _NicMemory:
-    guard: NicGuard
-    snapshot: NicInfo | None = None
-    read_at: float = float("-inf")
-    marked_at: dict[str, float] = field(default_factory=dict)
-    released_at: dict[str, float] = field(default_factory=dict)
-    """Names we removed lately: the node may list them a while longer (not 'unknown' to it)."""
+@dataclass(frozen=True)
+class _View:
+    """What one reconcile read: immutable for the decide step."""
 
+    raw: Object
+    config: NodeNetworkConfig
+    node: Object
+    nic_id: str
+    nic: NicInfo
+    subnet_id: str | None
+    subnet: SubnetInfo | None
+    exhausted: bool
+    demand: int
+    in_use: frozenset[str]
+    now: float
 
-@dataclass
-class _SubnetMemory:
-    info: SubnetInfo | None = None
-    checked_at: float = float("-inf")
-    exhausted: bool = False
-    published: bool | None = None
+    @property
+    def name(self) -> str:
+        return str(self.raw["metadata"]["name"])
 
-
-@dataclass
-class _Outcome:
-    """What one allocation pass found, for the status and the requeue."""
-
-    problems: list[tuple[str, str]] = field(default_factory=list)
-    container_status: NetworkContainerStatus = NETWORK_CONTAINER_STATUS_SUCCESS
-    complete: bool = True
-    retry_in: float | None = None
+    @property
+    def accounted(self) -> set[str]:
+        return {a.name for c in self.config.status.network_containers[:1] for a in c.ip_assignments}
 
 
 def _utc_now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def container_id(nic_id: str) -> str:
-    """A network container ID that stays the same for a NIC across restarts."""
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, "nodewright:" + nic_id.lower()))
+def usable_maximum(settings: NodeNetworkConfigSettings) -> int:
+    """The most secondary IPs a node may hold: the scaler's maximum, within one NIC's capacity."""
+    return min(settings.scaler.max_ip_count, MAX_SECONDARY_IPS_PER_NIC)
 
 
-def default_gateway(cidr: str | None) -> str:
-    """Azure's gateway of a subnet: its first host address."""
-    if not cidr:
-        return ""
-    network = ipaddress.ip_network(cidr, strict=False)
-    return str(network.network_address + 1) if network.num_addresses > 2 else ""
+def check_requested(requested: int, maximum: int) -> tuple[int | None, tuple[str, str] | None]:
+    """The count to allocate to and the problem to report (reason, message). Pure. A negative
+    count (possible only against a CRD without our minimum) changes nothing on the NIC; one above
+    the node's usable maximum is served up to that maximum."""
+    if requested < 0:
+        return None, ("InvalidRequestedIPCount", f"requestedIPCount {requested} is negative")
+    if requested > maximum:
+        message = f"requestedIPCount {requested} is above this node's usable maximum of {maximum} IPs"
+        return maximum, ("RequestedIPCountAboveMaximum", message)
+    return requested, None
 
 
 class NodeNetworkConfigReconciler:
@@ -194,13 +173,32 @@ class NodeNetworkConfigReconciler:
         self._events = events
         self.settings = settings
         self._clock = clock
-        self._wall_clock = wall_clock
         self._new_name = new_name
-        self._lock = threading.Lock()
-        self._nics: dict[str, _NicMemory] = {}
-        self._subnets: dict[str, _SubnetMemory] = {}
-        self._leaks = LeakTracker(settings.leak_grace_period_seconds)
-        self._conditions_supported = True
+        self.book = NicBook(
+            backoff_base_seconds=settings.backoff_base_seconds,
+            backoff_cap_seconds=settings.backoff_cap_seconds,
+            leak_grace_seconds=settings.leak_grace_period_seconds,
+            idle_seconds=settings.idle_release_seconds,
+        )
+        self.subnets = SubnetBook(
+            client=client,
+            network=network,
+            namespace=settings.namespace,
+            check_interval_seconds=settings.subnet_check_interval_seconds,
+            batch_size=settings.scaler.batch_size,
+            wall_clock=wall_clock,
+        )
+        self._status = StatusWriter(patch=self._patch, events=events, scaler=settings.scaler)
+        self._demand = DemandSide(settings=settings, book=self.book, patch=self._patch)
+        self._lifecycle = Lifecycle(
+            client=client,
+            network=network,
+            book=self.book,
+            events=events,
+            namespace=settings.namespace,
+            fresh_pod_addresses=self._fresh_pod_addresses,
+        )
+        self.metrics = IpamMetrics(self.subnets.exhaustion_forecasts)
 
     # -- entry point ------------------------------------------------------------------------
 
@@ -208,21 +206,19 @@ class NodeNetworkConfigReconciler:
         namespace = self.settings.namespace
         if request.namespace != namespace:
             return Result()
-        name = request.name
-        node = self._node(name)
-        raw = self._stores.node_network_configs.get(f"{namespace}/{name}")
+        node = self._node(request.name)
+        raw = self._stores.node_network_configs.get(f"{namespace}/{request.name}")
         if raw is None:
             if node is not None and node is not _UNSELECTED:
-                self._create(node)
+                self._lifecycle.create(node)
             return Result()
         raw = copy.deepcopy(raw)
         if node is _UNSELECTED:
             return Result()
         if node is None or raw["metadata"].get("deletionTimestamp"):
-            return self._finalize(raw, node)
+            self.metrics.forget(request.name)
+            return self._lifecycle.finalize(raw, node)
         return self._reconcile_live(raw, node)
-
-    # -- lifecycle ----------------------------------------------------------------------------
 
     def _node(self, name: str) -> Object | None:
         """The selected Node; ``_UNSELECTED`` when it exists but the selector leaves it out; None
@@ -236,93 +232,69 @@ class NodeNetworkConfigReconciler:
             return None
         return _UNSELECTED
 
-    def _create(self, node: Object) -> None:
-        name = node["metadata"]["name"]
-        body: Object = {
-            "metadata": {
-                "name": name,
-                "namespace": self.settings.namespace,
-                "labels": {"managed": "true", "owner": name},
-                "finalizers": [FINALIZER],
-                "ownerReferences": [
-                    {
-                        "apiVersion": "v1",
-                        "kind": "Node",
-                        "name": name,
-                        "uid": node["metadata"].get("uid", ""),
-                        "blockOwnerDeletion": False,
-                    }
-                ],
-            },
-            "spec": NodeNetworkConfigSpec().to_dict(),
-        }
-        if not body["metadata"]["ownerReferences"][0]["uid"]:
-            del body["metadata"]["ownerReferences"]
-        try:
-            self._client.create(NODE_NETWORK_CONFIG, body, self.settings.namespace)
-        except errors.AlreadyExists:
-            return
-        log.info("Created NodeNetworkConfig", node=name, namespace=self.settings.namespace)
-
-    def _finalize(self, raw: Object, node: Object | None) -> Result:
-        name = raw["metadata"]["name"]
-        if not raw["metadata"].get("deletionTimestamp"):
-            self._client.delete(NODE_NETWORK_CONFIG, name, self.settings.namespace, ignore_not_found=True)
-            log.info("Deleted NodeNetworkConfig of a deleted node", node=name)
-            return Result()
-        nic_id = (raw["metadata"].get("annotations") or {}).get(NETWORK_INTERFACE_ANNOTATION)
-        if nic_id and FINALIZER in (raw["metadata"].get("finalizers") or []):
-            remaining = self._release_everything(raw, nic_id, node)
-            if remaining:
-                self._events.event(
-                    raw,
-                    "Warning",
-                    "ReleaseBlocked",
-                    f"{len(remaining)} IPs are still used by pods on node {name}; waiting before release",
-                )
-                return Result(requeue_after=FINALIZE_RETRY_SECONDS)
-        if remove_finalizer(raw, FINALIZER):
-            metadata = raw["metadata"]
-            patch = {
-                "metadata": {
-                    "finalizers": metadata["finalizers"],
-                    "resourceVersion": metadata["resourceVersion"],
-                }
-            }
-            with contextlib.suppress(errors.NotFound):
-                self._client.patch(NODE_NETWORK_CONFIG, name, patch, self.settings.namespace)
-        with self._lock:
-            if nic_id:
-                self._nics.pop(nic_id.lower(), None)
-                self._leaks.forget(nic_id.lower())
-        log.info("Finalized NodeNetworkConfig", node=name)
-        return Result()
-
-    def _release_everything(self, raw: Object, nic_id: str, node: Object | None) -> list[str]:
-        """Remove every secondary IP configuration of the NIC, except (while the Node exists) those
-        a pod uses; returns the names kept back."""
-        try:
-            nic = self._network.get_network_interface(nic_id)
-        except NotFoundError:
-            return []
-        secondaries = nic.secondary_ip_configurations
-        in_use = self._fresh_pod_addresses(raw["metadata"]["name"]) if node is not None else set()
-        kept = [c.name for c in secondaries if c.address is not None and c.address in in_use]
-        releasable = [c.name for c in secondaries if c.name not in kept]
-        if releasable:
-            try:
-                self._network.remove_secondary_ip_configurations(nic_id, releasable)
-            except NotFoundError:
-                return []
-            log.info("Released IPs of a removed node", node=raw["metadata"]["name"], count=len(releasable))
-        return kept
-
-    # -- a live node ----------------------------------------------------------------------------
-
     def _reconcile_live(self, raw: Object, node: Object) -> Result:
+        view = self._read(raw, node)
+        if isinstance(view, Result):
+            return view
+        raw, spec = self._demand.decide(
+            raw=view.raw,
+            config=view.config,
+            nic_id=view.nic_id,
+            demand=view.demand,
+            in_use=set(view.in_use),
+            exhausted=view.exhausted,
+            now=view.now,
+        )
+        view = dataclasses.replace(view, raw=raw)
+        outcome = Outcome()
+        requested, problem = check_requested(spec.requested, usable_maximum(self.settings))
+        if problem is not None:
+            outcome.problems.append(problem)
+        plan, nic = self._plan(view, requested, spec)
+        self._report_findings(view, plan, outcome)
+        nic, added = self._apply(view, nic, plan, outcome)
+        assignments = self._account(view, nic, plan, added, spec, requested, outcome)
+        container = build_container(
+            previous=view.config.status.network_containers[0]
+            if view.config.status.network_containers
+            else None,
+            nic_id=view.nic_id,
+            nic=nic,
+            subnet=view.subnet,
+            assignments=assignments,
+            container_status=outcome.container_status,
+            blocks=self.settings.prefix_blocks,
+        )
+        self._status.write(view.raw, view.config, container, outcome)
+        self._record_metrics(view, spec, assignments)
+        return Result(requeue_after=self._next_visit(view, outcome, spec.listed, assignments))
+
+    # -- read -----------------------------------------------------------------------------------
+
+    def _read(self, raw: Object, node: Object) -> _View | Result:
+        """The view of one node, or the Result to return when something stops the pass."""
+        found = self._read_object(raw, node)
+        if isinstance(found, Result):
+            return found
+        raw, config, nic_id = found
+        now = self._clock()
+        nic = self._read_nic(raw, config, nic_id, now)
+        if isinstance(nic, Result):
+            return nic
+        subnet_id = primary_subnet_id(nic)
+        subnet = self.subnets.usage(subnet_id, now) if subnet_id else None
+        exhausted = self.subnets.exhausted(subnet_id) if subnet_id else False
+        demand, in_use = node_pods(self._stores.pods.by_index(POD_NODE_INDEX, config.name))
+        return _View(
+            raw, config, node, nic_id, nic, subnet_id, subnet, exhausted, demand, frozenset(in_use), now
+        )
+
+    def _read_object(self, raw: Object, node: Object) -> tuple[Object, NodeNetworkConfig, str] | Result:
+        """Finalizer, controller reference, parsed model, the node's NIC (annotated on the object)."""
         name = raw["metadata"]["name"]
         if add_finalizer(raw, FINALIZER):
             raw = self._patch(name, {"metadata": {"finalizers": raw["metadata"]["finalizers"]}})
+        raw = self._lifecycle.adopt(raw, node)
         try:
             config = NodeNetworkConfig.from_object(raw)
         except ValidationError as error:
@@ -333,394 +305,217 @@ class NodeNetworkConfigReconciler:
             machine = parse_provider_id(provider_id_of(node))
         except InvalidResourceIdError:
             message = f"Node {name} has no Azure providerID ({provider_id_of(node) or 'empty'})"
-            return self._report_problem(raw, config, "MissingProviderID", message)
+            return self._problem(raw, config, "MissingProviderID", message)
         try:
             nic_id = self._locator.primary_network_interface(machine)
         except NotFoundError as error:
-            return self._report_problem(raw, config, "NetworkInterfaceNotFound", f"{machine}: {error}")
+            return self._problem(raw, config, "NetworkInterfaceNotFound", f"{machine}: {error}")
         if (raw["metadata"].get("annotations") or {}).get(NETWORK_INTERFACE_ANNOTATION) != nic_id:
             raw = self._patch(name, {"metadata": {"annotations": {NETWORK_INTERFACE_ANNOTATION: nic_id}}})
             config = NodeNetworkConfig.from_object(raw)
-        now = self._clock()
-        memory = self._nic_memory(nic_id)
-        with self._lock:
-            waiting = memory.snapshot is None and not memory.guard.may_write(now)
-        if waiting:
+        return raw, config, nic_id
+
+    def _read_nic(self, raw: Object, config: NodeNetworkConfig, nic_id: str, now: float) -> NicInfo | Result:
+        snapshot, _ = self.book.snapshot(nic_id)
+        guard = self.book.guard(nic_id)
+        if snapshot is None and not guard.may_write(now):
             # Backed off after a failed read: do not read again before the backoff ends.
-            return Result(requeue_after=max(memory.guard.retry_in(now), PENDING_REQUEUE_SECONDS))
+            return Result(requeue_after=max(guard.retry_in(now), PENDING_REQUEUE_SECONDS))
         try:
-            nic = self._nic(nic_id, memory, now, fresh=False)
+            return self._nic(nic_id, now, fresh=False)
         except NotFoundError as error:
-            self._backoff(memory, now)
-            return self._report_problem(
-                raw,
-                config,
-                "NetworkInterfaceNotFound",
-                f"NIC {nic_id}: {error}",
-                retry_in=memory.guard.retry_in(now),
-            )
+            retry_in = self.book.back_off(nic_id, now)
+            return self._problem(raw, config, "NetworkInterfaceNotFound", f"NIC {nic_id}: {error}", retry_in)
         except CloudError as error:
-            self._backoff(memory, now)
-            return self._report_problem(
-                raw,
-                config,
-                "CloudError",
-                f"Reading NIC {nic_id} failed: {error}",
-                retry_in=memory.guard.retry_in(now),
-            )
-        subnet_id = _primary_subnet_id(nic)
-        subnet = self._subnet(subnet_id, now) if subnet_id else None
-        exhausted = self._exhausted(subnet_id) if subnet_id else False
+            retry_in = self.book.back_off(nic_id, now)
+            message = f"Reading NIC {nic_id} failed: {error}"
+            return self._problem(raw, config, "CloudError", message, retry_in)
 
-        pods = self._stores.pods.by_index(POD_NODE_INDEX, name)
-        demand, in_use = node_pods(pods)
-        accounted = {
-            assignment.name
-            for container in config.status.network_containers[:1]
-            for assignment in container.ip_assignments
-        }
-        spec_as_read = config.spec
-        releasable_names = list(dict.fromkeys(spec_as_read.ips_not_in_use))
-        requested = spec_as_read.requested_ip_count
-        if self.settings.demand_from_pods:
-            assignments = [
-                (a.name, a.ip) for c in config.status.network_containers[:1] for a in c.ip_assignments
-            ]
-            pool_request = compute_request(
-                demand=demand,
-                scaler=self.settings.scaler,
-                assignments=assignments,
-                in_use_addresses=in_use,
-                ips_not_in_use=spec_as_read.ips_not_in_use,
-                exhausted=exhausted,
-            )
-            with self._lock:
-                for marked in pool_request.newly_marked:
-                    memory.marked_at[marked] = now
-                for gone in pool_request.released + pool_request.reclaimed:
-                    memory.marked_at.pop(gone, None)
-            if pool_request.differs_from(spec_as_read.requested_ip_count, spec_as_read.ips_not_in_use):
-                spec = {
-                    "requestedIPCount": pool_request.requested_ip_count,
-                    "ipsNotInUse": list(pool_request.ips_not_in_use),
-                }
-                raw = self._patch(name, {"spec": spec})
-                log.info(
-                    "Requested IPs",
-                    node=name,
-                    demand=demand,
-                    requested=pool_request.requested_ip_count,
-                    not_in_use=len(pool_request.ips_not_in_use),
-                )
-            requested = pool_request.requested_ip_count
-            listed = set(pool_request.ips_not_in_use)
-            settle = self.settings.release_settle_seconds
-            with self._lock:
-                settled = {n for n in listed if now - memory.marked_at.get(n, float("-inf")) >= settle}
-            releasable_names = [n for n in releasable_names if n in settled]
-            all_listed = list(pool_request.ips_not_in_use)
-        else:
-            all_listed = releasable_names
+    def _nic(self, nic_id: str, now: float, *, fresh: bool) -> NicInfo:
+        snapshot, read_at = self.book.snapshot(nic_id)
+        if not fresh and snapshot is not None and now - read_at < self.settings.nic_refresh_seconds:
+            return snapshot
+        nic = self._network.get_network_interface(nic_id)
+        self.book.remember(nic_id, nic, now)
+        return nic
 
-        outcome = _Outcome()
-        checked = validate_requested_count(requested, MAX_SECONDARY_IPS_PER_NIC)
-        if checked.problem is not None:
-            outcome.problems.append(("InvalidRequestedIPCount", checked.problem))
-        plan, nic, in_use = self._plan(
-            name=name,
-            nic_id=nic_id,
-            nic=nic,
-            memory=memory,
-            now=now,
-            requested=checked.count,
-            releasable=releasable_names,
-            listed=all_listed,
-            accounted=accounted,
-            in_use=in_use,
-        )
-        with self._lock:
-            for name_released, when in list(memory.released_at.items()):
-                if now - when > RELEASED_MEMORY_SECONDS:
-                    del memory.released_at[name_released]
-            unknown = sorted(n for n in plan.unknown if n not in memory.released_at)
-        if unknown:
-            message = f"ipsNotInUse names IPs this node does not hold: {', '.join(unknown)}"
-            if not self.settings.demand_from_pods:
-                outcome.problems.append(("UnknownIPsNotInUse", message))
-            else:
-                self._events.event(raw, "Warning", "UnknownIPsNotInUse", message)
-        if plan.refused:
-            self._events.event(
-                raw,
-                "Warning",
-                "ReleaseRefused",
-                f"Kept IPs listed in ipsNotInUse that pods use: {', '.join(sorted(plan.refused))}",
-            )
-        nic, added = self._execute(
-            raw=raw,
-            nic_id=nic_id,
-            nic=nic,
-            memory=memory,
-            plan=plan,
-            subnet_id=subnet_id,
-            now=now,
-            outcome=outcome,
-        )
-        # What the NIC really holds decides: a removal or an add that failed leaves names as they were.
-        accounted = (accounted | set(plan.adopt) | set(added)) & {
-            c.name for c in nic.secondary_ip_configurations
-        }
-        with self._lock:
-            self._leaks.observe(nic_id.lower(), [n for n in plan.unaccounted if n not in accounted], now)
-            on_nic = {c.name for c in nic.secondary_ip_configurations}
-            for removed in plan.removals:
-                memory.marked_at.pop(removed, None)
-                if removed not in on_nic:
-                    memory.released_at[removed] = now
-        if plan.short_by:
-            outcome.complete = False
-        secondary = [NicIpConfiguration(c.name, c.address) for c in nic.secondary_ip_configurations]
-        assignments_now = status_assignments(secondary, accounted)
-        present_listed = {n for n in all_listed if n in dict(assignments_now)}
-        if checked.count is not None and len(assignments_now) - len(present_listed) < checked.count:
-            outcome.complete = False
-        self._write_status(
-            raw=raw,
-            config=config,
-            nic_id=nic_id,
-            nic=nic,
-            subnet=subnet,
-            assignments=assignments_now,
-            outcome=outcome,
-        )
-        delay = self._next_visit(
-            nic_id=nic_id,
-            memory=memory,
-            now=now,
-            outcome=outcome,
-            listed=all_listed,
-            assignments=assignments_now,
-        )
-        return Result(requeue_after=delay)
+    def _fresh_pod_addresses(self, node_name: str) -> set[str]:
+        """Addresses pods on the node report, read from the API server (not the cache)."""
+        pods = self._client.list(POD, field_selector=f"spec.nodeName={node_name}").items
+        return node_pods(pods)[1]
 
-    def _plan(
-        self,
-        *,
-        name: str,
-        nic_id: str,
-        nic: NicInfo,
-        memory: _NicMemory,
-        now: float,
-        requested: int | None,
-        releasable: Sequence[str],
-        listed: Sequence[str],
-        accounted: set[str],
-        in_use: set[str],
-    ) -> tuple[AllocationPlan, NicInfo, set[str]]:
+    # -- decide ---------------------------------------------------------------------------------
+
+    def _plan(self, view: _View, requested: int | None, spec: SpecDecision) -> tuple[AllocationPlan, NicInfo]:
         """Plan against the NIC; if a change is due, re-plan against a fresh NIC read and, before
         any release, against a fresh (uncached) list of the node's pods."""
-
-        def plan_on(current: NicInfo, addresses: set[str]) -> AllocationPlan:
-            secondary = [NicIpConfiguration(c.name, c.address) for c in current.secondary_ip_configurations]
-            names_on_nic = {c.name for c in secondary}
-            # requestedIPCount counts the IPs kept besides ipsNotInUse; names listed but not
-            # released in this pass (still settling) are on the NIC on top of it.
-            held_back = len([n for n in listed if n in names_on_nic and n not in releasable])
-            unaccounted = [
-                c.name for c in secondary if c.name not in accounted and c.address not in addresses
-            ]
-            with self._lock:
-                collectable = self._leaks.observe(nic_id.lower(), unaccounted, now)
-                add_limit = memory.guard.limit(MAX_SECONDARY_IPS_PER_NIC)
-            return plan_allocation(
-                requested=None if requested is None else requested + held_back,
-                ips_not_in_use=releasable,
-                nic=secondary,
-                accounted=accounted,
-                in_use_addresses=addresses,
-                collectable=collectable,
-                add_limit=add_limit,
-            )
-
-        plan = plan_on(nic, in_use)
-        if plan.changes_nic and memory.read_at < now:
-            nic = self._nic(nic_id, memory, now, fresh=True)
-            plan = plan_on(nic, in_use)
+        nic, in_use = view.nic, set(view.in_use)
+        plan = self._plan_on(view, nic, in_use, requested, spec)
+        _, read_at = self.book.snapshot(view.nic_id)
+        if plan.changes_nic and read_at < view.now:
+            nic = self._nic(view.nic_id, view.now, fresh=True)
+            plan = self._plan_on(view, nic, in_use, requested, spec)
         if plan.removals:
-            in_use = in_use | self._fresh_pod_addresses(name)
-            plan = plan_on(nic, in_use)
-        return plan, nic, in_use
+            in_use |= self._fresh_pod_addresses(view.name)
+            plan = self._plan_on(view, nic, in_use, requested, spec)
+        return plan, nic
 
-    def _execute(
-        self,
-        *,
-        raw: Object,
-        nic_id: str,
-        nic: NicInfo,
-        memory: _NicMemory,
-        plan: AllocationPlan,
-        subnet_id: str | None,
-        now: float,
-        outcome: _Outcome,
+    def _plan_on(
+        self, view: _View, nic: NicInfo, in_use: set[str], requested: int | None, spec: SpecDecision
+    ) -> AllocationPlan:
+        secondary = [NicIpConfiguration(c.name, c.address) for c in nic.secondary_ip_configurations]
+        names_on_nic = {c.name for c in secondary}
+        # requestedIPCount counts the IPs kept besides ipsNotInUse; names listed but not released
+        # in this pass (still settling) are on the NIC on top of it.
+        held_back = len([n for n in spec.listed if n in names_on_nic and n not in spec.releasable])
+        accounted = view.accounted
+        wanted = None if requested is None else requested + held_back
+        if self.settings.prefix_blocks:
+            # Plan in blocks: a block is in use when a pod holds any of its addresses.
+            in_use = blocks_in_use([c.address for c in secondary if c.address], in_use)
+            wanted = None if wanted is None else blocks_for(wanted)
+        unaccounted = [c.name for c in secondary if c.name not in accounted and c.address not in in_use]
+        return plan_allocation(
+            requested=wanted,
+            ips_not_in_use=spec.releasable,
+            nic=secondary,
+            accounted=accounted,
+            in_use_addresses=in_use,
+            collectable=self.book.observe_leaks(view.nic_id, unaccounted, view.now),
+            add_limit=self.book.guard(view.nic_id).limit(MAX_SECONDARY_IPS_PER_NIC),
+        )
+
+    def _report_findings(self, view: _View, plan: AllocationPlan, outcome: Outcome) -> None:
+        released_lately = self.book.recently_released(view.nic_id, view.now)
+        unknown = sorted(n for n in plan.unknown if n not in released_lately)
+        if unknown:
+            message = f"ipsNotInUse names IPs this node does not hold: {', '.join(unknown)}"
+            if not self.settings.computes_demand:
+                outcome.problems.append(("UnknownIPsNotInUse", message))
+            else:
+                self._events.event(view.raw, "Warning", "UnknownIPsNotInUse", message)
+        if plan.refused:
+            message = f"Kept IPs listed in ipsNotInUse that pods use: {', '.join(sorted(plan.refused))}"
+            self._events.event(view.raw, "Warning", "ReleaseRefused", message)
+
+    # -- apply ----------------------------------------------------------------------------------
+
+    def _apply(
+        self, view: _View, nic: NicInfo, plan: AllocationPlan, outcome: Outcome
     ) -> tuple[NicInfo, list[str]]:
-        """Carry out the plan on the NIC (unless it is backed off); returns the NIC as read after
-        the writes and the names added."""
+        """Carry out the plan with at most one NIC write (unless backed off); returns the NIC as
+        read after the write and the names added. Additions go first: removals wait a pass."""
         if not plan.changes_nic:
             return nic, []
-        if not memory.guard.may_write(now):
+        guard = self.book.guard(view.nic_id)
+        if not guard.may_write(view.now):
             outcome.complete = False
-            outcome.retry_in = memory.guard.retry_in(now)
+            outcome.retry_in = guard.retry_in(view.now)
             return nic, []
-        name = raw["metadata"]["name"]
-        added: list[str] = []
         try:
-            if plan.removals:
-                nic = self._network.remove_secondary_ip_configurations(nic_id, list(plan.removals))
-                self._remember(memory, nic, now)
-                self._guard(memory, memory.guard.after_success(added=0))
-                if plan.release:
-                    self._events.event(
-                        raw,
-                        "Normal",
-                        "ReleasedIPs",
-                        f"Released {len(plan.release)} IPs listed in ipsNotInUse",
-                    )
-                if plan.collected:
-                    self._events.event(
-                        raw,
-                        "Normal",
-                        "CollectedLeakedIPs",
-                        f"Released {len(plan.collected)} unaccounted IP configurations",
-                    )
-                log.info("Released IPs", node=name, released=len(plan.release), collected=len(plan.collected))
             if plan.add_count:
-                names = [self._new_name() for _ in range(plan.add_count)]
-                nic = self._network.add_secondary_ip_configurations(nic_id, names, subnet_id)
-                self._remember(memory, nic, now)
-                self._guard(memory, memory.guard.after_success(added=len(names)))
-                added = names
-                log.info("Added IPs", node=name, added=len(names))
+                return self._add(view, plan)
+            return self._remove(view, plan), []
         except (SubnetFullError, LimitExceededError) as error:
-            guard = memory.guard.after_capacity_error(plan.add_count, now)
-            self._guard(memory, guard)
-            outcome.complete = False
-            outcome.container_status = NETWORK_CONTAINER_STATUS_SUBNET_FULL
-            outcome.retry_in = guard.retry_in(now) or PENDING_REQUEUE_SECONDS
-            if guard.exhausted and subnet_id:
-                self._mark_exhausted(subnet_id)
-            self._events.event(raw, "Warning", "SubnetFull", f"Adding {plan.add_count} IPs failed: {error}")
-            nic = self._nic(nic_id, memory, now, fresh=True)
+            self._on_capacity_error(view, plan, outcome, error)
         except NotFoundError as error:
-            self._backoff(memory, now)
-            outcome.problems.append(("NetworkInterfaceNotFound", f"NIC {nic_id}: {error}"))
-            outcome.retry_in = memory.guard.retry_in(now)
+            outcome.retry_in = self.book.back_off(view.nic_id, view.now)
+            outcome.problems.append(("NetworkInterfaceNotFound", f"NIC {view.nic_id}: {error}"))
+            return nic, []
         except CloudError as error:
-            self._backoff(memory, now)
+            outcome.retry_in = self.book.back_off(view.nic_id, view.now)
             outcome.complete = False
             outcome.container_status = NETWORK_CONTAINER_STATUS_FAILED
-            outcome.retry_in = memory.guard.retry_in(now)
-            self._events.event(raw, "Warning", "CloudError", f"Changing NIC {nic_id} failed: {error}")
-            with contextlib.suppress(CloudError):
-                nic = self._nic(nic_id, memory, now, fresh=True)
-        return nic, added
+            message = f"Changing NIC {view.nic_id} failed: {error}"
+            self._events.event(view.raw, "Warning", "CloudError", message)
+        try:
+            return self._nic(view.nic_id, view.now, fresh=True), []
+        except CloudError:
+            return nic, []
 
-    # -- status --------------------------------------------------------------------------------
+    def _add(self, view: _View, plan: AllocationPlan) -> tuple[NicInfo, list[str]]:
+        names = [self._new_name() for _ in range(plan.add_count)]
+        prefix = BLOCK_PREFIX_LENGTH if self.settings.prefix_blocks else None
+        nic = self._network.add_secondary_ip_configurations(view.nic_id, names, view.subnet_id, prefix)
+        self.book.remember(view.nic_id, nic, view.now)
+        self.book.set_guard(view.nic_id, self.book.guard(view.nic_id).after_success(added=len(names)))
+        log.info("Added IPs", node=view.name, added=len(names))
+        return nic, names
 
-    def _write_status(
-        self,
-        *,
-        raw: Object,
-        config: NodeNetworkConfig,
-        nic_id: str,
-        nic: NicInfo,
-        subnet: SubnetInfo | None,
-        assignments: list[tuple[str, str]],
-        outcome: _Outcome,
+    def _remove(self, view: _View, plan: AllocationPlan) -> NicInfo:
+        nic = self._network.remove_secondary_ip_configurations(view.nic_id, list(plan.removals))
+        self.book.remember(view.nic_id, nic, view.now)
+        self.book.set_guard(view.nic_id, self.book.guard(view.nic_id).after_success(added=0))
+        if plan.release:
+            message = f"Released {len(plan.release)} IPs listed in ipsNotInUse"
+            self._events.event(view.raw, "Normal", "ReleasedIPs", message)
+        if plan.collected:
+            message = f"Released {len(plan.collected)} unaccounted IP configurations"
+            self._events.event(view.raw, "Normal", "CollectedLeakedIPs", message)
+        log.info("Released IPs", node=view.name, released=len(plan.release), collected=len(plan.collected))
+        return nic
+
+    def _on_capacity_error(
+        self, view: _View, plan: AllocationPlan, outcome: Outcome, error: CloudError
     ) -> None:
-        previous = config.status.network_containers[0] if config.status.network_containers else None
-        container = NetworkContainer(
-            id=container_id(nic_id),
-            assignment_mode=ASSIGNMENT_MODE_DYNAMIC,
-            type=NETWORK_CONTAINER_TYPE_VNET,
-            primary_ip=nic.primary_ip or "",
-            node_ip=nic.primary_ip or "",
-            ip_assignments=[IPAssignment(name=n, ip=a) for n, a in assignments],
-            default_gateway=default_gateway(subnet.cidr if subnet else None),
-            subnet_address_space=(subnet.cidr or "") if subnet else "",
-            status=outcome.container_status,
-        )
-        subnet_id = _primary_subnet_id(nic)
-        if subnet_id:
-            parsed = parse_subnet_id(subnet_id)
-            container.subnet_name = parsed.name
-            container.subscription_id = parsed.subscription_id
-            container.resource_group_id = parsed.resource_group
-            container.vnet_id = parsed.virtual_network_name
-            container.subnet_id = parsed.name
-        if previous is not None:
-            container.version = previous.version
-            comparable = copy.deepcopy(previous)
-            comparable.assignment_mode = comparable.assignment_mode or ASSIGNMENT_MODE_DYNAMIC
-            comparable.type = comparable.type or NETWORK_CONTAINER_TYPE_VNET
-            if comparable.to_dict() != container.to_dict():
-                container.version = previous.version + 1
-        state: ReconcileStatus = STATUS_UPDATED
-        reason, message = "Allocated", f"{len(assignments)} IPs on the NIC"
-        ready: Literal["True", "False"] = "True"
-        if outcome.problems:
-            state = STATUS_ERROR
-            reason = outcome.problems[0][0]
-            message = "; ".join(text for _, text in outcome.problems)
-            ready = "False"
-            for problem_reason, text in outcome.problems:
-                self._events.event(raw, "Warning", problem_reason, text)
-        elif not outcome.complete:
-            state = STATUS_UPDATING
-            reason, ready = "Allocating", "False"
-            message = f"{len(assignments)} IPs on the NIC; allocation in progress"
-        status = copy.deepcopy(config.status)
-        status.network_containers = [container]
-        status.assigned_ip_count = len(assignments)
-        scaler = self.settings.scaler
-        status.scaler = Scaler(
-            batch_size=scaler.batch_size,
-            release_threshold_percent=scaler.release_threshold_percent,
-            request_threshold_percent=scaler.request_threshold_percent,
-            max_ip_count=scaler.max_ip_count,
-        )
-        status.status = state
-        conditions = [condition.to_dict() for condition in status.conditions]
-        set_condition(conditions, READY, ready, reason, message)
-        self._write_status_body(raw, {**status.to_dict(), "conditions": conditions})
+        guard = self.book.guard(view.nic_id).after_capacity_error(plan.add_count, view.now)
+        self.book.set_guard(view.nic_id, guard)
+        outcome.complete = False
+        outcome.container_status = NETWORK_CONTAINER_STATUS_SUBNET_FULL
+        outcome.retry_in = guard.retry_in(view.now) or PENDING_REQUEUE_SECONDS
+        if guard.exhausted and view.subnet_id:
+            self.subnets.mark_exhausted(view.subnet_id)
+        self._events.event(view.raw, "Warning", "SubnetFull", f"Adding {plan.add_count} IPs failed: {error}")
 
-    def _write_status_body(self, raw: Object, status: Object) -> None:
-        """Patch the status if it differs from the stored one (side effect). Against a CRD that
-        does not know our ``conditions`` (Azure CNS's own), the server prunes them: that is
-        noticed once and conditions are left out from then on, so the comparison settles instead
-        of patching forever."""
-        if not self._conditions_supported:
-            status = {key: value for key, value in status.items() if key != "conditions"}
-        if status == (raw.get("status") or {}):
-            return
-        stored = self._patch(raw["metadata"]["name"], {"status": status}, subresource="status")
-        if "conditions" in status and "conditions" not in (stored.get("status") or {}):
-            log.info("The NodeNetworkConfig CRD prunes status.conditions; leaving them out")
-            self._conditions_supported = False
+    # -- status ---------------------------------------------------------------------------------
 
-    def _report_problem(
+    def _account(  # noqa: PLR0917 - one call site, each argument a distinct step's result
+        self,
+        view: _View,
+        nic: NicInfo,
+        plan: AllocationPlan,
+        added: list[str],
+        spec: SpecDecision,
+        requested: int | None,
+        outcome: Outcome,
+    ) -> list[tuple[str, str]]:
+        """The status assignments after the pass: what the NIC really holds decides (a removal or
+        an add that failed leaves names as they were). Updates the book's leak and release memory."""
+        on_nic = {c.name for c in nic.secondary_ip_configurations}
+        accounted = (view.accounted | set(plan.adopt) | set(added)) & on_nic
+        self.book.observe_leaks(view.nic_id, [n for n in plan.unaccounted if n not in accounted], view.now)
+        removed = plan.removals if not plan.add_count else ()
+        self.book.after_removal(view.nic_id, removed, on_nic, view.now)
+        if plan.short_by or (plan.add_count and plan.removals):
+            outcome.complete = False
+        secondary = [NicIpConfiguration(c.name, c.address) for c in nic.secondary_ip_configurations]
+        assignments = status_assignments(secondary, accounted)
+        present = dict(assignments)
+        present_listed = {n for n in spec.listed if n in present}
+        if (
+            requested is not None
+            and address_count(a for n, a in assignments if n not in present_listed) < requested
+        ):
+            outcome.complete = False
+        return assignments
+
+    def _record_metrics(self, view: _View, spec: SpecDecision, assignments: list[tuple[str, str]]) -> None:
+        present = dict(assignments)
+        held = [address for entry in present.values() for address in addresses_of(entry)]
+        figures = NodeFigures(
+            pool=node_pool_of(view.node),
+            allocated=len(held),
+            available=len([a for a in held if a not in view.in_use]),
+            requested=spec.requested,
+            pending_release=len([n for n in spec.listed if n in present]),
+        )
+        self.metrics.record(view.name, figures)
+
+    def _problem(
         self, raw: Object, config: NodeNetworkConfig, reason: str, message: str, retry_in: float | None = None
     ) -> Result:
-        """Status Error with the condition, a Warning Event; come back later (never a crash loop)."""
-        self._events.event(raw, "Warning", reason, message)
-        conditions = [condition.to_dict() for condition in config.status.conditions]
-        set_condition(conditions, READY, "False", reason, message)
-        self._write_status_body(
-            raw, {**config.status.to_dict(), "status": STATUS_ERROR, "conditions": conditions}
-        )
-        log.info("Reported a problem", node=raw["metadata"]["name"], reason=reason, detail=message)
+        self._status.report_problem(raw, config, reason, message)
         return Result(requeue_after=retry_in if retry_in else self.settings.resync_period_seconds)
-
-    # -- helpers ---------------------------------------------------------------------------------
 
     def _patch(self, name: str, body: Object, subresource: str | None = None) -> Object:
         """Merge-patch our NodeNetworkConfig (side effect). Spec (on the demand side) and status
@@ -730,14 +525,7 @@ class NodeNetworkConfigReconciler:
         )
 
     def _next_visit(
-        self,
-        *,
-        nic_id: str,
-        memory: _NicMemory,
-        now: float,
-        outcome: _Outcome,
-        listed: Sequence[str],
-        assignments: list[tuple[str, str]],
+        self, view: _View, outcome: Outcome, listed: tuple[str, ...], assignments: list[tuple[str, str]]
     ) -> float:
         delays = [self.settings.resync_period_seconds]
         if outcome.retry_in is not None:
@@ -745,130 +533,19 @@ class NodeNetworkConfigReconciler:
         elif not outcome.complete:
             delays.append(PENDING_REQUEUE_SECONDS)
         present = dict(assignments)
-        with self._lock:
-            due = self._leaks.next_due(nic_id.lower())
-            settling = [
-                memory.marked_at[n] + self.settings.release_settle_seconds
-                for n in listed
-                if n in present and n in memory.marked_at
-            ]
-        if due is not None:
-            delays.append(max(due - now, PENDING_REQUEUE_SECONDS))
-        if any(n in present for n in listed):
-            delays.append(max(min(settling, default=now) - now, PENDING_REQUEUE_SECONDS))
+        pending = [n for n in listed if n in present]
+        settle = self.settings.release_settle_seconds
+        later = [
+            self.book.surplus_due(view.nic_id, self.settings.scale_down_delay_seconds),
+            self.book.next_idle_due(view.nic_id) if self.settings.release == "idle" else None,
+        ]
+        # A surplus or an idle address already past its time waits for demand to change.
+        dues = [self.book.next_leak_due(view.nic_id), *(due for due in later if due and due > view.now)]
+        if pending:
+            dues.append(min(self.book.settling_until(view.nic_id, pending, settle), default=view.now))
+        delays += [max(due - view.now, PENDING_REQUEUE_SECONDS) for due in dues if due is not None]
         return min(delays)
-
-    def _nic_memory(self, nic_id: str) -> _NicMemory:
-        with self._lock:
-            memory = self._nics.get(nic_id.lower())
-            if memory is None:
-                memory = _NicMemory(
-                    guard=NicGuard(
-                        base_seconds=self.settings.backoff_base_seconds,
-                        cap_seconds=self.settings.backoff_cap_seconds,
-                    )
-                )
-                self._nics[nic_id.lower()] = memory
-            return memory
-
-    def _nic(self, nic_id: str, memory: _NicMemory, now: float, *, fresh: bool) -> NicInfo:
-        with self._lock:
-            snapshot, read_at = memory.snapshot, memory.read_at
-        if not fresh and snapshot is not None and now - read_at < self.settings.nic_refresh_seconds:
-            return snapshot
-        nic = self._network.get_network_interface(nic_id)
-        self._remember(memory, nic, now)
-        return nic
-
-    def _remember(self, memory: _NicMemory, nic: NicInfo, now: float) -> None:
-        with self._lock:
-            memory.snapshot = nic
-            memory.read_at = now
-
-    def _guard(self, memory: _NicMemory, guard: NicGuard) -> None:
-        with self._lock:
-            memory.guard = guard
-
-    def _backoff(self, memory: _NicMemory, now: float) -> None:
-        with self._lock:
-            memory.guard = memory.guard.after_failure(now)
-            memory.snapshot = None
-
-    def _fresh_pod_addresses(self, node_name: str) -> set[str]:
-        """Addresses pods on the node report, read from the API server (not the cache)."""
-        pods = self._client.list(POD, field_selector=f"spec.nodeName={node_name}").items
-        return node_pods(pods)[1]
-
-    def _subnet(self, subnet_id: str, now: float) -> SubnetInfo | None:
-        key = subnet_id.lower()
-        with self._lock:
-            memory = self._subnets.setdefault(key, _SubnetMemory())
-            if (
-                memory.info is not None
-                and now - memory.checked_at < self.settings.subnet_check_interval_seconds
-            ):
-                return memory.info
-        try:
-            info = self._network.get_subnet(subnet_id)
-        except CloudError as error:
-            log.info("Could not read subnet usage", subnet=subnet_id, error=str(error))
-            with self._lock:
-                return memory.info
-        with self._lock:
-            memory.info = info
-            memory.checked_at = now
-            memory.exhausted = subnet_exhausted(
-                available=info.available,
-                batch_size=self.settings.scaler.batch_size,
-                was_exhausted=memory.exhausted,
-            )
-        return info
-
-    def _exhausted(self, subnet_id: str) -> bool:
-        with self._lock:
-            memory = self._subnets.setdefault(subnet_id.lower(), _SubnetMemory())
-            exhausted, published = memory.exhausted, memory.published
-        if published is not exhausted:
-            self._publish_subnet_state(subnet_id, exhausted)
-        return exhausted
-
-    def _mark_exhausted(self, subnet_id: str) -> None:
-        with self._lock:
-            memory = self._subnets.setdefault(subnet_id.lower(), _SubnetMemory())
-            memory.exhausted = True
-        self._publish_subnet_state(subnet_id, True)
-
-    def _publish_subnet_state(self, subnet_id: str, exhausted: bool) -> None:
-        """Write the subnet's ClusterSubnetState (side effect); a failure is retried next time."""
-        name = cluster_subnet_state_name(parse_subnet_id(subnet_id).name)
-        namespace = self.settings.namespace
-        status = {"exhausted": exhausted, "timestamp": self._wall_clock()}
-        try:
-            try:
-                current = self._client.get(CLUSTER_SUBNET_STATE, name, namespace)
-            except errors.NotFound:
-                current = self._client.create(
-                    CLUSTER_SUBNET_STATE, {"metadata": {"name": name, "namespace": namespace}}, namespace
-                )
-            if (current.get("status") or {}).get("exhausted") is not exhausted or "status" not in current:
-                self._client.update_status(CLUSTER_SUBNET_STATE, {**current, "status": status})
-                log.info("Updated ClusterSubnetState", subnet=name, exhausted=exhausted)
-        except (errors.Conflict, errors.AlreadyExists) as error:
-            log.info("ClusterSubnetState changed meanwhile; will retry", subnet=name, error=str(error))
-            return
-        with self._lock:
-            self._subnets.setdefault(subnet_id.lower(), _SubnetMemory()).published = exhausted
 
 
 _UNSELECTED: Object = {"metadata": {"name": ""}}
 """Marker: the Node exists but the selector leaves it out (leave its NodeNetworkConfig alone)."""
-
-
-def _primary_subnet_id(nic: NicInfo) -> str | None:
-    for configuration in nic.ip_configurations:
-        if configuration.primary and configuration.subnet_id:
-            return configuration.subnet_id
-    for configuration in nic.ip_configurations:
-        if configuration.subnet_id:
-            return configuration.subnet_id
-    return None

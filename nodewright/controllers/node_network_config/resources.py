@@ -21,7 +21,10 @@ __all__ = [
     "NETWORK_INTERFACE_ANNOTATION",
     "NODE_NETWORK_CONFIG",
     "cluster_subnet_state_name",
+    "controller_reference",
+    "is_controlled_by",
     "node_pods",
+    "owner_references_for",
     "pod_addresses",
     "provider_id_of",
     "uses_pod_network",
@@ -87,3 +90,39 @@ def cluster_subnet_state_name(subnet_name: str) -> str:
     """The ClusterSubnetState name for a subnet: its name, lowercased and made DNS-1123-safe."""
     name = _INVALID_NAME_CHARACTERS.sub("-", subnet_name.lower()).strip("-.")
     return name[:253] or "subnet"
+
+
+def controller_reference(node: Mapping[str, Any]) -> dict[str, Any]:
+    """The owner reference that makes a NodeNetworkConfig *controlled by* its Node, as upstream's
+    ``SetControllerRef`` writes it: Azure CNS's NNC reconciler drops every event of an NNC that
+    ``metav1.IsControlledBy(nnc, node)`` rejects."""
+    metadata = node.get("metadata") or {}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "name": str(metadata.get("name") or ""),
+        "uid": str(metadata.get("uid") or ""),
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def is_controlled_by(obj: Mapping[str, Any], owner: Mapping[str, Any]) -> bool:
+    """``metav1.IsControlledBy``: ``obj`` has a controller reference with ``owner``'s uid."""
+    uid = (owner.get("metadata") or {}).get("uid")
+    references = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return any(r.get("controller") is True and uid and r.get("uid") == uid for r in references)
+
+
+def owner_references_for(obj: Mapping[str, Any], node: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The owner references ``obj`` should carry so that ``node`` controls it, or None when it
+    already does (or cannot: the Node has no uid, or another object is its controller). References
+    to other Nodes (an older node of the same name) are dropped; other owners are kept."""
+    reference = controller_reference(node)
+    if not reference["uid"] or is_controlled_by(obj, node):
+        return None
+    existing = list((obj.get("metadata") or {}).get("ownerReferences") or [])
+    others = [r for r in existing if not (r.get("kind") == "Node" and r.get("apiVersion") == "v1")]
+    if any(r.get("controller") is True for r in others):
+        return None
+    return [*others, reference]

@@ -31,8 +31,9 @@ from nodewright.controllers.node_network_config import (
     install,
 )
 from nodewright.controllers.node_network_config.cloud import MachineNicLocator
+from nodewright.devenv.cns_nodesubnet import NodeSubnetConsumer, nic_addresses_in_emulator
 from nodewright.devenv.nodesim import SIMULATED_LABEL, NodeSimulator, machines_in_emulator
-from nodewright.ipam import find_address_conflicts
+from nodewright.ipam import addresses_of, find_address_conflicts
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
 from nodewright.runtime.kinds import EVENT, NODE, POD
@@ -72,16 +73,19 @@ class IpamHarness:
     _simulator: NodeSimulator | None = None
     _manager: RunningManager | None = None
     agent: PodAddressAgent | None = None
+    consumer: NodeSubnetConsumer | None = None
 
     def __post_init__(self) -> None:
         self.client = Client.from_kubeconfig(self.cluster.kubeconfig)
         self.cloud = cloud_for(self.emulator, observer=self.calls)
         self.subnet_id = ""
+        # Scale-down hysteresis off unless a test turns it on: most tests watch a release happen.
         self.settings = NodeNetworkConfigSettings(
             **{
                 **self.settings.__dict__,
                 "namespace": self.namespace,
                 "node_selector": f"{SIMULATED_LABEL}={self.owner}",
+                "scale_down_delay_seconds": 0.0,
             }
         )
 
@@ -110,6 +114,18 @@ class IpamHarness:
         return self.emulator.estate.add_virtual_machine(
             RESOURCE_GROUP, name or f"vm{uuid.uuid4().hex[:6]}", subnet_id=self.subnet_id
         )
+
+    def start_nodesubnet_consumer(self, *, minimum: float = 0.5, maximum: float = 4.0) -> NodeSubnetConsumer:
+        """Play Azure CNS NodeSubnet on the nodes (CNS's schedule, scaled down for a test)."""
+        self.consumer = NodeSubnetConsumer(
+            self.client,
+            nic_addresses_in_emulator(self.emulator.state),
+            pod_namespace=self.namespace,
+            minimum=minimum,
+            maximum=maximum,
+        )
+        self.consumer.start()
+        return self.consumer
 
     def start(self, *, agent: bool = True) -> None:
         self._simulator = NodeSimulator(
@@ -150,6 +166,8 @@ class IpamHarness:
     def stop(self) -> None:
         if self.agent is not None:
             self.agent.stop()
+        if self.consumer is not None:
+            self.consumer.stop()
         if self._manager is not None:
             self._manager.stop()
         if self._simulator is not None:
@@ -241,7 +259,11 @@ class IpamHarness:
         every pod address is in its node's status."""
         configs = self.configs()
         by_node = {config.name: self.assignments(config) for config in configs}
-        assert find_address_conflicts(by_node) == [], "an address is in two NodeNetworkConfigs"
+        expanded = {
+            node: [(n, a) for n, entry in pairs for a in addresses_of(entry)]
+            for node, pairs in by_node.items()
+        }
+        assert find_address_conflicts(expanded) == [], "an address is in two NodeNetworkConfigs"
         for config in configs:
             annotations = config.metadata.get("annotations") or {}
             nic_id = annotations.get(NETWORK_INTERFACE_ANNOTATION)
@@ -260,7 +282,7 @@ class IpamHarness:
             if after_gc:
                 unaccounted = set(on_nic) - {name for name, _ in by_node[config.name]}
                 assert not unaccounted, f"{config.name}: unaccounted IP configurations {sorted(unaccounted)}"
-            status_addresses = {address for _, address in by_node[config.name]}
+            status_addresses = {a for _, entry in by_node[config.name] for a in addresses_of(entry)}
             for pod, address in self.pod_addresses(config.name).items():
                 assert address in status_addresses, (
                     f"pod {pod} holds {address}, not in {config.name}'s status"

@@ -1,18 +1,23 @@
-"""Bad input never crash-loops and never releases anything wrongly: a negative or huge
-requestedIPCount, unknown or in-use names in ipsNotInUse (with Azure CNS as the node side, so the
-spec is what a node wrote), a node without providerID, a NIC missing in Azure. Each gives the
-status ``Error`` (or the capped allocation), a ``Ready`` condition naming the reason, and an Event."""
+"""Bad input never crash-loops and never releases anything wrongly: a requestedIPCount out of
+the CRD's range (rejected by the API server) or above the node's maximum, a namespace where no
+NodeNetworkConfig can be created, unknown or in-use names in ipsNotInUse (with Azure CNS as the
+node side, so the spec is what a node wrote), a node without providerID, a NIC missing in Azure.
+Each gives the status ``Error`` (or the capped allocation), a ``Ready`` condition naming the
+reason, and an Event (on the Node when there is no NodeNetworkConfig to hold a condition)."""
 
 from __future__ import annotations
 
 import time
 from typing import Any
 
+import pytest
+
 from nodewright.api.acn.v1alpha import NodeNetworkConfig
 from nodewright.controllers.node_network_config import NODE_NETWORK_CONFIG
 from nodewright.devenv.nodesim import SIMULATED_LABEL
-from nodewright.ipam import MAX_SECONDARY_IPS_PER_NIC
-from nodewright.runtime.kinds import NODE
+from nodewright.ipam import MAX_SECONDARY_IPS_PER_NIC, PoolScaler
+from nodewright.runtime import errors
+from nodewright.runtime.kinds import EVENT, NODE
 from nodewright.runtime.retry import retry_on_conflict
 from tests.controllers.node_network_config.harness import IpamHarness, event_reasons, wait_until
 
@@ -35,43 +40,70 @@ def _condition(config: NodeNetworkConfig | None) -> tuple[str, str] | None:
     return None
 
 
-def _cns_node(ipam: IpamHarness) -> str:
-    """A started harness in CNS mode (the spec is ours to write) with one node holding 16 IPs."""
+def _cns_node(ipam: IpamHarness, initial: int = 16) -> str:
+    """A started harness in CNS mode (the spec is ours to write) with one node holding ``initial`` IPs."""
     ipam.configure(demand_from_pods=False)
     ipam.add_scale_set(capacity=1)
     ipam.start()
     node = str(wait_until(ipam.node_names, message="a simulated node")[0])
     wait_until(lambda: ipam.config(node) is not None, message="NodeNetworkConfig created")
-    _set_spec(ipam, node, requestedIPCount=16)
-    wait_until(lambda: len(ipam.assignments(ipam.config(node))) == 16, message="16 IPs")
+    _set_spec(ipam, node, requestedIPCount=initial)
+    wait_until(lambda: len(ipam.assignments(ipam.config(node))) == initial, message=f"{initial} IPs")
     return node
 
 
-def test_negative_and_huge_requested_counts(ipam: IpamHarness) -> None:
-    """-5: status Error, condition InvalidRequestedIPCount, an Event, the NIC untouched.
-    10^9: the same condition, and the NIC filled to its 255 secondary IPs, no further."""
+def test_requested_counts_out_of_range_are_rejected_by_the_crd(ipam: IpamHarness) -> None:
+    """-1 and 256 (a NIC holds 256 IP configurations, one the primary) never reach the
+    reconciler: the API server rejects them (422 Invalid); 0 and 255 are accepted."""
     node = _cns_node(ipam)
-    before = ipam.secondary(node)
-    _set_spec(ipam, node, requestedIPCount=-5)
+    for bad in (-1, -5, 256, 10**9):
+        with pytest.raises(errors.Invalid):
+            _set_spec(ipam, node, requestedIPCount=bad)
+    for good in (0, MAX_SECONDARY_IPS_PER_NIC):
+        _set_spec(ipam, node, requestedIPCount=good)
+        assert ipam.raw_config(node)["spec"]["requestedIPCount"] == good
+    _set_spec(ipam, node, requestedIPCount=16)
+    wait_until(lambda: len(ipam.assignments(ipam.config(node))) == 16, timeout=60, message="back at 16")
+    ipam.check_invariants()
+
+
+def test_requested_count_above_the_nodes_maximum(ipam: IpamHarness) -> None:
+    """maxIPCount 20: a request of 40 gets status Error, condition RequestedIPCountAboveMaximum
+    and an Event; the NIC is filled to 20 and no further."""
+    ipam.configure(scaler=PoolScaler(batch_size=4, request_threshold_percent=50, max_ip_count=20))
+    node = _cns_node(ipam, initial=8)
+    _set_spec(ipam, node, requestedIPCount=40)
     wait_until(
-        lambda: _condition(ipam.config(node)) == ("False", "InvalidRequestedIPCount"), message="condition set"
+        lambda: _condition(ipam.config(node)) == ("False", "RequestedIPCountAboveMaximum"),
+        message="condition set",
     )
+    wait_until(lambda: "RequestedIPCountAboveMaximum" in event_reasons(ipam, node), message="Event recorded")
+    wait_until(lambda: len(ipam.assignments(ipam.config(node))) == 20, timeout=60, message="filled to 20")
+    time.sleep(1.0)
+    assert len(ipam.secondary(node)) == 20
     config = ipam.config(node)
     assert config is not None
     assert config.status.status == "Error"
-    wait_until(lambda: "InvalidRequestedIPCount" in event_reasons(ipam, node), message="Event recorded")
-    time.sleep(1.0)
-    assert ipam.secondary(node) == before
-
-    _set_spec(ipam, node, requestedIPCount=10**9)
-    wait_until(
-        lambda: len(ipam.assignments(ipam.config(node))) == MAX_SECONDARY_IPS_PER_NIC,
-        timeout=60,
-        message="NIC filled to its capacity",
-    )
-    assert _condition(ipam.config(node)) == ("False", "InvalidRequestedIPCount")
-    assert len(ipam.secondary(node)) == MAX_SECONDARY_IPS_PER_NIC
     ipam.check_invariants()
+
+
+def test_a_node_network_config_that_cannot_be_created_is_reported_on_the_node(ipam: IpamHarness) -> None:
+    """The configured namespace does not exist: no crash loop, a Warning Event on the Node
+    (reason NodeNetworkConfigRefused) names the problem."""
+    ipam.configure(namespace=f"missing-{ipam.owner}")
+    ipam.add_scale_set(capacity=1)
+    ipam.start(agent=False)
+    node = str(wait_until(ipam.node_names, message="a simulated node")[0])
+
+    def refused() -> bool:
+        items = ipam.client.list(EVENT, "default").items
+        return any(
+            (e.get("involvedObject") or {}).get("name") == node
+            and e.get("reason") == "NodeNetworkConfigRefused"
+            for e in items
+        )
+
+    wait_until(refused, timeout=30, message="Event on the Node")
 
 
 def test_unknown_and_in_use_names_in_ips_not_in_use(ipam: IpamHarness) -> None:

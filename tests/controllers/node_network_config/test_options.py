@@ -58,6 +58,24 @@ def test_reads_every_key() -> None:
     )
     assert settings.namespace == "ipam"
     assert settings.node_selector == "pool=user"
+    nodesubnet = parse_options(
+        {
+            "consumer": "nodesubnet",
+            "release": "idle",
+            "consumerDiscoveryMaxSeconds": 512,
+            "idleGraceSeconds": 30,
+            "discoveryHeadroomIPs": 4,
+            "scaleDownDelaySeconds": 120,
+            "nodeSelector": "pool in (user, system),!gpu",
+        }
+    )
+    assert (nodesubnet.consumer, nodesubnet.release, nodesubnet.discovery_headroom_ips) == (
+        "nodesubnet",
+        "idle",
+        4,
+    )
+    assert (nodesubnet.idle_release_seconds, nodesubnet.scale_down_delay_seconds) == (542.0, 120.0)
+    assert nodesubnet.computes_demand
     assert not settings.demand_from_pods
     assert settings.scaler == PoolScaler(8, 100, 64, 200)
     assert (
@@ -105,6 +123,40 @@ def test_reads_every_key() -> None:
             {"backoffBaseSeconds": 10, "backoffCapSeconds": 5},
             "options.backoffCapSeconds: must be at least backoffBaseSeconds",
             id="cap-below-base",
+        ),
+        pytest.param(
+            {"consumer": "swift"}, "options.consumer: expected one of crd, nodesubnet", id="bad-consumer"
+        ),
+        pytest.param(
+            {"consumer": "nodesubnet", "release": "always"},
+            "options.release: expected one of never, idle",
+            id="bad-release",
+        ),
+        pytest.param(
+            {"release": "idle"}, "options.release: applies to consumer nodesubnet only", id="release-crd"
+        ),
+        pytest.param(
+            {"discoveryHeadroomIPs": -1},
+            "options.discoveryHeadroomIPs: expected a non-negative integer",
+            id="negative-headroom",
+        ),
+        pytest.param(
+            {"nodeSelector": "pool in user"},
+            "options.nodeSelector: not a label selector the API server accepts",
+            id="unusable-selector",
+        ),
+        pytest.param(
+            {"nodeSelector": "a b"}, "options.nodeSelector: not a label selector", id="selector-with-space"
+        ),
+        pytest.param(
+            {"prefixBlocks": True},
+            "options.prefixBlocks: needs consumer nodesubnet with release never",
+            id="prefix-without-nodesubnet",
+        ),
+        pytest.param(
+            {"consumer": "nodesubnet", "release": "idle", "prefixBlocks": True},
+            "options.prefixBlocks: needs consumer nodesubnet with release never",
+            id="prefix-with-release",
         ),
     ],
 )

@@ -108,3 +108,26 @@ def test_each_selected_node_gets_a_node_network_config(ipam: IpamHarness) -> Non
         "a settled NodeNetworkConfig kept being rewritten"
     )
     ipam.check_invariants()
+
+
+def test_scale_down_waits_until_the_surplus_has_lasted(ipam: IpamHarness) -> None:
+    """scaleDownDelaySeconds 4: 18 of 20 pods leave; for the next 3 s nothing is marked or
+    released; the pool shrinks to the target only once the surplus has lasted 4 s."""
+    ipam.configure(scaler=SCALER, release_settle_seconds=0.5, scale_down_delay_seconds=4.0)
+    ipam.add_scale_set(capacity=1)
+    ipam.start()
+    node = wait_until(ipam.node_names, message="a simulated node")[0]
+    pods = ipam.create_pods(node, 20)
+    wait_until(_settled_at(ipam, node, 20), timeout=60, message="grown for 20 pods")
+    ipam.delete_pods(pods[2:])
+    left_at = time.monotonic()
+    wait_until(lambda: len(ipam.pods()) == 2, message="pods gone")
+    while time.monotonic() - left_at < 3.0:
+        config = ipam.config(node)
+        assert config is not None
+        assert config.spec.ips_not_in_use == [], "marked for release before the surplus lasted 4 s"
+        assert len(ipam.secondary(node)) == pool_target(20, SCALER)
+        time.sleep(0.2)
+    wait_until(_settled_at(ipam, node, 2), timeout=60, message="shrunk after the delay")
+    assert time.monotonic() - left_at >= 4.0
+    ipam.check_invariants()

@@ -11,7 +11,9 @@ omitempty rules: ``requestedIPCount``, ``assignedIPCount`` and ``version`` are a
 ``scaler`` is always written (a Go struct is never empty to encoding/json), everything else is
 left out when zero. Wire values that CNS defines as Go constants are plain strings here, with
 the known values as module constants; the CRD enforces the same enums as theirs and no more
-(``type`` has no enum upstream, so none here).
+(``type`` has no enum upstream, so none here). One bound of ours: ``requestedIPCount`` must be
+within 0..255 (a NIC's 256 IP configurations less the primary), so the API server rejects a
+count no NIC can serve before any controller sees it.
 
 One addition of ours, optional and ignored by CNS (Go drops unknown fields): ``status.conditions``
 in the metav1.Condition shape, where the reconciler explains problems (bad spec, node without
@@ -30,6 +32,7 @@ from nodewright.api.meta import Condition
 __all__ = [
     "ASSIGNMENT_MODE_DYNAMIC",
     "ASSIGNMENT_MODE_STATIC",
+    "MAX_REQUESTED_IP_COUNT",
     "NETWORK_CONTAINER_STATUS_FAILED",
     "NETWORK_CONTAINER_STATUS_INTERNAL_SERVER_ERROR",
     "NETWORK_CONTAINER_STATUS_SUBNET_FULL",
@@ -80,6 +83,8 @@ NETWORK_CONTAINER_STATUS_SUCCESS: NetworkContainerStatus = "NCUpdateSuccess"
 NETWORK_CONTAINER_STATUS_FAILED: NetworkContainerStatus = "NCUpdateFailed"
 
 _INT64 = {"format": "int64"}
+MAX_REQUESTED_IP_COUNT = 255
+"""A NIC holds 256 IP configurations; one is the node's primary address."""
 
 
 @dataclass(kw_only=True)
@@ -88,7 +93,11 @@ class NodeNetworkConfigSpec(Model):
     the IPs it holds it no longer uses and wants released."""
 
     requested_ip_count: int = field(
-        json="requestedIPCount", default=0, omit_empty=False, schema={**_INT64, "default": 0}
+        json="requestedIPCount",
+        default=0,
+        omit_empty=False,
+        description="Secondary IPs the node wants: 0 to 255 (a NIC holds 256, one is the primary).",
+        schema={**_INT64, "default": 0, "minimum": 0, "maximum": MAX_REQUESTED_IP_COUNT},
     )
     ips_not_in_use: list[str] = field(json="ipsNotInUse", default_factory=list)
     availability_zone: int = field(

@@ -1,0 +1,174 @@
+"""The demand side of a NodeNetworkConfig: what the node's pool should hold, per consumer mode.
+
+Owns ``SpecDecision`` and ``DemandSide``:
+
+- consumer ``crd`` with ``demandFromPods: false``: the node agent (Azure CNS in CRD mode) writes
+  spec.requestedIPCount and spec.ipsNotInUse; they are read as they are.
+- consumer ``crd`` with ``demandFromPods: true`` (testing, or a CNS-compatible agent that only
+  reads status): nodewright writes the spec from the node's pods (``ipam.compute_request``).
+- consumer ``nodesubnet``: nodewright sizes the NIC from the node's pods plus
+  ``discoveryHeadroomIPs`` and writes the spec as its own record. The consumer (Azure CNS in
+  NodeSubnet mode) discovers IPs from the NIC and has no release handshake, so by default
+  nothing is ever marked for release (``release: never``). With ``release: idle`` an IP may be
+  marked only once its address has been in no pod's status.podIPs on the node for longer than
+  ``consumerDiscoveryMaxSeconds + idleGraceSeconds``; the allocation side re-checks it against
+  a fresh pod list right before the ARM call.
+
+With ``prefixBlocks`` (experimental; nodesubnet with ``release: never`` only) the NIC's secondary
+IP configurations are /28 blocks of 16 addresses; the request is counted in addresses.
+
+In both modes that compute demand, a surplus must have lasted ``scaleDownDelaySeconds`` before
+anything is marked (hysteresis). Side effects: spec patches (through the given ``patch``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from nodewright.api.acn.v1alpha import NodeNetworkConfig
+from nodewright.controllers.node_network_config.nic_book import NicBook
+from nodewright.controllers.node_network_config.options import NodeNetworkConfigSettings
+from nodewright.ipam import PoolRequest, address_count, compute_request, pool_target
+from nodewright.runtime.logs import get_logger
+
+__all__ = ["DemandSide", "SpecDecision", "releasable_addresses"]
+
+log = get_logger(__name__)
+Object = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SpecDecision:
+    """The spec the allocation side works to in this pass."""
+
+    requested: int
+    listed: tuple[str, ...]
+    """Every name in ipsNotInUse."""
+    releasable: tuple[str, ...]
+    """The listed names that may be released in this pass (settled)."""
+
+
+def releasable_addresses(
+    *,
+    settings: NodeNetworkConfigSettings,
+    surplus_lasted: float,
+    free_addresses: Collection[str],
+    idle_addresses: Collection[str],
+) -> Collection[str] | None:
+    """Which free addresses a scale-down may mark now (None: any free one). Pure.
+
+    Nothing before the surplus has lasted ``scale_down_delay_seconds``; for a NodeSubnet consumer
+    nothing unless ``release`` is ``idle``, and then only addresses idle for long enough."""
+    if surplus_lasted < settings.scale_down_delay_seconds:
+        return ()
+    if not settings.nodesubnet:
+        return None
+    if settings.release != "idle":
+        return ()
+    return set(idle_addresses) & set(free_addresses)
+
+
+class DemandSide:
+    """Decides (and, when nodewright owns it, writes) a node's spec (see the module docstring)."""
+
+    def __init__(
+        self, *, settings: NodeNetworkConfigSettings, book: NicBook, patch: Callable[[str, Object], Object]
+    ) -> None:
+        self._settings = settings
+        self._book = book
+        self._patch = patch
+
+    def decide(
+        self,
+        *,
+        raw: Object,
+        config: NodeNetworkConfig,
+        nic_id: str,
+        demand: int,
+        in_use: set[str],
+        exhausted: bool,
+        now: float,
+    ) -> tuple[Object, SpecDecision]:
+        """The spec for this pass; returns the object as stored after any spec patch."""
+        spec = config.spec
+        if not self._settings.computes_demand:
+            listed = tuple(dict.fromkeys(spec.ips_not_in_use))
+            return raw, SpecDecision(spec.requested_ip_count, listed, listed)
+        assignments = [(a.name, a.ip) for c in config.status.network_containers[:1] for a in c.ip_assignments]
+        if self._settings.prefix_blocks:
+            return self._blocks(raw, config, assignments, demand, exhausted)
+        request = self._request(nic_id, assignments, spec.ips_not_in_use, demand, in_use, exhausted, now)
+        self._book.mark(nic_id, request.newly_marked, (*request.released, *request.reclaimed), now)
+        name = raw["metadata"]["name"]
+        if request.differs_from(spec.requested_ip_count, spec.ips_not_in_use):
+            body = {
+                "requestedIPCount": request.requested_ip_count,
+                "ipsNotInUse": list(request.ips_not_in_use),
+            }
+            raw = self._patch(name, {"spec": body})
+            log.info(
+                "Requested IPs",
+                node=name,
+                demand=demand,
+                requested=request.requested_ip_count,
+                not_in_use=len(request.ips_not_in_use),
+            )
+        listed = tuple(request.ips_not_in_use)
+        settled = self._book.settled(nic_id, listed, now, self._settings.release_settle_seconds)
+        return raw, SpecDecision(request.requested_ip_count, listed, tuple(n for n in listed if n in settled))
+
+    def _blocks(
+        self,
+        raw: Object,
+        config: NodeNetworkConfig,
+        assignments: list[tuple[str, str]],
+        demand: int,
+        exhausted: bool,
+    ) -> tuple[Object, SpecDecision]:
+        """Prefix blocks (experimental; nodesubnet, never released): the request in IPs is the
+        target, or what the blocks already hold if more."""
+        wanted = demand + self._settings.discovery_headroom_ips
+        target = pool_target(wanted, self._settings.scaler, exhausted=exhausted)
+        requested = max(target, address_count(address for _, address in assignments))
+        spec = config.spec
+        if spec.requested_ip_count != requested or spec.ips_not_in_use:
+            raw = self._patch(
+                raw["metadata"]["name"], {"spec": {"requestedIPCount": requested, "ipsNotInUse": []}}
+            )
+            log.info("Requested IPs", node=raw["metadata"]["name"], demand=demand, requested=requested)
+        return raw, SpecDecision(requested, (), ())
+
+    def _request(  # noqa: PLR0917 - a private step of ``decide``
+        self,
+        nic_id: str,
+        assignments: Sequence[tuple[str, str]],
+        ips_not_in_use: Sequence[str],
+        demand: int,
+        in_use: set[str],
+        exhausted: bool,
+        now: float,
+    ) -> PoolRequest:
+        settings = self._settings
+        wanted = demand + (settings.discovery_headroom_ips if settings.nodesubnet else 0)
+        pending = set(ips_not_in_use)
+        retained = [address for name, address in assignments if name not in pending]
+        free = {address for address in retained if address not in in_use}
+        idle: Collection[str] = ()
+        if settings.nodesubnet and settings.release == "idle":
+            idle = self._book.observe_idle(nic_id, free, now)
+        surplus = pool_target(wanted, settings.scaler, exhausted=exhausted) < len(retained)
+        lasted = self._book.surplus_lasted(nic_id, surplus, now)
+        allowed = releasable_addresses(
+            settings=settings, surplus_lasted=lasted, free_addresses=free, idle_addresses=idle
+        )
+        return compute_request(
+            demand=wanted,
+            scaler=settings.scaler,
+            assignments=assignments,
+            in_use_addresses=in_use,
+            ips_not_in_use=ips_not_in_use,
+            exhausted=exhausted,
+            releasable_addresses=allowed,
+        )

@@ -1,0 +1,137 @@
+"""``nodewright_ipam_*`` metrics, in the spirit of Azure CNS's ``cx_ipam_*``, per node pool.
+
+Owns ``IpamMetrics``: each reconcile records a node's figures (``record``); the gauges sum them
+per node pool at scrape time:
+
+- ``nodewright_ipam_allocated_ips``: secondary IPs on the nodes' NICs (status ipAssignments);
+- ``nodewright_ipam_available_ips``: of those, the ones no pod uses;
+- ``nodewright_ipam_requested_ips``: spec.requestedIPCount summed;
+- ``nodewright_ipam_pending_release_ips``: names listed in ipsNotInUse still on the NIC;
+- ``nodewright_ipam_subnet_exhaustion_seconds``: per subnet, seconds until it runs out at the
+  average consumption rate seen since the reconciler started (absent while not consumed).
+
+A node pool is the node's ``kubernetes.azure.com/agentpool`` label, else its scale set's name,
+else ``standalone``. Side effects: none beyond the process's metric registry.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry.metrics import CallbackOptions, Observation
+
+from nodewright.cloud.resource_ids import InvalidResourceIdError, ScaleSetInstanceId, parse_provider_id
+from nodewright.controllers.node_network_config.resources import provider_id_of
+from nodewright.runtime.metrics import Metrics, default_metrics
+
+__all__ = ["IpamMetrics", "NodeFigures", "node_pool_of"]
+
+AGENT_POOL_LABEL = "kubernetes.azure.com/agentpool"
+
+
+@dataclass(frozen=True)
+class NodeFigures:
+    pool: str
+    allocated: int
+    available: int
+    requested: int
+    pending_release: int
+
+
+def node_pool_of(node: Mapping[str, Any]) -> str:
+    """The node pool a Node belongs to (see the module docstring). Pure."""
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    if labels.get(AGENT_POOL_LABEL):
+        return str(labels[AGENT_POOL_LABEL])
+    try:
+        machine = parse_provider_id(provider_id_of(node))
+    except InvalidResourceIdError:
+        return "standalone"
+    return machine.scale_set_name if isinstance(machine, ScaleSetInstanceId) else "standalone"
+
+
+_instances: weakref.WeakSet[IpamMetrics] = weakref.WeakSet()
+_registered_on: weakref.WeakSet[Metrics] = weakref.WeakSet()
+_registration_lock = threading.Lock()
+
+_FIGURES = {
+    "allocated": "Secondary IPs on the nodes' NICs",
+    "available": "Secondary IPs on the nodes' NICs that no pod uses",
+    "requested": "IPs requested in NodeNetworkConfig specs",
+    "pending_release": "IPs listed in ipsNotInUse and still on the NIC",
+}
+
+
+def _per_pool(name: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
+    def callback(_: CallbackOptions) -> Iterable[Observation]:
+        totals: dict[str, int] = {}
+        for instance in list(_instances):
+            for pool, figures in instance.totals().items():
+                totals[pool] = totals.get(pool, 0) + figures[name]
+        return [Observation(value, {"node_pool": pool}) for pool, value in totals.items()]
+
+    return callback
+
+
+def _exhaustion(_: CallbackOptions) -> Iterable[Observation]:
+    now = time.monotonic()
+    forecasts: dict[str, float] = {}
+    for instance in list(_instances):
+        forecasts.update(instance.forecasts(now))
+    return [Observation(seconds, {"subnet": subnet}) for subnet, seconds in forecasts.items()]
+
+
+def _register_once() -> None:
+    """The gauges exist once per active ``Metrics`` (the manager activates its own when it runs,
+    after the reconciler was built); they sum over every live ``IpamMetrics``."""
+    metrics = default_metrics()
+    with _registration_lock:
+        if metrics in _registered_on:
+            return
+        meter = metrics.provider.get_meter("nodewright.ipam")
+        for name, description in _FIGURES.items():
+            meter.create_observable_gauge(
+                f"nodewright_ipam_{name}_ips", callbacks=[_per_pool(name)], description=description
+            )
+        meter.create_observable_gauge(
+            "nodewright_ipam_subnet_exhaustion_seconds",
+            callbacks=[_exhaustion],
+            description="Seconds until the subnet runs out at the consumption rate seen so far",
+        )
+        _registered_on.add(metrics)
+
+
+class IpamMetrics:
+    """Per-node figures of one reconciler, summed per node pool at scrape time."""
+
+    def __init__(self, forecasts: Callable[[float], Mapping[str, float]]) -> None:
+        self._lock = threading.Lock()
+        self._nodes: dict[str, NodeFigures] = {}
+        self.forecasts = forecasts
+        _register_once()
+        _instances.add(self)
+
+    def record(self, node: str, figures: NodeFigures) -> None:
+        _register_once()
+        with self._lock:
+            self._nodes[node] = figures
+
+    def forget(self, node: str) -> None:
+        with self._lock:
+            self._nodes.pop(node, None)
+
+    def totals(self) -> dict[str, dict[str, int]]:
+        """Pool -> figure name -> sum (what the gauges report)."""
+        with self._lock:
+            nodes = list(self._nodes.values())
+        totals: dict[str, dict[str, int]] = {}
+        for figures in nodes:
+            pool = totals.setdefault(figures.pool, {})
+            for name in _FIGURES:
+                pool[name] = pool.get(name, 0) + int(getattr(figures, name))
+        return totals

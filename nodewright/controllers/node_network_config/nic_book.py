@@ -1,0 +1,172 @@
+"""``NicBook``: the node_network_config reconciler's in-memory knowledge of each NIC, behind one lock.
+
+Per NIC (keyed by its ARM ID, lowercased): the last snapshot read from ARM and when, the write
+guard (``ipam.NicGuard``: backoff and batch halving), when each name was marked in ipsNotInUse,
+which names were released lately, since when a pool surplus has lasted (scale-down hysteresis),
+and first-seen times of unaccounted IP configurations (leaks) and of free addresses (idle IPs,
+for the NodeSubnet consumer's conservative release). Workers never touch these dicts directly:
+every read and change is one method call that holds the book's lock, so no caller can forget
+it. The work queue never runs one node's key twice at once, so a NIC's entries are changed by one
+worker at a time; the lock guards the dicts themselves. No I/O.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, field
+
+from nodewright.cloud.models import NicInfo
+from nodewright.ipam import LeakTracker, NicGuard
+
+__all__ = ["NicBook"]
+
+RELEASED_MEMORY_SECONDS = 600.0
+"""How long a released name is remembered (the node may list it a while longer)."""
+
+
+@dataclass
+class _Entry:
+    guard: NicGuard
+    snapshot: NicInfo | None = None
+    read_at: float = float("-inf")
+    marked_at: dict[str, float] = field(default_factory=dict)
+    released_at: dict[str, float] = field(default_factory=dict)
+    surplus_since: float | None = None
+
+
+class NicBook:
+    """Thread-safe per-NIC memory (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        backoff_base_seconds: float,
+        backoff_cap_seconds: float,
+        leak_grace_seconds: float,
+        idle_seconds: float,
+    ) -> None:
+        self._lock = threading.Lock()
+        self._base = backoff_base_seconds
+        self._cap = backoff_cap_seconds
+        self._entries: dict[str, _Entry] = {}
+        self._leaks = LeakTracker(leak_grace_seconds)
+        self._idle = LeakTracker(idle_seconds)
+
+    def _entry(self, nic_id: str) -> _Entry:
+        key = nic_id.lower()
+        entry = self._entries.get(key)
+        if entry is None:
+            entry = _Entry(guard=NicGuard(base_seconds=self._base, cap_seconds=self._cap))
+            self._entries[key] = entry
+        return entry
+
+    # -- snapshots and the write guard ----------------------------------------------------------
+
+    def snapshot(self, nic_id: str) -> tuple[NicInfo | None, float]:
+        with self._lock:
+            entry = self._entry(nic_id)
+            return entry.snapshot, entry.read_at
+
+    def remember(self, nic_id: str, nic: NicInfo, now: float) -> None:
+        with self._lock:
+            entry = self._entry(nic_id)
+            entry.snapshot, entry.read_at = nic, now
+
+    def guard(self, nic_id: str) -> NicGuard:
+        with self._lock:
+            return self._entry(nic_id).guard
+
+    def set_guard(self, nic_id: str, guard: NicGuard) -> None:
+        with self._lock:
+            self._entry(nic_id).guard = guard
+
+    def back_off(self, nic_id: str, now: float) -> float:
+        """After a failed call: back off and drop the snapshot; returns the delay."""
+        with self._lock:
+            entry = self._entry(nic_id)
+            entry.guard = entry.guard.after_failure(now)
+            entry.snapshot = None
+            return entry.guard.retry_in(now)
+
+    # -- release bookkeeping --------------------------------------------------------------------
+
+    def mark(self, nic_id: str, marked: Iterable[str], unmarked: Iterable[str], now: float) -> None:
+        with self._lock:
+            entry = self._entry(nic_id)
+            for name in marked:
+                entry.marked_at[name] = now
+            for name in unmarked:
+                entry.marked_at.pop(name, None)
+
+    def settled(self, nic_id: str, names: Collection[str], now: float, settle_seconds: float) -> set[str]:
+        """The names marked at least ``settle_seconds`` ago."""
+        with self._lock:
+            marked = self._entry(nic_id).marked_at
+            return {n for n in names if now - marked.get(n, float("-inf")) >= settle_seconds}
+
+    def settling_until(self, nic_id: str, names: Collection[str], settle_seconds: float) -> list[float]:
+        with self._lock:
+            marked = self._entry(nic_id).marked_at
+            return [marked[n] + settle_seconds for n in names if n in marked]
+
+    def after_removal(
+        self, nic_id: str, removed: Collection[str], on_nic: Collection[str], now: float
+    ) -> None:
+        with self._lock:
+            entry = self._entry(nic_id)
+            for name in removed:
+                entry.marked_at.pop(name, None)
+                if name not in on_nic:
+                    entry.released_at[name] = now
+
+    def recently_released(self, nic_id: str, now: float) -> set[str]:
+        with self._lock:
+            released = self._entry(nic_id).released_at
+            for name, when in list(released.items()):
+                if now - when > RELEASED_MEMORY_SECONDS:
+                    del released[name]
+            return set(released)
+
+    def surplus_lasted(self, nic_id: str, surplus: bool, now: float) -> float:
+        """Record whether the pool has a surplus now; returns for how long it has lasted (0: none)."""
+        with self._lock:
+            entry = self._entry(nic_id)
+            if not surplus:
+                entry.surplus_since = None
+                return 0.0
+            if entry.surplus_since is None:
+                entry.surplus_since = now
+            return now - entry.surplus_since
+
+    def surplus_due(self, nic_id: str, delay_seconds: float) -> float | None:
+        """When the current surplus will have lasted ``delay_seconds`` (None: no surplus)."""
+        with self._lock:
+            since = self._entry(nic_id).surplus_since
+            return None if since is None else since + delay_seconds
+
+    # -- leaks and idle addresses ---------------------------------------------------------------
+
+    def observe_leaks(self, nic_id: str, unaccounted: Collection[str], now: float) -> tuple[str, ...]:
+        with self._lock:
+            return self._leaks.observe(nic_id.lower(), unaccounted, now)
+
+    def next_leak_due(self, nic_id: str) -> float | None:
+        with self._lock:
+            return self._leaks.next_due(nic_id.lower())
+
+    def observe_idle(self, nic_id: str, free_addresses: Collection[str], now: float) -> tuple[str, ...]:
+        """Record the addresses no pod holds now; returns those free for at least the idle period."""
+        with self._lock:
+            return self._idle.observe(nic_id.lower(), free_addresses, now)
+
+    def next_idle_due(self, nic_id: str) -> float | None:
+        with self._lock:
+            return self._idle.next_due(nic_id.lower())
+
+    def forget(self, nic_id: str) -> None:
+        """The node is gone: drop everything about its NIC."""
+        with self._lock:
+            self._entries.pop(nic_id.lower(), None)
+            self._leaks.forget(nic_id.lower())
+            self._idle.forget(nic_id.lower())

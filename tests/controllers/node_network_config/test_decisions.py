@@ -1,0 +1,208 @@
+"""The pure decisions of the node_network_config reconciler, table-style: the controller owner
+reference and CNS's IsControlledBy check, the release rule per consumer mode, the requested-count
+check, the node pool of a Node, the subnet's time to exhaustion, and the NIC book's hysteresis
+and idle clocks."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from nodewright.controllers.node_network_config.demand import releasable_addresses
+from nodewright.controllers.node_network_config.metrics import IpamMetrics, NodeFigures, node_pool_of
+from nodewright.controllers.node_network_config.nic_book import NicBook
+from nodewright.controllers.node_network_config.options import NodeNetworkConfigSettings
+from nodewright.controllers.node_network_config.reconciler import check_requested
+from nodewright.controllers.node_network_config.resources import (
+    controller_reference,
+    is_controlled_by,
+    owner_references_for,
+)
+from nodewright.controllers.node_network_config.subnets import time_to_exhaustion
+from nodewright.devenv.cns_nodesubnet import FetchSchedule
+from nodewright.runtime.metrics import Metrics, activate
+
+NODE = {"metadata": {"name": "node-1", "uid": "uid-1"}}
+
+
+def _with_references(*references: dict[str, Any]) -> dict[str, Any]:
+    return {"metadata": {"name": "node-1", "ownerReferences": list(references)}}
+
+
+def test_controller_reference_is_what_set_controller_ref_writes() -> None:
+    """controller and blockOwnerDeletion true, the Node's name and uid."""
+    assert controller_reference(NODE) == {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "name": "node-1",
+        "uid": "uid-1",
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+@pytest.mark.parametrize(
+    ("references", "controlled"),
+    [
+        pytest.param([], False, id="no-references"),
+        pytest.param([{"kind": "Node", "uid": "uid-1"}], False, id="owner-not-controller"),
+        pytest.param([{"kind": "Node", "uid": "uid-1", "controller": False}], False, id="controller-false"),
+        pytest.param([{"kind": "Node", "uid": "uid-0", "controller": True}], False, id="older-node"),
+        pytest.param([{"kind": "Node", "uid": "uid-1", "controller": True}], True, id="controlled"),
+    ],
+)
+def test_is_controlled_by(references: list[dict[str, Any]], controlled: bool) -> None:
+    """As metav1.IsControlledBy: a controller reference with the owner's uid."""
+    assert is_controlled_by(_with_references(*references), NODE) is controlled
+
+
+def test_owner_references_migration() -> None:
+    """Legacy or stale Node references are replaced, others kept; nothing to do when controlled;
+    never a second controller; nothing without the Node's uid."""
+    legacy = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "name": "node-1",
+        "uid": "uid-1",
+        "blockOwnerDeletion": False,
+    }
+    keeper = {"apiVersion": "v1", "kind": "ConfigMap", "name": "k", "uid": "k"}
+    assert owner_references_for(_with_references(legacy, keeper), NODE) == [
+        keeper,
+        controller_reference(NODE),
+    ]
+    stale = {**legacy, "uid": "uid-0", "controller": True}
+    assert owner_references_for(_with_references(stale), NODE) == [controller_reference(NODE)]
+    assert owner_references_for(_with_references(controller_reference(NODE)), NODE) is None
+    foreign = {**keeper, "controller": True}
+    assert owner_references_for(_with_references(foreign), NODE) is None
+    assert owner_references_for(_with_references(), {"metadata": {"name": "n"}}) is None
+
+
+CRD = NodeNetworkConfigSettings(scale_down_delay_seconds=30)
+NODESUBNET = dataclasses.replace(CRD, consumer="nodesubnet")
+IDLE = dataclasses.replace(NODESUBNET, release="idle")
+
+
+@pytest.mark.parametrize(
+    ("settings", "lasted", "expected"),
+    [
+        pytest.param(CRD, 10.0, set(), id="crd-surplus-too-young"),
+        pytest.param(CRD, 30.0, None, id="crd-any-free-after-hysteresis"),
+        pytest.param(NODESUBNET, 10_000.0, set(), id="nodesubnet-never-releases"),
+        pytest.param(IDLE, 10.0, set(), id="idle-surplus-too-young"),
+        pytest.param(IDLE, 30.0, {"10.0.0.5"}, id="idle-only-idle-and-free"),
+    ],
+)
+def test_releasable_addresses(
+    settings: NodeNetworkConfigSettings, lasted: float, expected: set[str] | None
+) -> None:
+    """Hysteresis first; NodeSubnet releases nothing by default, and with release: idle only
+    addresses that are free now and have been idle long enough."""
+    allowed = releasable_addresses(
+        settings=settings,
+        surplus_lasted=lasted,
+        free_addresses={"10.0.0.5", "10.0.0.6"},
+        idle_addresses={"10.0.0.5", "10.0.0.7"},
+    )
+    assert (None if allowed is None else set(allowed)) == expected
+
+
+def test_idle_release_waits_past_the_consumers_longest_discovery_interval() -> None:
+    """The idle period is the consumer's longest fetch interval plus the grace."""
+    assert IDLE.idle_release_seconds == 1024.0 + 60.0
+
+
+@pytest.mark.parametrize(
+    ("requested", "expected"),
+    [
+        pytest.param(10, (10, None), id="within"),
+        pytest.param(20, (20, None), id="at-maximum"),
+        pytest.param(21, (20, "RequestedIPCountAboveMaximum"), id="above-maximum-capped"),
+        pytest.param(-1, (None, "InvalidRequestedIPCount"), id="negative-changes-nothing"),
+    ],
+)
+def test_check_requested(requested: int, expected: tuple[int | None, str | None]) -> None:
+    count, problem = check_requested(requested, 20)
+    assert (count, problem[0] if problem else None) == expected
+
+
+@pytest.mark.parametrize(
+    ("node", "pool"),
+    [
+        pytest.param(
+            {"metadata": {"labels": {"kubernetes.azure.com/agentpool": "user1"}}}, "user1", id="label"
+        ),
+        pytest.param(
+            {
+                "metadata": {},
+                "spec": {
+                    "providerID": "azure:///subscriptions/s/resourceGroups/rg/providers/Microsoft.Compute/"
+                    "virtualMachineScaleSets/vmss1/virtualMachines/3"
+                },
+            },
+            "vmss1",
+            id="scale-set",
+        ),
+        pytest.param({"metadata": {}, "spec": {}}, "standalone", id="no-provider-id"),
+    ],
+)
+def test_node_pool_of(node: dict[str, Any], pool: str) -> None:
+    assert node_pool_of(node) == pool
+
+
+def test_time_to_exhaustion() -> None:
+    """100 addresses used in 10 s with 500 left: 50 s to go; none while not consumed."""
+    assert time_to_exhaustion((0.0, 600), 10.0, 500) == pytest.approx(50.0)
+    assert time_to_exhaustion((0.0, 600), 10.0, 600) is None
+    assert time_to_exhaustion(None, 10.0, 600) is None
+
+
+def test_nic_book_hysteresis_and_idle_clocks() -> None:
+    """A surplus's age restarts when it goes away; an address is idle only while continuously free."""
+    book = NicBook(backoff_base_seconds=1, backoff_cap_seconds=2, leak_grace_seconds=5, idle_seconds=10)
+    assert book.surplus_lasted("NIC", True, 100.0) == 0.0
+    assert book.surplus_lasted("nic", True, 130.0) == 30.0
+    assert book.surplus_due("nic", 60.0) == 160.0
+    assert book.surplus_lasted("nic", False, 131.0) == 0.0
+    assert book.surplus_due("nic", 60.0) is None
+    assert book.observe_idle("nic", {"a", "b"}, 0.0) == ()
+    assert book.observe_idle("nic", {"a"}, 10.0) == ("a",)
+    assert book.observe_idle("nic", {"a", "b"}, 11.0) == ("a",)  # b was in use in between
+    book.forget("nic")
+    assert book.next_idle_due("nic") is None
+
+
+def test_fetch_schedule_doubles_to_1024_and_resets_on_change() -> None:
+    """CNS NodeSubnet: 4 s, doubling while nothing changes, capped at 1,024 s, back to 4 s."""
+    schedule = FetchSchedule()
+    intervals = [schedule.after_fetch(changed=False) for _ in range(10)]
+    assert intervals == [8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 1024.0, 1024.0]
+    assert schedule.after_fetch(changed=True) == 4.0
+
+
+def test_ipam_metrics_sum_per_node_pool_on_the_active_registry() -> None:
+    """Figures recorded per node are summed per node pool in the manager's /metrics text, next
+    to the subnet's time to exhaustion."""
+    metrics = Metrics()
+    activate(metrics)
+    ipam_metrics = IpamMetrics(lambda _now: {"pods": 120.0})
+    ipam_metrics.record(
+        "a", NodeFigures(pool="vmss1", allocated=16, available=10, requested=16, pending_release=0)
+    )
+    ipam_metrics.record(
+        "b", NodeFigures(pool="vmss1", allocated=32, available=4, requested=32, pending_release=2)
+    )
+    ipam_metrics.record(
+        "c", NodeFigures(pool="user2", allocated=8, available=8, requested=8, pending_release=0)
+    )
+    text = metrics.render().decode()
+    assert 'nodewright_ipam_allocated_ips{node_pool="vmss1"} 48.0' in text
+    assert 'nodewright_ipam_available_ips{node_pool="vmss1"} 14.0' in text
+    assert 'nodewright_ipam_pending_release_ips{node_pool="vmss1"} 2.0' in text
+    assert 'nodewright_ipam_requested_ips{node_pool="user2"} 8.0' in text
+    assert 'nodewright_ipam_subnet_exhaustion_seconds{subnet="pods"} 120.0' in text
+    ipam_metrics.forget("c")
+    assert 'node_pool="user2"' not in metrics.render().decode()
