@@ -98,6 +98,20 @@ def _policies(
     ]
 
 
+def _budget_for(settings: CloudSettings, observer: BudgetObserver | None) -> ArmBudget:
+    """The process-wide ARM request budget of this endpoint, subscription and principal."""
+    budget = shared_budget(
+        settings.endpoint,
+        settings.subscription_id,
+        principal_of(settings),
+        reserve_fraction=settings.budget_reserve_fraction,
+        observer=observer,
+    )
+    if observer is not None:
+        budget.observer = observer
+    return budget
+
+
 def build_clients(
     settings: CloudSettings,
     *,
@@ -120,38 +134,18 @@ def build_clients(
     options = {**settings.client_options(), **client_options}
     gates = [RetryAfterGate(max_wait_seconds=settings.retry_after_max_wait_seconds) for _ in range(3)]
     logging.getLogger(HTTP_LOGGER).setLevel(logging.INFO if settings.http_logging else logging.WARNING)
-    budget = shared_budget(
-        settings.endpoint,
-        settings.subscription_id,
-        principal_of(settings),
-        reserve_fraction=settings.budget_reserve_fraction,
-        observer=budget_observer,
-    )
-    if budget_observer is not None:
-        budget.observer = budget_observer
+    budget = _budget_for(settings, budget_observer)
     budget_policy = ArmBudgetPolicy(budget, max_wait_seconds=settings.retry_after_max_wait_seconds)
     guarded = [WriteGuardPolicy(write_guard)] if write_guard is not None else []
-    compute = ComputeManagementClient(
-        credential,
-        settings.subscription_id,
-        base_url=settings.endpoint,
-        per_retry_policies=_policies(gates[0], bucket, observer, budget_policy) + guarded,
-        **options,
-    )
-    network = NetworkManagementClient(
-        credential,
-        settings.subscription_id,
-        base_url=settings.endpoint,
-        per_retry_policies=_policies(gates[1], bucket, observer, budget_policy) + guarded,
-        **options,
-    )
-    msi = ManagedServiceIdentityClient(
-        credential,
-        settings.subscription_id,
-        base_url=settings.endpoint,
-        per_retry_policies=_policies(gates[2], bucket, observer, budget_policy) + guarded,
-        **options,
-    )
+
+    def client_options_with(gate: RetryAfterGate) -> dict[str, Any]:
+        policies = _policies(gate, bucket, observer, budget_policy) + guarded
+        return {"base_url": settings.endpoint, "per_retry_policies": policies, **options}
+
+    subscription = settings.subscription_id
+    compute = ComputeManagementClient(credential, subscription, **client_options_with(gates[0]))
+    network = NetworkManagementClient(credential, subscription, **client_options_with(gates[1]))
+    msi = ManagedServiceIdentityClient(credential, subscription, **client_options_with(gates[2]))
     return CloudClients(
         settings=settings,
         credential=credential,
