@@ -72,6 +72,17 @@ install: controlplane ## Install the CRDs into the cluster of $$KUBECONFIG.
 deploy: controlplane ## Deploy the manager into the cluster of $$KUBECONFIG.
 	$(BIN)/kubectl apply -k config/default
 
+IMAGE     ?= localhost/nodewright:dev
+BASE_IMAGE ?=
+
+.PHONY: image
+image: ## Build the manager image with buildah, no engine (base from Debian via mmdebstrap unless BASE_IMAGE=...).
+	IMAGE=$(IMAGE) BASE_IMAGE=$(BASE_IMAGE) bash hack/build-image.sh
+
+.PHONY: image-test
+image-test: $(PYTHON) controlplane ## Run the image with podman (non-root, read-only) against the local control plane and ARM emulator.
+	IMAGE=$(IMAGE) $(PYTHON) -m hack.image_test
+
 .PHONY: docker-build
-docker-build: ## Build the manager image (needs a Docker engine; none runs on our dev machines).
+docker-build: ## Build the manager image with a Docker engine (none runs on our dev machines; see `make image`).
 	docker build -t nodewright:dev .
