@@ -30,6 +30,14 @@ install-dev: $(PYTHON) ## Create .venv with the pinned development dependencies.
 controlplane: ## Build kube-apiserver, etcd and kubectl from Go modules (once, into the cache).
 	@bash hack/build-controlplane.sh >/dev/null
 
+.PHONY: helm
+helm: ## Build helm from its Go module (once, into the cache; the chart tests use it).
+	@bash hack/build-helm.sh >/dev/null
+
+.PHONY: helm-lint
+helm-lint: helm ## helm lint --strict the chart generated from config/ (charts/nodewright).
+	$(BIN)/helm lint --strict charts/nodewright
+
 .PHONY: lint
 lint: $(PYTHON) ## ruff, mypy --strict, import-linter layer contracts, CRDs up to date, hadolint.
 	$(VENV)/bin/ruff check .
@@ -45,7 +53,7 @@ fmt: $(PYTHON) ## Format and autofix with ruff.
 	$(VENV)/bin/ruff check --fix .
 
 .PHONY: test
-test: $(PYTHON) controlplane ## Run every test against a real local control plane.
+test: $(PYTHON) controlplane helm ## Run every test against a real local control plane.
 	$(PYTHON) -m pytest $(PYTEST_ARGS)
 
 .PHONY: test-unit
@@ -61,7 +69,7 @@ bench: $(PYTHON) controlplane ## Run the benchmarks (quick; FULL=1 for the full 
 	$(PYTHON) -m bench $(if $(FULL),--full,)
 
 .PHONY: manifests
-manifests: $(PYTHON) ## Generate CRD YAML under config/crd from the api/ models.
+manifests: $(PYTHON) ## Generate config/crd, config/rbac and charts/nodewright from the models and RBAC_RULES.
 	$(PYTHON) -m hack.manifests
 
 .PHONY: install

@@ -7,7 +7,8 @@ lists them. RBAC: config/rbac/role.yaml holds the framework's own ClusterRole
 ``config/rbac/reconcilers/<name>/``, with a ClusterRole for its cluster-wide rules
 (``RBAC_RULES`` beside its code) and a Role per namespace its namespaced rules name, each bound
 to the manager's ServiceAccount. config/default lists the components of the reconcilers
-config/manager enables (tests/config/test_rbac.py holds the two together). ``--check`` writes
+config/manager enables (tests/config/test_rbac.py holds the two together). The Helm chart
+under charts/nodewright is generated from the same files (``hack/chart.py``). ``--check`` writes
 nothing and exits 1 naming each stale or missing file, so CI
 fails when someone edits a model or a rule without regenerating.
 """
@@ -20,6 +21,8 @@ from pathlib import Path
 
 import yaml
 
+from hack.chart import chart_files
+from hack.chart import existing_files as existing_chart_files
 from nodewright.api import RESOURCES
 from nodewright.controllers.main import BUILT_IN_RECONCILERS
 from nodewright.runtime.rbac import RUNTIME_RULES, PolicyRule, merge_rules
@@ -47,6 +50,7 @@ def render() -> dict[Path, str]:
     files[CRD_DIR / "kustomization.yaml"] = HEADER + yaml.safe_dump(kustomization, sort_keys=False)
     files[RBAC_FILE] = HEADER + yaml.safe_dump_all(rbac_documents(), sort_keys=False)
     files.update(component_files())
+    files.update(chart_files(files))
     return files
 
 
@@ -116,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     wanted = render()
     existing = set((CRD_DIR / "bases").glob("*.yaml")) if (CRD_DIR / "bases").exists() else set()
     existing |= {RBAC_FILE} if RBAC_FILE.exists() else set()
-    existing |= set(COMPONENT_DIR.glob("*/*.yaml"))
+    existing |= set(COMPONENT_DIR.glob("*/*.yaml")) | existing_chart_files()
     stale = [p for p, text in wanted.items() if not p.exists() or p.read_text() != text]
     extra = sorted(existing - set(wanted))
     if arguments.check:
