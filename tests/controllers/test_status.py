@@ -4,8 +4,10 @@ status, rendered for a human; and the command against a real API server."""
 from __future__ import annotations
 
 import contextlib
+import signal
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -128,3 +130,24 @@ def test_status_command_reads_the_real_api_server(cluster: Cluster, namespace: s
     finally:
         with contextlib.suppress(errors.NotFound):
             client.delete(NODE, node)
+
+
+def test_watch_redraws_until_interrupted(cluster: Cluster) -> None:
+    """`nodewright status --watch` redraws every interval and exits 0 on Ctrl-C."""
+    watcher = subprocess.Popen(
+        [sys.executable, "-m", "nodewright.controllers.main", "status", "--watch", "--interval", "0.5"],
+        cwd=ROOT,
+        env={"KUBECONFIG": str(cluster.kubeconfig), "PATH": "/usr/bin:/bin"},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert watcher.stdout is not None
+    frames = 0
+    deadline = time.monotonic() + 60
+    while frames < 3 and time.monotonic() < deadline:
+        line = watcher.stdout.readline()
+        frames += line.rstrip().endswith("nodewright status")
+    watcher.send_signal(signal.SIGINT)
+    rest, _ = watcher.communicate(timeout=30)
+    assert frames == 3
+    assert watcher.returncode == 0, rest

@@ -9,6 +9,7 @@ from typing import Any
 
 import pykube
 
+from nodewright.runtime.health import workers_not_stuck
 from nodewright.runtime.kinds import Kind
 from nodewright.runtime.reconcile import Request, Result
 from tests.runtime.manager_helpers import RunningManager, http_get, make_manager, wait_for
@@ -75,3 +76,12 @@ def test_healthz_fails_once_an_informer_stopped(cluster: Any, namespace: str) ->
         assert http_get(port, "/healthz/workers")[0] == 200
     finally:
         running.stop()
+
+
+def test_workers_check_compares_each_controller_with_the_deadline() -> None:
+    """Over the deadline fails, at or under passes, and a deadline of 0 turns the check off."""
+    running = [("fast", 1.0), ("slow", 700.0)]
+    assert workers_not_stuck(lambda: running, 600)() is False
+    assert workers_not_stuck(lambda: running, 700)() is True
+    assert workers_not_stuck(lambda: running, 0)() is True
+    assert workers_not_stuck(list, 1)() is True

@@ -5,6 +5,7 @@ nodewright-metrics-reader; the manager itself holds only config/rbac/metrics_aut
 from __future__ import annotations
 
 import contextlib
+import socket
 import ssl
 import time
 import urllib.error
@@ -22,6 +23,7 @@ from nodewright.runtime.client import Client
 from nodewright.runtime.config import MetricsConfig
 from nodewright.runtime.kinds import Kind
 from nodewright.runtime.metrics import HttpServer, Metrics
+from nodewright.runtime.metrics_auth import MetricsAuthorizer
 from nodewright.runtime.metrics_server import self_signed_certificate, serve_metrics
 from tests.conftest import Cluster
 
@@ -192,3 +194,23 @@ def test_mounted_certificate_is_served(cluster: Cluster, tmp_path: Path) -> None
     finally:
         server.stop()
         metrics.shutdown()
+
+
+def test_unreachable_api_server_answers_503_and_is_not_cached() -> None:
+    """When the API server cannot be asked, a scrape gets 503 (not 200, not a cached refusal)."""
+    with socket.socket() as probe:  # a loopback port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    kubeconfig = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "gone", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+        "users": [{"name": "gone", "user": {"token": "unused"}}],
+        "contexts": [{"name": "gone", "context": {"cluster": "gone", "user": "gone"}}],
+        "current-context": "gone",
+    }
+    authorizer = MetricsAuthorizer(Client.from_config(pykube.KubeConfig(kubeconfig)))
+    assert authorizer.decide("Bearer some-token", "/metrics").status == 503
+    assert authorizer.decide("Bearer some-token", "/metrics").status == 503
+    assert authorizer.decide(None, "/metrics").status == 401
+    assert authorizer.decide("Basic dXNlcjpwYXNz", "/metrics").status == 401
