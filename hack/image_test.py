@@ -4,8 +4,9 @@ Starts what ``make run`` starts (the real control plane, the ARM emulator with t
 the node simulator, the CRDs and the samples) but runs the manager from the image with podman:
 as uid 65532, read-only root filesystem, all capabilities dropped, no new privileges, config,
 kubeconfig and the emulator's CA mounted read-only. It waits for ``/readyz``, checks that
-``/metrics`` refuses a scrape without a token (HTTPS), and waits until an AzureAssignedIdentity
-is Assigned. Prints the image size and the start-to-ready time; exits 1 with the manager's log
+``/metrics`` (HTTPS) refuses a scrape without a token and serves one with the token of a
+ServiceAccount bound to nodewright-metrics-reader, and waits until an AzureAssignedIdentity is
+Assigned. Prints the image size and the start-to-ready time; exits 1 with the manager's log
 on any failure. Side effects: processes, loopback ports, a temporary work directory, a container.
 """
 
@@ -28,6 +29,7 @@ from typing import Any
 import yaml
 
 from nodewright.devenv.demo import REPOSITORY, LocalEnvironment, manager_config
+from nodewright.runtime.client import Client
 from nodewright.runtime.kinds import Kind
 
 IMAGE = os.environ.get("IMAGE", "localhost/nodewright:dev")
@@ -35,6 +37,11 @@ SEED = REPOSITORY / "config" / "emulator" / "seed-sample.yaml"
 SAMPLES = REPOSITORY / "config" / "samples"
 MOUNT = "/etc/nodewright"
 FILE_KEYS = ("certificate-authority", "client-certificate", "client-key")
+SERVICE_ACCOUNT = Kind("v1", "ServiceAccount", "serviceaccounts")
+CLUSTER_ROLE = Kind("rbac.authorization.k8s.io/v1", "ClusterRole", "clusterroles", namespaced=False)
+CLUSTER_ROLE_BINDING = Kind(
+    "rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "clusterrolebindings", namespaced=False
+)
 AZURE_ASSIGNED_IDENTITY = Kind("aadpodidentity.k8s.io/v1", "AzureAssignedIdentity", "azureassignedidentities")
 
 
@@ -106,9 +113,10 @@ def wait_for(
         time.sleep(0.5)
 
 
-def http_status(url: str, context: ssl.SSLContext | None = None) -> int:
+def http_status(url: str, context: ssl.SSLContext | None = None, token: str = "") -> int:
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})  # noqa: S310
     try:
-        with urllib.request.urlopen(url, timeout=5, context=context) as response:  # noqa: S310 - our URLs
+        with urllib.request.urlopen(request, timeout=5, context=context) as response:  # noqa: S310 - our URLs
             return int(response.status)
     except urllib.error.HTTPError as error:
         return int(error.code)
@@ -139,6 +147,41 @@ def image_size(image: str) -> int:
     return int(output.strip())
 
 
+def reader_token(client: Client) -> str:
+    """A token of a ServiceAccount bound to the ClusterRole nodewright-metrics-reader."""
+    role = yaml.safe_load((REPOSITORY / "config" / "rbac" / "metrics_reader_role.yaml").read_text())
+    role["metadata"]["name"] = "nodewright-metrics-reader"
+    client.create(CLUSTER_ROLE, role)
+    client.create(SERVICE_ACCOUNT, {"metadata": {"name": "scraper"}}, "default")
+    subject = {"kind": "ServiceAccount", "name": "scraper", "namespace": "default"}
+    role_ref = {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": "nodewright-metrics-reader",
+    }
+    client.create(
+        CLUSTER_ROLE_BINDING, {"metadata": {"name": "scraper"}, "roleRef": role_ref, "subjects": [subject]}
+    )
+    body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}}
+    response = client.request("POST", "/api/v1/namespaces/default/serviceaccounts/scraper/token", body=body)
+    return str(response.json()["status"]["token"])
+
+
+def check_metrics(client: Client, environment: ContainerEnvironment) -> None:
+    """/metrics over HTTPS: 401 without a token, 200 with a reader's token (the container asks
+    the API server with TokenReview and SubjectAccessReview)."""
+    unverified = ssl.create_default_context()
+    unverified.check_hostname = False
+    unverified.verify_mode = ssl.CERT_NONE
+    url = f"https://127.0.0.1:{environment.metrics_port}/metrics"
+    status = http_status(url, unverified)
+    if status != 401:
+        raise RuntimeError(f"/metrics without a token answered {status}, expected 401")
+    token = reader_token(client)
+    wait_for(lambda: http_status(url, unverified, token) == 200, 60, "/metrics 200 for a reader", environment)
+    print("image-test: /metrics over HTTPS: 401 without a token, 200 with a nodewright-metrics-reader token")
+
+
 def exercise(environment: ContainerEnvironment) -> float:
     """Wait for readiness, check the container's confinement, metrics and an identity."""
     health = f"http://127.0.0.1:{environment.health_port}"
@@ -149,15 +192,9 @@ def exercise(environment: ContainerEnvironment) -> float:
     print(f"image-test: container user={user} readOnlyRootfs={read_only}")
     if user != "65532:65532" or read_only is not True:
         raise RuntimeError(f"the container is not confined as asked: user={user} readOnlyRootfs={read_only}")
-    unverified = ssl.create_default_context()
-    unverified.check_hostname = False
-    unverified.verify_mode = ssl.CERT_NONE
-    status = http_status(f"https://127.0.0.1:{environment.metrics_port}/metrics", unverified)
-    if status != 401:
-        raise RuntimeError(f"/metrics without a token answered {status}, expected 401")
-    print("image-test: /metrics over HTTPS refused a scrape without a token (401)")
     client = environment.client
     assert client is not None
+    check_metrics(client, environment)
 
     def assigned() -> bool:
         items = client.list(AZURE_ASSIGNED_IDENTITY).items
