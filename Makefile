@@ -30,6 +30,14 @@ install-dev: $(PYTHON) ## Create .venv with the pinned development dependencies.
 controlplane: ## Build kube-apiserver, etcd and kubectl from Go modules (once, into the cache).
 	@bash hack/build-controlplane.sh >/dev/null
 
+.PHONY: helm
+helm: ## Build helm from its Go module (once, into the cache; the chart tests use it).
+	@bash hack/build-helm.sh >/dev/null
+
+.PHONY: helm-lint
+helm-lint: helm ## helm lint --strict the chart generated from config/ (charts/nodewright).
+	$(BIN)/helm lint --strict charts/nodewright
+
 .PHONY: lint
 lint: $(PYTHON) ## ruff, mypy --strict, import-linter layer contracts, CRDs up to date, hadolint.
 	$(VENV)/bin/ruff check .
@@ -45,7 +53,7 @@ fmt: $(PYTHON) ## Format and autofix with ruff.
 	$(VENV)/bin/ruff check --fix .
 
 .PHONY: test
-test: $(PYTHON) controlplane ## Run every test against a real local control plane.
+test: $(PYTHON) controlplane helm ## Run every test against a real local control plane.
 	$(PYTHON) -m pytest $(PYTEST_ARGS)
 
 .PHONY: test-unit
@@ -61,7 +69,7 @@ bench: $(PYTHON) controlplane ## Run the benchmarks (quick; FULL=1 for the full 
 	$(PYTHON) -m bench $(if $(FULL),--full,)
 
 .PHONY: manifests
-manifests: $(PYTHON) ## Generate CRD YAML under config/crd from the api/ models.
+manifests: $(PYTHON) ## Generate config/crd, config/rbac and charts/nodewright from the models and RBAC_RULES.
 	$(PYTHON) -m hack.manifests
 
 .PHONY: install
@@ -72,6 +80,17 @@ install: controlplane ## Install the CRDs into the cluster of $$KUBECONFIG.
 deploy: controlplane ## Deploy the manager into the cluster of $$KUBECONFIG.
 	$(BIN)/kubectl apply -k config/default
 
+IMAGE     ?= localhost/nodewright:dev
+BASE_IMAGE ?=
+
+.PHONY: image
+image: ## Build the manager image with buildah, no engine (base from Debian via mmdebstrap unless BASE_IMAGE=...).
+	IMAGE=$(IMAGE) BASE_IMAGE=$(BASE_IMAGE) bash hack/build-image.sh
+
+.PHONY: image-test
+image-test: $(PYTHON) controlplane ## Run the image with podman (non-root, read-only) against the local control plane and ARM emulator.
+	IMAGE=$(IMAGE) $(PYTHON) -m hack.image_test
+
 .PHONY: docker-build
-docker-build: ## Build the manager image (needs a Docker engine; none runs on our dev machines).
+docker-build: ## Build the manager image with a Docker engine (none runs on our dev machines; see `make image`).
 	docker build -t nodewright:dev .

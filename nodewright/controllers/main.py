@@ -2,7 +2,8 @@
 
 Owns ``main()``: ``nodewright run --config FILE [--kubeconfig PATH]`` runs the manager with the
 reconcilers the config enables; ``nodewright check-config FILE`` validates a config without
-touching a cluster; ``nodewright version`` prints the version. A bad config exits with code 2
+touching a cluster; ``nodewright status [--watch]`` shows what the reconcilers did (``status.py``);
+``nodewright version`` prints the version. A bad config exits with code 2
 and one line on stderr. ``REGISTRY`` is where our own reconcilers are registered by name.
 Here the manager's leadership fence is installed as the write guard of every ARM client, so
 API and ARM writes alike are refused by one fence when this replica may not lead.
@@ -17,12 +18,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nodewright.controllers import cloud_access, identity, node_image, node_network_config
+from nodewright.controllers.status import main_status
 from nodewright.runtime import logs
-from nodewright.runtime.config import ConfigError, load_config
+from nodewright.runtime.config import ConfigError, ManagerConfig, load_config
+from nodewright.runtime.errors import ApiError
 from nodewright.runtime.manager import Manager, ManagerError
+from nodewright.runtime.permissions import missing_permissions
+from nodewright.runtime.rbac import RUNTIME_RULES, PolicyRule
 from nodewright.runtime.registry import ReconcilerPlugin, ReconcilerRegistry, RegistryError
 
-__all__ = ["BUILT_IN_RECONCILERS", "REGISTRY", "main"]
+__all__ = ["BUILT_IN_RECONCILERS", "REGISTRY", "main", "required_rules"]
 
 BUILT_IN_RECONCILERS: tuple[ReconcilerPlugin, ...] = (
     identity.PLUGIN,
@@ -58,6 +63,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     check.add_argument("file", metavar="FILE")
     commands.add_parser("version", help="print the version", description="Print the version.")
+    status = commands.add_parser("status", help="show rollouts, IP pools and identity assignments")
+    status.add_argument("--watch", action="store_true", help="refresh every --interval seconds")
+    status.add_argument("--interval", type=float, default=2.0, metavar="S", help="refresh period (default 2)")
+    status.add_argument("--namespace", default="kube-system", help="where NodeNetworkConfigs live")
+    status.add_argument("--kubeconfig", metavar="PATH", help="kubeconfig (default: $KUBECONFIG, in-cluster)")
     return parser
 
 
@@ -72,6 +82,28 @@ def _validate_options(path: str, name: str, plugin: ReconcilerPlugin, options: M
         raise ConfigError(f"{path}: reconcilers.{name}.{error}") from None
 
 
+def required_rules(config: ManagerConfig) -> dict[str, list[PolicyRule]]:
+    """What each enabled part needs, by who needs it: the runtime (Events, the Lease, metrics
+    authorization) and every enabled reconciler whose plug-in declares rules."""
+    runtime = list(RUNTIME_RULES)
+    if config.leader_election.enabled:
+        lease = ("get", "create", "update")
+        runtime.append(
+            PolicyRule("coordination.k8s.io", ("leases",), lease, namespace=config.leader_election.namespace)
+        )
+    if config.metrics.secure and config.metrics.bind_address != "0":
+        runtime.append(PolicyRule("authentication.k8s.io", ("tokenreviews",), ("create",)))
+        runtime.append(PolicyRule("authorization.k8s.io", ("subjectaccessreviews",), ("create",)))
+    rules = {"the runtime (config/rbac)": runtime}
+    for name, reconciler in config.reconcilers.items():
+        if not reconciler.enabled:
+            continue
+        declared = REGISTRY.resolve(name, reconciler.module).rbac_rules
+        if declared:
+            rules[f"reconciler {name} (is its role bound? config/rbac/reconcilers/{name})"] = list(declared)
+    return rules
+
+
 def _fail(code: int, message: str) -> int:
     print(f"nodewright: {message}", file=sys.stderr)  # noqa: T201 - the CLI's error channel
     return code
@@ -82,6 +114,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if arguments.command == "version":
         print(_version())  # noqa: T201 - the command's output
         return 0
+    if arguments.command == "status":
+        return main_status(arguments)
     path = arguments.file if arguments.command == "check-config" else arguments.config
     try:
         config = load_config(path)
@@ -105,6 +139,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         manager.setup_reconcilers(REGISTRY)
     except ConfigError as error:
         return _fail(EXIT_CONFIG, f"{path}: {error}")
+    try:
+        problems = missing_permissions(manager.client, required_rules(config))
+    except ApiError as error:
+        return _fail(EXIT_FAILURE, f"cannot check permissions: {error}")
+    if problems:
+        return _fail(EXIT_FAILURE, "missing permissions: " + "; ".join(problems))
     try:
         manager.run()
     except ManagerError as error:

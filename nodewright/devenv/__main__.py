@@ -2,7 +2,9 @@
 
 Starts the real control plane, the ARM emulator with a small estate, the node simulator, the
 CRDs, the samples and the manager (see ``demo.LocalEnvironment``), prints where to look and a
-progress line as the reconcilers work, and tears everything down on Ctrl-C (or SIGTERM).
+progress line as the reconcilers work, and tears everything down on Ctrl-C (or SIGTERM). The work
+directory is locked for the run (``worklock``): a second ``up`` on it exits 1 with "already
+running (pid N, work dir ...)" and touches nothing.
 """
 
 from __future__ import annotations
@@ -15,13 +17,21 @@ import time
 from pathlib import Path
 from types import FrameType
 
+from nodewright.controllers.status import read_view, summary
 from nodewright.devenv.controlplane import DEFAULT_CACHE
 from nodewright.devenv.demo import REPOSITORY, LocalEnvironment
+from nodewright.devenv.worklock import WorkDirBusyError, lock_work_dir
 
 SEED = REPOSITORY / "config" / "emulator" / "seed-sample.yaml"
 SAMPLES = REPOSITORY / "config" / "samples"
 
 __all__ = ["main"]
+
+
+def _progress(environment: LocalEnvironment) -> str:
+    """The progress line: ``nodewright status``'s summary of the CRs' status."""
+    assert environment.client is not None
+    return summary(read_view(environment.client))
 
 
 def _up(work_dir: Path) -> int:
@@ -53,7 +63,8 @@ Everything is up after {time.monotonic() - started:.1f} s.
   {kubectl} get nodeimages,scalinggroups,pendingnodes
   {kubectl} get events -A --sort-by=.lastTimestamp
 
-  metrics  http://127.0.0.1:{environment.metrics_port}/metrics
+  {Path(sys.executable).parent / "nodewright"} status --watch
+  metrics  https://127.0.0.1:{environment.metrics_port}/metrics (HTTPS; token of a nodewright-metrics-reader)
   health   http://127.0.0.1:{environment.health_port}/readyz
   logs     {work_dir / "logs"} (manager.log, kube-apiserver.log, etcd.log)
 
@@ -69,7 +80,7 @@ Progress every 5 s; press Ctrl-C to stop and clean up.""",
                 print(f"error: {failure}", file=sys.stderr)
                 code = 1
                 break
-            line = environment.progress()
+            line = _progress(environment)
             if line != last:
                 print(f"[{time.monotonic() - started:6.1f} s] {line}", flush=True)
                 last = line
@@ -92,7 +103,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     arguments = parser.parse_args(argv)
     if arguments.command == "up":
-        return _up(arguments.work_dir)
+        try:
+            with lock_work_dir(arguments.work_dir):
+                return _up(arguments.work_dir)
+        except WorkDirBusyError as busy:
+            print(f"error: {busy}; stop it first, or give this run its own --work-dir", file=sys.stderr)
+            return 1
     return 2
 
 

@@ -9,8 +9,8 @@ I/O except ``load_config`` reading the file.
 
 Example::
 
-    metrics: {bindAddress: ":8080"}
-    health: {bindAddress: ":8081"}
+    metrics: {bindAddress: ":8443", secure: true, certDir: ""}
+    health: {bindAddress: ":8081", stuckWorkerDeadline: 600}
     leaderElection: {enabled: true, namespace: kube-system, name: nodewright,
                      leaseDuration: 15, renewDeadline: 10, retryPeriod: 2,
                      writeFenceMargin: 2}
@@ -54,14 +54,26 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class MetricsConfig:
-    bind_address: str = ":8080"
-    """Where ``/metrics`` is served; "0" turns the server off."""
+    bind_address: str = ":8443"
+    """Where ``/metrics`` is served; "0" turns the server off. Every interface by default: in a
+    pod, Prometheus scrapes through the metrics Service, which reaches the pod's IP."""
+    secure: bool = True
+    """HTTPS, with each request's bearer token checked by TokenReview and SubjectAccessReview
+    (``get`` on the non-resource URL /metrics). False serves plain HTTP to anyone."""
+    cert_dir: str = ""
+    """Directory holding ``tls.crt`` and ``tls.key`` (a mounted Secret); empty means a
+    self-signed certificate made at start."""
 
 
 @dataclass(frozen=True, slots=True)
 class HealthConfig:
     bind_address: str = ":8081"
-    """Where ``/healthz`` and ``/readyz`` are served; "0" turns the server off."""
+    """Where ``/healthz`` and ``/readyz`` are served over plain HTTP; "0" turns the server off.
+    Every interface by default: the kubelet probes the pod's IP. The probes reveal only
+    check names and pass/fail."""
+    stuck_worker_deadline: float = 600.0
+    """Seconds one reconcile may run before ``/healthz`` reports the controller's workers stuck
+    (the kubelet then restarts the pod); 0 turns the check off."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +232,8 @@ def _validate(config: ManagerConfig) -> None:
         raise ConfigError(
             "leaderElection.writeFenceMargin: must be at least 0 and less than renewDeadline - retryPeriod"
         )
+    if config.health.stuck_worker_deadline < 0:
+        raise ConfigError("health.stuckWorkerDeadline: expected a non-negative number of seconds")
     for name in ("cache_sync_timeout", "graceful_shutdown_timeout"):
         if getattr(config, name) < 0:
             raise ConfigError(f"{_camel(name)}: expected a non-negative number of seconds")

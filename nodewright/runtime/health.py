@@ -3,17 +3,21 @@
 Owns ``HealthServer``, which serves both endpoints on the probe address (":8081" by default)
 and runs named checks on every request: a probe answers 200 when all its checks pass and
 503 naming the failing ones otherwise. ``/readyz/<check>`` and ``/healthz/<check>`` run one
-check. The manager adds a readiness check that passes once the caches have synced.
+check. The manager adds a readiness check that passes once the caches have synced, and two
+liveness checks built here: ``informers_running`` (fails once an informer's threads have ended,
+so its store is frozen) and ``workers_not_stuck`` (fails when one reconcile has run longer than
+the deadline, so a wedged worker gets the pod restarted instead of silently holding its key).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import Protocol
 
 from nodewright.runtime.logs import get_logger
 from nodewright.runtime.metrics import HttpServer, PlainHandler
 
-__all__ = ["Check", "HealthServer", "ping"]
+__all__ = ["Check", "HealthServer", "informers_running", "ping", "workers_not_stuck"]
 
 log = get_logger(__name__)
 
@@ -24,6 +28,37 @@ Check = Callable[[], bool]
 def ping() -> bool:
     """Always passes: the process answers HTTP, so it is alive."""
     return True
+
+
+class StoppableInformer(Protocol):
+    def is_stopped(self) -> bool: ...
+
+
+def informers_running(informers: Callable[[], Iterable[StoppableInformer]]) -> Check:
+    """A liveness check: every started informer still runs (logs the ones that stopped)."""
+
+    def check() -> bool:
+        stopped = [repr(informer) for informer in informers() if informer.is_stopped()]
+        if stopped:
+            log.warning("Found stopped informers", informers=", ".join(stopped))
+        return not stopped
+
+    return check
+
+
+def workers_not_stuck(running_seconds: Callable[[], Iterable[tuple[str, float]]], deadline: float) -> Check:
+    """A liveness check: no controller's longest running reconcile exceeds ``deadline`` seconds
+    (``running_seconds`` yields controller name and that time); a deadline of 0 always passes."""
+
+    def check() -> bool:
+        stuck = [
+            f"{name}={seconds:.0f}s" for name, seconds in running_seconds() if deadline and seconds > deadline
+        ]
+        if stuck:
+            log.warning("Found stuck reconcile workers", controllers=", ".join(stuck), deadline=deadline)
+        return not stuck
+
+    return check
 
 
 class HealthServer:

@@ -398,6 +398,11 @@ class Informer:
             if thread is not threading.current_thread():
                 thread.join(timeout)
 
+    def is_stopped(self) -> bool:
+        """True once started and one of its threads has ended (``stop``, or a crash): its store
+        no longer follows the API server."""
+        return self._started and any(not thread.is_alive() for thread in self._threads)
+
     def has_synced(self) -> bool:
         """Whether the first list has been stored and delivered to the handlers."""
         return self._synced.is_set()

@@ -39,10 +39,11 @@ from nodewright.runtime.config import ConfigError, ManagerConfig, ReconcilerConf
 from nodewright.runtime.controller import Controller
 from nodewright.runtime.events import EventRecorder
 from nodewright.runtime.fence import WriteFence
-from nodewright.runtime.health import HealthServer
+from nodewright.runtime.health import HealthServer, informers_running, workers_not_stuck
 from nodewright.runtime.leaderelection import LeaderElector
 from nodewright.runtime.logs import get_logger
 from nodewright.runtime.metrics import HttpServer, Metrics
+from nodewright.runtime.metrics_server import serve_metrics
 from nodewright.runtime.registry import ReconcilerRegistry
 
 __all__ = ["CacheSyncTimeoutError", "LeadershipLostError", "Manager", "ManagerError"]
@@ -93,6 +94,11 @@ class Manager:
         )
         self.health = HealthServer()
         self.health.add_readiness_check("informers-synced", self._informers_synced)
+        self.health.add_liveness_check("informers", informers_running(self.cache.informers))
+        self.health.add_liveness_check(
+            "workers",
+            workers_not_stuck(self._reconcile_running_seconds, self.config.health.stuck_worker_deadline),
+        )
         self.elector: LeaderElector | None = None
         self.started = threading.Event()
         """Set once the servers listen and the informers synced (ports are known then)."""
@@ -237,12 +243,15 @@ class Manager:
                 return False
         return True  # stopping: nothing left to wait for
 
+    def _reconcile_running_seconds(self) -> list[tuple[str, float]]:
+        return [(c.name, c.queue.longest_running_seconds()) for c in self.controllers]
+
     def _informers_synced(self) -> bool:
         return self._synced.is_set() and self.cache.has_synced()
 
     def _start_servers(self) -> None:
         if self.config.metrics.bind_address != "0":
-            self._metrics_server = self.metrics.serve(self.config.metrics.bind_address)
+            self._metrics_server = serve_metrics(self.metrics, self.config.metrics, self.client)
         if self.config.health.bind_address != "0":
             self.health.start(self.config.health.bind_address)
 

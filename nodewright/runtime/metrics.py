@@ -4,7 +4,9 @@ Owns ``Metrics``: one OpenTelemetry ``MeterProvider`` whose ``PrometheusMetricRe
 into a private ``prometheus_client`` registry, so two managers in one process never share or
 clash over series. It creates the controller-runtime and client-go work-queue instruments,
 hands a work queue its ``QueueMetrics`` hooks (``queue_metrics``), observes queue depth and
-running times at scrape time (``watch_queue``), and serves ``/metrics`` over HTTP (``serve``).
+running times at scrape time (``watch_queue``), and serves ``/metrics`` over plain HTTP
+(``serve``; the manager serves it over HTTPS behind authentication through
+``metrics_server.serve_metrics`` unless the config asks for plain HTTP).
 Other layers create their own instruments with ``get_meter()``.
 
 Scraped names equal controller-runtime's: counters are created with the ``_total`` name (the
@@ -14,6 +16,7 @@ and scope labels and ``target_info`` are turned off.
 
 from __future__ import annotations
 
+import ssl
 import threading
 import weakref
 from collections.abc import Iterable
@@ -192,6 +195,7 @@ class PlainHandler(BaseHTTPRequestHandler):
     """A request handler that logs through our logger at debug level only."""
 
     protocol_version = "HTTP/1.0"
+    timeout = 30  # seconds a client may take to send its request (and the TLS handshake)
 
     def reply(self, status: int, body: bytes, content_type: str = "text/plain; charset=utf-8") -> None:
         self.send_response(status)
@@ -213,12 +217,23 @@ def parse_address(address: str) -> tuple[str, int]:
 class HttpServer:
     """A threaded HTTP server running in a daemon thread until ``stop``."""
 
-    def __init__(self, address: str, handler: type[BaseHTTPRequestHandler], name: str) -> None:
+    def __init__(
+        self,
+        address: str,
+        handler: type[BaseHTTPRequestHandler],
+        name: str,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self._server = ThreadingHTTPServer(parse_address(address), handler)
         self._server.daemon_threads = True
+        if tls is not None:  # the handshake runs in the request's thread, never in accept()
+            self._server.socket = tls.wrap_socket(
+                self._server.socket, server_side=True, do_handshake_on_connect=False
+            )
+        self.scheme = "https" if tls is not None else "http"
         self._thread = threading.Thread(target=self._server.serve_forever, name=f"{name}-server", daemon=True)
         self._thread.start()
-        log.info("Started HTTP server", server=name, address=f"{self.host}:{self.port}")
+        log.info("Started HTTP server", server=name, address=f"{self.scheme}://{self.host}:{self.port}")
 
     @property
     def host(self) -> str:

@@ -16,12 +16,15 @@ __all__ = ["RUNTIME_RULES", "PolicyRule", "merge_rules"]
 
 @dataclass(frozen=True, slots=True)
 class PolicyRule:
-    """One rbac.authorization.k8s.io/v1 PolicyRule. ``api_group`` "" is the core group."""
+    """One rbac.authorization.k8s.io/v1 PolicyRule. ``api_group`` "" is the core group.
+    ``namespace`` set means the objects live in that namespace only: the rule goes into a Role
+    there instead of the ClusterRole."""
 
     api_group: str
     resources: tuple[str, ...]
     verbs: tuple[str, ...]
     resource_names: tuple[str, ...] = ()
+    namespace: str = ""
 
     def __post_init__(self) -> None:
         if "*" in self.verbs or "*" in self.resources or self.api_group == "*":
@@ -39,14 +42,15 @@ class PolicyRule:
 
 
 def merge_rules(rules: Iterable[PolicyRule]) -> list[PolicyRule]:
-    """One rule per (group, resource, resource names) with the union of verbs, sorted."""
-    verbs: dict[tuple[str, str, tuple[str, ...]], set[str]] = {}
+    """One rule per (namespace, group, resource, resource names) with the union of verbs, sorted."""
+    verbs: dict[tuple[str, str, str, tuple[str, ...]], set[str]] = {}
     for rule in rules:
         for resource in rule.resources:
-            verbs.setdefault((rule.api_group, resource, rule.resource_names), set()).update(rule.verbs)
+            key = (rule.namespace, rule.api_group, resource, rule.resource_names)
+            verbs.setdefault(key, set()).update(rule.verbs)
     return [
-        PolicyRule(group, (resource,), tuple(sorted(verb_set)), names)
-        for (group, resource, names), verb_set in sorted(verbs.items())
+        PolicyRule(group, (resource,), tuple(sorted(verb_set)), names, namespace)
+        for (namespace, group, resource, names), verb_set in sorted(verbs.items())
     ]
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,7 @@ import pytest
 import yaml
 
 from nodewright.cloud.emulator import ArmEmulator
-from nodewright.controllers.main import REGISTRY
+from nodewright.controllers.main import BUILT_IN_RECONCILERS, REGISTRY
 from nodewright.controllers.node_image.resources import NODE_IMAGE, SCALING_GROUP
 from nodewright.devenv.crds import install_crds
 from nodewright.runtime import errors
@@ -43,10 +45,14 @@ RBAC_KINDS = {
 NAMESPACE_KIND = Kind("v1", "Namespace", "namespaces", namespaced=False)
 
 
-def rendered() -> list[dict[str, Any]]:
-    """What `kubectl kustomize config/default` renders (the deployable set)."""
+DEFAULT = PROJECT / "config" / "default"
+COMPONENTS = PROJECT / "config" / "rbac" / "reconcilers"
+ALL_RECONCILERS = ("identity-assignment", "node-network-config", "node-image")
+
+
+def kustomize(directory: Path) -> list[dict[str, Any]]:
     output = subprocess.run(
-        [str(KUBECTL), "kustomize", str(PROJECT / "config" / "default")],
+        [str(KUBECTL), "kustomize", "--load-restrictor", "LoadRestrictionsNone", str(directory)],
         capture_output=True,
         text=True,
         check=True,
@@ -55,27 +61,102 @@ def rendered() -> list[dict[str, Any]]:
     return [document for document in yaml.safe_load_all(output) if document]
 
 
+def rendered(reconcilers: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+    """What `kubectl kustomize config/default` renders (the deployable set); with
+    ``reconcilers``, config/default with exactly those reconcilers' role components."""
+    if reconcilers is None:
+        return kustomize(DEFAULT)
+    kustomization = yaml.safe_load((DEFAULT / "kustomization.yaml").read_text())
+    with tempfile.TemporaryDirectory() as directory:
+
+        def relative(path: Path) -> str:  # kustomize roots cannot be absolute
+            return os.path.relpath(path.resolve(), directory)
+
+        kustomization["resources"] = [relative(DEFAULT / path) for path in kustomization["resources"]]
+        kustomization["transformers"] = [relative(DEFAULT / path) for path in kustomization["transformers"]]
+        kustomization["components"] = [relative(COMPONENTS / name) for name in reconcilers]
+        (Path(directory) / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+        return kustomize(Path(directory))
+
+
+def enabled_in_manager_config() -> set[str]:
+    config = yaml.safe_load((PROJECT / "config" / "manager" / "config.yaml").read_text())
+    return {name for name, reconciler in config["reconcilers"].items() if reconciler.get("enabled", True)}
+
+
+def test_default_binds_exactly_the_reconcilers_the_manager_config_enables() -> None:
+    """config/default's components are the roles of the reconcilers config/manager enables: no
+    role for a disabled reconciler, none missing for an enabled one."""
+    kustomization = yaml.safe_load((DEFAULT / "kustomization.yaml").read_text())
+    components = {Path(path).name for path in kustomization.get("components") or []}
+    assert components == enabled_in_manager_config()
+    bound = {
+        document["roleRef"]["name"]
+        for document in rendered()
+        if document["kind"] in ("ClusterRoleBinding", "RoleBinding")
+    }
+    assert {name for name in bound if "reconciler-" in name} == {
+        f"nodewright-reconciler-{name}" for name in enabled_in_manager_config()
+    }
+    assert {path.name for path in COMPONENTS.iterdir()} == {plugin.name for plugin in BUILT_IN_RECONCILERS}
+
+
+def test_node_network_configs_are_granted_in_kube_system_only() -> None:
+    """NodeNetworkConfigs and ClusterSubnetStates live in kube-system: a Role there grants them,
+    no ClusterRole does; the Lease Role is in the manager's namespace."""
+    documents = rendered(ALL_RECONCILERS)
+    for document in documents:
+        groups = {group for rule in document.get("rules") or [] for group in rule.get("apiGroups") or []}
+        if "acn.azure.com" in groups:
+            assert document["kind"] == "Role", document
+            assert document["metadata"]["namespace"] == "kube-system"
+        if document["kind"] in ("Role", "RoleBinding") and "leader-election" in document["metadata"]["name"]:
+            assert document["metadata"]["namespace"] == SYSTEM_NAMESPACE
+        if document["kind"] in ("RoleBinding", "ClusterRoleBinding"):
+            assert document["subjects"] == [
+                {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": SYSTEM_NAMESPACE}
+            ]
+    assert {d["kind"] for d in documents if d["metadata"]["name"] == "nodewright-metrics-reader"} == {
+        "ClusterRole"
+    }
+
+
 def test_roles_grant_no_wildcard_and_no_secret() -> None:
-    """Every rule names its groups, resources and verbs; nothing reads or writes Secrets."""
+    """Every rule names its groups, resources and verbs (every reconciler's roles included);
+    nothing reads or writes Secrets; the one non-resource rule is `get /metrics`."""
     rules = [
         (document["metadata"]["name"], rule)
-        for document in rendered()
+        for document in rendered(ALL_RECONCILERS)
         if document["kind"] in ("ClusterRole", "Role")
         for rule in document["rules"]
     ]
     assert rules
     for role, rule in rules:
+        if "nonResourceURLs" in rule:
+            assert (role, rule) == (
+                "nodewright-metrics-reader",
+                {"nonResourceURLs": ["/metrics"], "verbs": ["get"]},
+            )
+            continue
         for field in ("apiGroups", "resources", "verbs"):
             assert "*" not in rule[field], f"{role} uses a wildcard in {field}: {rule}"
         assert "secrets" not in rule["resources"], f"{role} grants Secrets: {rule}"
         assert not {"escalate", "bind", "impersonate"} & set(rule["verbs"]), f"{role}: {rule}"
 
 
-def apply_rbac(admin: Client) -> None:
-    """Create (or refresh) the namespace, ServiceAccount, roles and bindings of config/default."""
+def apply_rbac(admin: Client, reconcilers: tuple[str, ...] | None = None) -> None:
+    """Create (or refresh) the namespace, ServiceAccount, roles and bindings of config/default
+    (with exactly ``reconcilers``' roles when given), and remove the bindings of the others."""
     with contextlib.suppress(errors.AlreadyExists):
         admin.create(NAMESPACE_KIND, {"metadata": {"name": SYSTEM_NAMESPACE}})
-    for document in rendered():
+    documents = rendered(reconcilers)
+    names = {document["metadata"]["name"] for document in documents}
+    for name in ALL_RECONCILERS:
+        binding = f"nodewright-reconciler-{name}"
+        if binding not in names:
+            admin.delete(RBAC_KINDS["ClusterRoleBinding"], binding, ignore_not_found=True)
+            admin.delete(RBAC_KINDS["RoleBinding"], binding, "kube-system", ignore_not_found=True)
+    for document in documents:
         kind = RBAC_KINDS.get(document["kind"])
         if kind is None:
             continue
@@ -112,7 +193,7 @@ def restricted_manager(
     cluster: Cluster, arm_emulator: ArmEmulator, namespace: str, tmp_path: Path
 ) -> Iterator[tuple[World, Path]]:
     with world_for(cluster, arm_emulator, namespace) as world:
-        apply_rbac(world.client)
+        apply_rbac(world.client, ALL_RECONCILERS)
         yield world, service_account_kubeconfig(world.client, cluster, tmp_path)
 
 
@@ -177,7 +258,7 @@ def test_every_reconciler_works_under_the_generated_roles(restricted_manager: tu
             "node-network-config": {
                 "options": {
                     "cloud": cloud,
-                    "namespace": world.namespace,
+                    "namespace": "kube-system",  # where the generated Role grants NodeNetworkConfigs
                     "nodeSelector": f"kubernetes.io/hostname={node}",
                 }
             },
@@ -195,7 +276,7 @@ def test_every_reconciler_works_under_the_generated_roles(restricted_manager: tu
 
     def pool_filled() -> bool:
         try:
-            config = world.client.get(NODE_NETWORK_CONFIG, node, world.namespace)
+            config = world.client.get(NODE_NETWORK_CONFIG, node, "kube-system")
         except errors.NotFound:
             return False
         requested = (config.get("spec") or {}).get("requestedIPCount", 0)
@@ -226,6 +307,45 @@ def test_every_reconciler_works_under_the_generated_roles(restricted_manager: tu
     finally:
         running.stop()
         with contextlib.suppress(errors.NotFound):
-            world.client.patch(NODE_NETWORK_CONFIG, node, {"metadata": {"finalizers": None}}, world.namespace)
+            world.client.patch(NODE_NETWORK_CONFIG, node, {"metadata": {"finalizers": None}}, "kube-system")
+            world.client.delete(NODE_NETWORK_CONFIG, node, "kube-system", ignore_not_found=True)
         for kind in (SCALING_GROUP, NODE_IMAGE):
             world.client.delete(kind, image_name, ignore_not_found=True)
+
+
+def test_a_reconciler_whose_role_is_not_bound_fails_at_start(
+    cluster: Cluster, arm_emulator: ArmEmulator, namespace: str, tmp_path: Path
+) -> None:
+    """With only identity assignment's role bound (as config/default ships), a manager that
+    also enables node-image exits 1 at start naming the reconciler and what it cannot do."""
+    with world_for(cluster, arm_emulator, namespace) as world:
+        apply_rbac(world.client, ("identity-assignment",))
+        kubeconfig = service_account_kubeconfig(world.client, cluster, tmp_path)
+        cloud = world.cloud_options()
+        config = {
+            "metrics": {"bindAddress": "127.0.0.1:0"},
+            "health": {"bindAddress": "127.0.0.1:0"},
+            "leaderElection": {"namespace": SYSTEM_NAMESPACE, "name": f"unbound-{world.namespace}"},
+            "reconcilers": {
+                "identity-assignment": {"options": {"cloud": cloud}},
+                "node-image": {"options": {"cloud": cloud, "nodeLabelSelector": "pool=none"}},
+            },
+        }
+        path = tmp_path / "config.yaml"
+        path.write_text(yaml.safe_dump(config))
+        result = subprocess.run(
+            [sys.executable, "-m", "nodewright.controllers.main", "run", "--config", str(path)],
+            cwd=PROJECT,
+            env={**os.environ, "KUBECONFIG": str(kubeconfig)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert result.returncode == 1, result.stderr
+    last_line = result.stderr.strip().splitlines()[-1]
+    assert last_line.startswith("nodewright: missing permissions: reconciler node-image"), last_line
+    assert "delete nodes" in last_line
+    assert "create pods/eviction" in last_line
+    assert "identity-assignment" not in last_line
+    assert "the runtime" not in last_line

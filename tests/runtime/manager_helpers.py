@@ -14,7 +14,7 @@ from nodewright.runtime.manager import Manager
 def config_data(namespace: str, **overrides: Any) -> dict[str, Any]:
     """A config for tests: ephemeral ports, short leader election in the test's namespace."""
     data: dict[str, Any] = {
-        "metrics": {"bindAddress": "127.0.0.1:0"},
+        "metrics": {"bindAddress": "127.0.0.1:0", "secure": False},  # plain HTTP: tests scrape it
         "health": {"bindAddress": "127.0.0.1:0"},
         "leaderElection": {
             "enabled": True,

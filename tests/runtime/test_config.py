@@ -18,10 +18,15 @@ def test_compressed_kinds_reach_the_cache() -> None:
 
 
 def test_defaults_match_controller_runtime() -> None:
-    """An empty file gives controller-runtime's defaults."""
+    """An empty file gives controller-runtime's defaults (metrics as kubebuilder now scaffolds
+    them: HTTPS on :8443 behind authentication and authorization)."""
     config = parse_config(None)
     assert config == ManagerConfig()
-    assert config.metrics.bind_address == ":8080"
+    assert (config.metrics.bind_address, config.metrics.secure, config.metrics.cert_dir) == (
+        ":8443",
+        True,
+        "",
+    )
     assert config.health.bind_address == ":8081"
     assert (config.leader_election.lease_duration, config.leader_election.renew_deadline) == (15, 10)
     assert config.leader_election.retry_period == 2

@@ -71,6 +71,7 @@ NAME = "node-network-config"
 """The reconciler's name in the manager's config."""
 CONTROLLER = "nodenetworkconfig"
 
+CNS_NAMESPACE = "kube-system"
 RBAC_RULES: tuple[PolicyRule, ...] = (
     PolicyRule("", ("nodes",), ("get", "list", "watch")),
     # blockOwnerDeletion on the Node (a controller reference, as CNS requires) needs this where
@@ -82,11 +83,17 @@ RBAC_RULES: tuple[PolicyRule, ...] = (
         "acn.azure.com",
         ("nodenetworkconfigs",),
         ("create", "delete", "get", "list", "patch", "update", "watch"),
+        namespace=CNS_NAMESPACE,
     ),
-    PolicyRule("acn.azure.com", ("nodenetworkconfigs/status",), ("get", "patch", "update")),
-    PolicyRule("acn.azure.com", ("clustersubnetstates",), ("create", "get")),
-    PolicyRule("acn.azure.com", ("clustersubnetstates/status",), ("update",)),
+    PolicyRule(
+        "acn.azure.com", ("nodenetworkconfigs/status",), ("get", "patch", "update"), namespace=CNS_NAMESPACE
+    ),
+    PolicyRule("acn.azure.com", ("clustersubnetstates",), ("create", "get"), namespace=CNS_NAMESPACE),
+    PolicyRule("acn.azure.com", ("clustersubnetstates/status",), ("update",), namespace=CNS_NAMESPACE),
 )
+"""NodeNetworkConfigs and ClusterSubnetStates live in one namespace (CNS reads them in
+kube-system), so their rules become a Role there; a different ``namespace`` option needs the
+generated Role's namespace changed to match (the manager checks at start)."""
 
 Object = dict[str, Any]
 
