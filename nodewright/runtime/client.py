@@ -11,7 +11,8 @@ The client is the "uncached reader": reads through it go to the API server. Cont
 from the shared cache (``cache.py``) and use the client for writes.
 
 Every mutating request (any method but GET, HEAD and OPTIONS, so create, update, status, patch,
-delete, eviction, and the Events the recorder writes) first passes the client's ``WriteFence``
+delete, eviction, and the Events the recorder writes; not the review APIs, whose POSTs store
+nothing: ``fence.is_mutating``) first passes the client's ``WriteFence``
 (``fence.py``) when it has one: a refused write raises ``FencedWriteError`` and sends nothing.
 ``with_fence`` gives a fenced view and makes the session's connections check the fence again
 right before the bytes go out; the manager hands that view to reconcilers, and the Lease itself
@@ -37,7 +38,7 @@ import pykube
 import requests
 
 from nodewright.runtime import errors
-from nodewright.runtime.fence import WriteFence, guard_session
+from nodewright.runtime.fence import WriteFence, guard_session, is_mutating
 from nodewright.runtime.kinds import Kind
 
 __all__ = [
@@ -61,8 +62,6 @@ DEFAULT_TIMEOUT: tuple[float, float] = (10.0, 60.0)
 WATCH_READ_MARGIN = 60.0
 """A watch's socket read timeout is the server's timeoutSeconds plus this margin."""
 LIST_PAGE_SIZE = 500
-
-_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 _CONTENT_TYPES: dict[str, str] = {
     "merge": "application/merge-patch+json",
@@ -252,7 +251,7 @@ class Client:
         failure. The raw building block of every other method.
 
         A mutating ``method`` passes the fence first (``FencedWriteError``, nothing sent)."""
-        if self.fence is not None and method.upper() not in _SAFE_METHODS:
+        if self.fence is not None and is_mutating(method, path):
             self.fence.check("kubernetes", f"{method} {path}")
         headers = {"Accept": "application/json"}
         data: bytes | None = None

@@ -50,6 +50,7 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import requests
 from urllib3.connection import HTTPConnection, HTTPSConnection
@@ -58,7 +59,14 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from nodewright.runtime.logs import get_logger
 from nodewright.runtime.metrics import Metrics, get_meter
 
-__all__ = ["DEFAULT_MARGIN", "FenceTarget", "FencedWriteError", "WriteFence", "guard_session"]
+__all__ = [
+    "DEFAULT_MARGIN",
+    "FenceTarget",
+    "FencedWriteError",
+    "WriteFence",
+    "guard_session",
+    "is_mutating",
+]
 
 log = get_logger(__name__)
 
@@ -178,6 +186,26 @@ class WriteFence:
 
 
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+_REVIEW_RESOURCES = (
+    "/tokenreviews",
+    "/subjectaccessreviews",
+    "/selfsubjectaccessreviews",
+    "/localsubjectaccessreviews",
+    "/selfsubjectrulesreviews",
+    "/selfsubjectreviews",
+)
+
+
+def is_mutating(method: str, path: str) -> bool:
+    """Whether a request may change stored state. Reads are not, and neither are the review
+    APIs (TokenReview, SubjectAccessReview and kin): their POSTs are questions the API server
+    answers without storing anything, so a standby may ask them (metrics authorization, the
+    permission check at start)."""
+    if method.upper() in _SAFE_METHODS:
+        return False
+    resource_path = path.split("?", 1)[0].rstrip("/")
+    is_review = resource_path.startswith(("/apis/authentication.k8s.io/", "/apis/authorization.k8s.io/"))
+    return not (is_review and resource_path.endswith(_REVIEW_RESOURCES))
 
 
 def _guarded_connection(base: type[HTTPConnection], check: Callable[[str], None]) -> type[HTTPConnection]:
@@ -187,7 +215,7 @@ def _guarded_connection(base: type[HTTPConnection], check: Callable[[str], None]
         _guarded_request = ""
 
         def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> None:
-            mutating = method.upper() not in _SAFE_METHODS
+            mutating = is_mutating(method, urlsplit(url).path)
             self._guarded_request = f"{method.upper()} {url.split('?', 1)[0]}" if mutating else ""
             try:
                 super().request(method, url, *args, **kwargs)

@@ -173,7 +173,7 @@ def test_sigkill_leader_fails_over_within_lease_and_sigterm_hands_over_at_once(
     """Two manager processes, one Lease: only the leader reconciles; after SIGKILL the other
     leads within the lease duration plus retry periods; after SIGTERM a standby leads at once."""
     processes = {name: spawn(name) for name in ("one", "two")}
-    wait_for_holder(kube_api, namespace, {"one", "two"}, timeout=30)
+    wait_for_holder(kube_api, namespace, {"one", "two"}, timeout=90)  # process start-up, not what is measured
     first = holder(kube_api, namespace)
     second = "two" if first == "one" else "one"
     add_config_map(kube_api, namespace, "a")

@@ -12,7 +12,7 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from nodewright.runtime.fence import FencedWriteError, WriteFence, guard_session
+from nodewright.runtime.fence import FencedWriteError, WriteFence, guard_session, is_mutating
 from nodewright.runtime.metrics import Metrics
 
 
@@ -134,3 +134,29 @@ def test_config_margin_defaults_to_2_s_and_must_leave_room_for_a_retry() -> None
     assert parse_config({"leaderElection": short}, "c").leader_election.effective_write_fence_margin == 0.75
     with pytest.raises(ConfigError, match="writeFenceMargin"):
         parse_config({"leaderElection": {**short, "writeFenceMargin": 1.5}}, "c")
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "mutating"),
+    [
+        pytest.param("GET", "/api/v1/pods", False, id="read"),
+        pytest.param("POST", "/api/v1/namespaces/a/configmaps", True, id="create"),
+        pytest.param("PATCH", "/apis/nodewright.io/v1alpha1/nodeimages/x", True, id="patch"),
+        pytest.param("DELETE", "/api/v1/nodes/n", True, id="delete"),
+        pytest.param("POST", "/apis/authentication.k8s.io/v1/tokenreviews", False, id="token-review"),
+        pytest.param(
+            "POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", False, id="subject-access-review"
+        ),
+        pytest.param(
+            "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews?x=1", False, id="self-review"
+        ),
+        pytest.param(
+            "POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", True, id="rbac-is-a-write"
+        ),
+        pytest.param("PUT", "/subscriptions/s/resourceGroups/g/providers/X/y/z", True, id="arm-put"),
+    ],
+)
+def test_review_questions_are_not_writes(method: str, path: str, mutating: bool) -> None:
+    """Only requests that may change stored state are fenced; TokenReview and the access
+    reviews a standby asks (metrics authorization, the permission check at start) are not."""
+    assert is_mutating(method, path) is mutating

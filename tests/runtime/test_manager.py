@@ -10,6 +10,7 @@ import pytest
 
 from nodewright.runtime.kinds import CONFIG_MAP, Kind
 from nodewright.runtime.manager import CacheSyncTimeoutError
+from nodewright.runtime.ratelimit import ItemExponentialRateLimiter
 from nodewright.runtime.reconcile import Request, Result
 from nodewright.runtime.registry import ReconcilerRegistry
 from tests.runtime.manager_helpers import RunningManager, http_get, make_manager
@@ -159,7 +160,15 @@ def test_failing_reconcile_is_counted_and_retried_on_metrics(
         return Result()
 
     manager = make_manager(cluster, namespace, leaderElection={"enabled": False})
-    controller = manager.controller("flaky").for_(CONFIG_MAP, namespace=namespace).complete(reconcile)
+    # 50 ms x 2^n (not the default 5 ms) so that the growth stands out from scheduling noise
+    # on a loaded machine: 50, 100, 200 ms
+    backoff = ItemExponentialRateLimiter(0.05, 10.0)
+    controller = (
+        manager.controller("flaky")
+        .for_(CONFIG_MAP, namespace=namespace)
+        .with_options(rate_limiter=backoff)
+        .complete(reconcile)
+    )
     create_config_map(kube_api, namespace, "flaky", {})
     running = RunningManager(manager)
     try:

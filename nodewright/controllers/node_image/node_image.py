@@ -115,7 +115,9 @@ RBAC_RULES: tuple[PolicyRule, ...] = (
     PolicyRule("", ("pods",), ("list",)),
     PolicyRule("", ("pods/eviction",), ("create",)),
     PolicyRule("policy", ("poddisruptionbudgets",), ("get", "list", "watch")),
-    PolicyRule("acn.azure.com", ("nodenetworkconfigs",), ("get", "list", "watch")),
+    # The heir IP-pool gate reads NodeNetworkConfigs where CNS keeps them (the default of the
+    # nodeNetworkConfigNamespace option): a Role there, not cluster-wide.
+    PolicyRule("acn.azure.com", ("nodenetworkconfigs",), ("get", "list", "watch"), namespace="kube-system"),
 )
 
 
