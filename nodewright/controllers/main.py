@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
 from typing import Any
 
-from nodewright.controllers import identity, node_image, node_network_config
+from nodewright.controllers import federation, identity, node_image, node_network_config
 from nodewright.runtime import logs
 from nodewright.runtime.config import ConfigError, load_config
 from nodewright.runtime.manager import Manager, ManagerError
@@ -23,7 +23,7 @@ from nodewright.runtime.registry import ReconcilerRegistry, RegistryError
 
 __all__ = ["BUILT_IN_RECONCILERS", "REGISTRY", "main"]
 
-BUILT_IN_RECONCILERS: tuple[ModuleType, ...] = (identity, node_image, node_network_config)
+BUILT_IN_RECONCILERS: tuple[ModuleType, ...] = (identity, node_image, node_network_config, federation)
 """Our reconciler modules: each has ``NAME``, ``setup``, ``validate_options`` and ``RBAC_RULES``
 (from which ``make manifests`` writes config/rbac)."""
 
