@@ -5,135 +5,19 @@ restart mid-way leaves no orphan while foreign credentials are left alone."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
-from typing import Any
-
-import pytest
-
-from nodewright.api.aadpodidentity.v1 import RESOURCES
-from nodewright.cloud.emulator import ArmEmulator
-from nodewright.cloud.emulator.federated_credentials import credentials_of
 from nodewright.controllers.federation.decisions import (
     CLIENT_ID_ANNOTATION,
-    FINALIZER,
     IDENTITY_ANNOTATION,
     RECORD_ANNOTATION,
-    STATUS_ANNOTATION,
     TENANT_ID_ANNOTATION,
     subject_of,
 )
 from nodewright.controllers.federation.reconciler import SERVICE_ACCOUNT
 from nodewright.controllers.identity.options import AZURE_IDENTITY
-from nodewright.devenv.crds import install_crds
-from nodewright.runtime import errors
-from nodewright.runtime.client import Client
-from nodewright.runtime.config import parse_config
 from nodewright.runtime.kinds import EVENT
-from nodewright.runtime.manager import Manager
 from tests.cloud.helpers import cloud_for
-from tests.conftest import Cluster
-from tests.controllers.identity.helpers import World, wait_for
-from tests.runtime.manager_helpers import RunningManager
-
-ISSUER = "https://kubernetes.default.svc.cluster.local"
-TENANT = "11111111-1111-1111-1111-111111111111"
-
-
-class Federation:
-    """One test's identities, ServiceAccounts and manager."""
-
-    def __init__(self, world: World) -> None:
-        self.world = world
-        self.client: Client = world.client
-        self.emulator: ArmEmulator = world.emulator
-        self.group = world.resource_group("identities")
-        self.running: RunningManager | None = None
-
-    def identity(self, name: str) -> str:
-        return self.emulator.estate.add_identity(self.group, name)
-
-    def credentials(self, identity_id: str) -> dict[str, tuple[str, str, list[str]]]:
-        with self.emulator.state.locked() as state:
-            return {
-                c.document["name"]: (c.issuer, c.subject, c.audiences)
-                for c in credentials_of(state).of(identity_id).values()
-            }
-
-    def account(self, name: str, identity: str) -> dict[str, Any]:
-        body = {
-            "metadata": {
-                "name": name,
-                "namespace": self.world.namespace,
-                "annotations": {IDENTITY_ANNOTATION: identity},
-            }
-        }
-        return self.client.create(SERVICE_ACCOUNT, body)
-
-    def get_account(self, name: str) -> dict[str, Any] | None:
-        try:
-            return self.client.get(SERVICE_ACCOUNT, name, self.world.namespace)
-        except errors.NotFound:
-            return None
-
-    def annotations(self, name: str) -> dict[str, str]:
-        return dict(((self.get_account(name) or {}).get("metadata") or {}).get("annotations") or {})
-
-    def status(self, name: str) -> dict[str, Any]:
-        raw = self.annotations(name).get(STATUS_ANNOTATION)
-        return json.loads(raw) if raw else {}
-
-    def start(self, propagation: float = 1.0) -> Manager:
-        data = {
-            "metrics": {"bindAddress": "0"},
-            "health": {"bindAddress": "0"},
-            "leaderElection": {"enabled": False},
-            "cacheSyncTimeout": 20,
-            "gracefulShutdownTimeout": 5,
-            "reconcilers": {
-                "workload-identity-federation": {
-                    "module": "nodewright.controllers.federation",
-                    "options": {
-                        "cloud": self.world.cloud_options(),
-                        "issuer": ISSUER,
-                        "tenantId": TENANT,
-                        "propagationDelay": propagation,
-                    },
-                }
-            },
-        }
-        manager = Manager(parse_config(data, "test"), kubeconfig=str(self.world.cluster.kubeconfig))
-        manager.setup_reconcilers()
-        self.running = RunningManager(manager)
-        wait_for(manager.started.is_set, timeout=30, message="manager started")
-        return manager
-
-    def stop(self) -> None:
-        if self.running is not None:
-            self.running.stop()
-            self.running = None
-
-    def cleanup(self) -> None:
-        self.stop()
-        for item in self.client.list(SERVICE_ACCOUNT, self.world.namespace).items:
-            if FINALIZER in (item["metadata"].get("finalizers") or []):
-                self.client.patch(
-                    SERVICE_ACCOUNT,
-                    item["metadata"]["name"],
-                    {"metadata": {"finalizers": None}},
-                    self.world.namespace,
-                )
-
-
-@pytest.fixture
-def federation(cluster: Cluster, arm_emulator: ArmEmulator, namespace: str) -> Iterator[Federation]:
-    client = Client.from_kubeconfig(cluster.kubeconfig)
-    install_crds(client, RESOURCES, timeout=30)
-    made = Federation(World(client=client, emulator=arm_emulator, cluster=cluster, namespace=namespace))
-    try:
-        yield made
-    finally:
-        made.cleanup()
+from tests.controllers.federation.helpers import ISSUER, TENANT, Federation
+from tests.controllers.identity.helpers import wait_for
 
 
 def test_credentials_follow_service_accounts(federation: Federation) -> None:
