@@ -17,7 +17,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nodewright.controllers import cloud_access, identity, node_image, node_network_config
+from nodewright.controllers import cloud_access, federation, identity, node_image, node_network_config
 from nodewright.controllers.status import main_status
 from nodewright.runtime import logs
 from nodewright.runtime.config import ConfigError, ManagerConfig, load_config
@@ -33,6 +33,7 @@ BUILT_IN_RECONCILERS: tuple[ReconcilerPlugin, ...] = (
     identity.PLUGIN,
     node_image.PLUGIN,
     node_network_config.PLUGIN,
+    federation.PLUGIN,
 )
 """Our reconcilers' plug-ins (``make manifests`` writes config/rbac from their ``rbac_rules``)."""
 

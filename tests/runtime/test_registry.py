@@ -53,6 +53,7 @@ def test_built_in_plugins_declare_everything() -> None:
         "identity-assignment",
         "node-image",
         "node-network-config",
+        "workload-identity-federation",
     ]
     for plugin in BUILT_IN_RECONCILERS:
         assert plugin.validate_options is not None, plugin.name

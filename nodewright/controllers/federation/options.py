@@ -1,0 +1,56 @@
+"""The options of the ``workload-identity-federation`` reconciler, parsed strictly (an unknown key,
+a wrong type or a missing issuer fails with one ``ConfigError`` line naming the key). No I/O.
+
+Example::
+
+    reconcilers:
+      workload-identity-federation:
+        options:
+          cloud: {subscriptionId: ..., credential: {kind: workload-identity}}
+          issuer: https://oidc.prod-aks.azure.com/<tenant>/<cluster>/   # the cluster's OIDC issuer
+          tenantId: 00000000-0000-0000-0000-000000000000   # optional: also written on ServiceAccounts
+          propagationDelay: 10   # seconds a new credential needs before tokens can be exchanged
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from nodewright.runtime.config import ConfigError
+
+__all__ = ["FederationOptions", "parse_options"]
+
+
+@dataclass(frozen=True)
+class FederationOptions:
+    """See the module docstring."""
+
+    issuer: str
+    cloud: Mapping[str, Any] = field(default_factory=dict)
+    tenant_id: str = ""
+    propagation_delay: float = 10.0
+
+
+def parse_options(options: Mapping[str, Any], path: str = "options") -> FederationOptions:
+    values: dict[str, Any] = {}
+    for key, value in options.items():
+        where = f"{path}.{key}"
+        if key == "cloud":
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{where}: expected a mapping")
+            values["cloud"] = value
+        elif key in ("issuer", "tenantId"):
+            if not isinstance(value, str) or not value:
+                raise ConfigError(f"{where}: expected a non-empty string, got {value!r}")
+            values["issuer" if key == "issuer" else "tenant_id"] = value
+        elif key == "propagationDelay":
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise ConfigError(f"{where}: expected a number of at least 0, got {value!r}")
+            values["propagation_delay"] = float(value)
+        else:
+            raise ConfigError(f"{where}: unknown key (known: cloud, issuer, propagationDelay, tenantId)")
+    if "issuer" not in values:
+        raise ConfigError(f"{path}.issuer: required (the cluster's OIDC issuer URL)")
+    return FederationOptions(**values)
