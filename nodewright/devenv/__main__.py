@@ -16,7 +16,7 @@ from pathlib import Path
 from types import FrameType
 
 from nodewright.devenv.controlplane import DEFAULT_CACHE
-from nodewright.devenv.demo import REPOSITORY, LocalEnvironment
+from nodewright.devenv.demo import REPOSITORY, WORKLOAD, LocalEnvironment
 
 SEED = REPOSITORY / "config" / "emulator" / "seed-sample.yaml"
 SAMPLES = REPOSITORY / "config" / "samples"
@@ -48,6 +48,7 @@ Everything is up after {time.monotonic() - started:.1f} s.
 
   export KUBECONFIG={environment.plane.kubeconfig}
   {kubectl} get nodes -L kubernetes.azure.com/agentpool
+  {kubectl} get pods -o wide -l app={WORKLOAD}   # moves to the new-image nodes
   {kubectl} get azureidentities,azureidentitybindings,azureassignedidentities -A
   {kubectl} get nodenetworkconfigs -n kube-system
   {kubectl} get nodeimages,scalinggroups,pendingnodes
@@ -55,7 +56,7 @@ Everything is up after {time.monotonic() - started:.1f} s.
 
   metrics  http://127.0.0.1:{environment.metrics_port}/metrics
   health   http://127.0.0.1:{environment.health_port}/readyz
-  logs     {work_dir / "logs"} (manager.log, kube-apiserver.log, etcd.log)
+  logs     {work_dir / "logs"} (manager.log, kube-apiserver.log, kube-controller-manager.log, kwok.log, ...)
 
 Progress every 5 s; press Ctrl-C to stop and clean up.""",
         flush=True,
@@ -74,7 +75,7 @@ Progress every 5 s; press Ctrl-C to stop and clean up.""",
                 print(f"[{time.monotonic() - started:6.1f} s] {line}", flush=True)
                 last = line
     finally:
-        print("\nStopping the manager, node simulator, ARM emulator and control plane ...", flush=True)
+        print("\nStopping the manager, node simulator, ARM emulator and cluster ...", flush=True)
         environment.stop()
     print("Stopped; nothing left running.")
     return code
