@@ -27,7 +27,7 @@ $(PYTHON): pyproject.toml requirements-dev.lock
 install-dev: $(PYTHON) ## Create .venv with the pinned development dependencies.
 
 .PHONY: controlplane
-controlplane: ## Build kube-apiserver, etcd and kubectl from Go modules (once, into the cache).
+controlplane: ## Build the local cluster (etcd, kube-apiserver, controller manager, scheduler, kwok) and kubectl (once).
 	@bash hack/build-controlplane.sh >/dev/null
 
 .PHONY: helm

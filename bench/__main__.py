@@ -156,7 +156,8 @@ def cluster(kubeconfig: str | None) -> Iterator[tuple[Path, int | None]]:
         return
     from nodewright.devenv import ControlPlane  # noqa: PLC0415  # only when we start our own
 
-    with ControlPlane() as plane:
+    # A bare API server: the framework's figures, undisturbed by controllers or a scheduler.
+    with ControlPlane(bare=True) as plane:
         pid = plane.apiserver_process.pid if plane.apiserver_process else None
         yield plane.kubeconfig, pid
 

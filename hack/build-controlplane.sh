@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Builds the real control-plane binaries (kube-apiserver, etcd) and kubectl from Go modules into a cache
-# directory outside the repository, once per pinned version. Prints the bin directory.
+# Builds the real control-plane binaries (etcd, kube-apiserver, kube-controller-manager,
+# kube-scheduler), kwok (the kubelet stand-in) and kubectl from Go modules into a cache directory
+# outside the repository, once per pinned version. Prints the bin directory.
 # Usage: hack/build-controlplane.sh   (NODEWRIGHT_CACHE overrides ~/.cache/nodewright)
 set -euo pipefail
 
 KUBE_VERSION=v1.34.4
 ETCD_VERSION=v3.6.16
+KWOK_VERSION=v0.8.0
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cache="${NODEWRIGHT_CACHE:-$HOME/.cache/nodewright}"
@@ -13,7 +15,7 @@ bin="$cache/bin"
 mkdir -p "$bin"
 
 if ! command -v go >/dev/null 2>&1; then
-  echo "build-controlplane: Go is required to build kube-apiserver and etcd" >&2
+  echo "build-controlplane: Go is required to build the control-plane binaries" >&2
   exit 1
 fi
 
@@ -42,8 +44,14 @@ done
 build etcd "$ETCD_VERSION" "$here/controlplane/etcd" ""
 build kube-apiserver "$KUBE_VERSION" "$here/controlplane/kube-apiserver" "$kflags"
 build kubectl "$KUBE_VERSION" "$here/controlplane/kubectl" "$kflags"
+build kube-controller-manager "$KUBE_VERSION" "$here/controlplane/kube-controller-manager" "$kflags"
+build kube-scheduler "$KUBE_VERSION" "$here/controlplane/kube-scheduler" "$kflags"
+build kwok "$KWOK_VERSION" "$here/controlplane/kwok" ""
 
 ln -sf "kube-apiserver-$KUBE_VERSION" "$bin/kube-apiserver"
 ln -sf "etcd-$ETCD_VERSION" "$bin/etcd"
 ln -sf "kubectl-$KUBE_VERSION" "$bin/kubectl"
+ln -sf "kube-controller-manager-$KUBE_VERSION" "$bin/kube-controller-manager"
+ln -sf "kube-scheduler-$KUBE_VERSION" "$bin/kube-scheduler"
+ln -sf "kwok-$KWOK_VERSION" "$bin/kwok"
 echo "$bin"

@@ -3,8 +3,10 @@ per test.
 
 The cluster is chosen in this order: ``KUBECONFIG`` if set; a k3s container through
 testcontainers when a Docker engine answers and the pinned image is already present; else the
-local etcd + kube-apiserver binaries built by ``hack/build-controlplane.sh``. Tests that use the
-cluster are marked ``cluster`` automatically.
+local binaries built by ``hack/build-controlplane.sh``: etcd and kube-apiserver with
+kube-controller-manager, kube-scheduler and kwok beside them, a cluster that behaves like one
+(Deployments roll, budgets are computed, pods are scheduled, kwok plays kubelet for simulated
+nodes). Tests that use the cluster are marked ``cluster`` automatically.
 """
 
 from __future__ import annotations
@@ -82,11 +84,8 @@ def kube_api(cluster: Cluster) -> pykube.HTTPClient:
 
 @pytest.fixture
 def namespace(kube_api: pykube.HTTPClient) -> Iterator[str]:
-    """A fresh namespace for one test, deleted afterwards.
-
-    No namespace controller runs in the local control plane, so a deleted namespace stays
-    Terminating with its objects; tests scope their reads to their own namespace.
-    """
+    """A fresh namespace for one test, deleted afterwards (the namespace controller then removes
+    its objects); tests scope their reads to their own namespace."""
     name = f"nw-{uuid.uuid4().hex[:10]}"
     pykube.Namespace(kube_api, {"metadata": {"name": name}}).create()
     yield name
@@ -96,11 +95,12 @@ def namespace(kube_api: pykube.HTTPClient) -> Iterator[str]:
 
 @pytest.fixture
 def control_plane_factory() -> Iterator[Callable[..., ControlPlane]]:
-    """Start private control planes (for restarts, compaction); all are stopped afterwards."""
+    """Start private control planes (for restarts, compaction); all are stopped afterwards. They
+    are bare (etcd and kube-apiserver only) unless a test passes ``bare=False``."""
     started: list[ControlPlane] = []
 
     def start(**options: object) -> ControlPlane:
-        plane = ControlPlane(**options)  # type: ignore[arg-type]
+        plane = ControlPlane(**{"bare": True, **options})  # type: ignore[arg-type]
         started.append(plane)
         plane.start()
         return plane

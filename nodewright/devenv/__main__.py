@@ -17,21 +17,14 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from nodewright.controllers.status import read_view, summary
 from nodewright.devenv.controlplane import DEFAULT_CACHE
-from nodewright.devenv.demo import REPOSITORY, LocalEnvironment
+from nodewright.devenv.demo import REPOSITORY, WORKLOAD, LocalEnvironment
 from nodewright.devenv.worklock import WorkDirBusyError, lock_work_dir
 
 SEED = REPOSITORY / "config" / "emulator" / "seed-sample.yaml"
 SAMPLES = REPOSITORY / "config" / "samples"
 
 __all__ = ["main"]
-
-
-def _progress(environment: LocalEnvironment) -> str:
-    """The progress line: ``nodewright status``'s summary of the CRs' status."""
-    assert environment.client is not None
-    return summary(read_view(environment.client))
 
 
 def _up(work_dir: Path) -> int:
@@ -58,6 +51,7 @@ Everything is up after {time.monotonic() - started:.1f} s.
 
   export KUBECONFIG={environment.plane.kubeconfig}
   {kubectl} get nodes -L kubernetes.azure.com/agentpool
+  {kubectl} get pods -o wide -l app={WORKLOAD}   # moves to the new-image nodes
   {kubectl} get azureidentities,azureidentitybindings,azureassignedidentities -A
   {kubectl} get nodenetworkconfigs -n kube-system
   {kubectl} get nodeimages,scalinggroups,pendingnodes
@@ -66,7 +60,7 @@ Everything is up after {time.monotonic() - started:.1f} s.
   {Path(sys.executable).parent / "nodewright"} status --watch
   metrics  https://127.0.0.1:{environment.metrics_port}/metrics (HTTPS; token of a nodewright-metrics-reader)
   health   http://127.0.0.1:{environment.health_port}/readyz
-  logs     {work_dir / "logs"} (manager.log, kube-apiserver.log, etcd.log)
+  logs     {work_dir / "logs"} (manager.log, kube-apiserver.log, kube-controller-manager.log, kwok.log, ...)
 
 Progress every 5 s; press Ctrl-C to stop and clean up.""",
         flush=True,
@@ -80,12 +74,12 @@ Progress every 5 s; press Ctrl-C to stop and clean up.""",
                 print(f"error: {failure}", file=sys.stderr)
                 code = 1
                 break
-            line = _progress(environment)
+            line = environment.progress()
             if line != last:
                 print(f"[{time.monotonic() - started:6.1f} s] {line}", flush=True)
                 last = line
     finally:
-        print("\nStopping the manager, node simulator, ARM emulator and control plane ...", flush=True)
+        print("\nStopping the manager, node simulator, ARM emulator and cluster ...", flush=True)
         environment.stop()
     print("Stopped; nothing left running.")
     return code

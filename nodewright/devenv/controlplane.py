@@ -1,4 +1,6 @@
-"""A real Kubernetes control plane on loopback: etcd plus kube-apiserver, started as processes.
+"""A real Kubernetes control plane on loopback: etcd plus kube-apiserver, started as processes,
+and beside them (unless ``bare``) kube-controller-manager, kube-scheduler and kwok (see
+``components``), so that the local cluster behaves like one.
 
 Owns the process lifecycle (start, readiness through ``/readyz``, API-server restart on the same
 port, teardown that leaves no process behind), the throwaway PKI written to a work directory,
@@ -10,7 +12,6 @@ Side effects: spawns processes, writes files under its work directory, opens loo
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import ctypes
 import os
@@ -31,6 +32,7 @@ from types import TracebackType
 import yaml
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from nodewright.devenv.components import Component, grant_kwok, kubeconfig_document, prepare_components
 from nodewright.devenv.pki import CertificateAuthority, KeyPair, private_key_pem, public_key_pem
 
 __all__ = ["ControlPlane", "ControlPlaneError", "find_binaries"]
@@ -44,23 +46,35 @@ class ControlPlaneError(RuntimeError):
     """The control plane could not be found, started or stopped."""
 
 
+COMPONENTS = ("kube-controller-manager", "kube-scheduler", "kwok")
+"""The processes a full (not bare) control plane runs beside etcd and kube-apiserver."""
+
+
 @dataclass(frozen=True)
 class Binaries:
     etcd: Path
     kube_apiserver: Path
+    components: dict[str, Path] | None = None
+    """By name (``COMPONENTS``); None when one of them is not built."""
+
+
+def _missing(paths: list[Path]) -> ControlPlaneError:
+    return ControlPlaneError(
+        f"control-plane binaries not found ({', '.join(map(str, paths))}); build them with "
+        "hack/build-controlplane.sh"
+    )
 
 
 def find_binaries(bin_dir: Path | None = None) -> Binaries:
-    """Locate etcd and kube-apiserver: ``$NODEWRIGHT_BIN``, else the build cache."""
+    """Locate etcd, kube-apiserver and the components: ``$NODEWRIGHT_BIN``, else the build cache."""
     directory = bin_dir or Path(os.environ.get("NODEWRIGHT_BIN", DEFAULT_CACHE / "bin"))
     etcd, apiserver = directory / "etcd", directory / "kube-apiserver"
-    missing = [str(p) for p in (etcd, apiserver) if not os.access(p, os.X_OK)]
+    missing = [p for p in (etcd, apiserver) if not os.access(p, os.X_OK)]
     if missing:
-        raise ControlPlaneError(
-            f"control-plane binaries not found ({', '.join(missing)}); build them with "
-            "hack/build-controlplane.sh"
-        )
-    return Binaries(etcd=etcd, kube_apiserver=apiserver)
+        raise _missing(missing)
+    components = {name: directory / name for name in COMPONENTS}
+    built = all(os.access(path, os.X_OK) for path in components.values())
+    return Binaries(etcd=etcd, kube_apiserver=apiserver, components=components if built else None)
 
 
 def free_port() -> int:
@@ -73,6 +87,8 @@ def free_port() -> int:
 class ControlPlane:
     """etcd and kube-apiserver on free loopback ports, with RBAC and an admin kubeconfig.
 
+    Unless ``bare``, kube-controller-manager, kube-scheduler and kwok run too, each ready when
+    its ``/healthz`` answers; ``bare`` gives a lone API server (faster, for tests of the API).
     ``etcd_compaction_interval`` (seconds) makes the API server compact etcd that often, so
     that tests can provoke 410 Gone; ``watch_cache`` False sends watches straight to etcd.
     ``audit_policy`` (the YAML of an ``audit.k8s.io/v1`` Policy) turns on the audit log, one JSON
@@ -85,12 +101,15 @@ class ControlPlane:
         *,
         work_dir: Path | None = None,
         binaries: Binaries | None = None,
+        bare: bool = False,
         etcd_compaction_interval: float | None = None,
         watch_cache: bool = True,
         extra_apiserver_args: tuple[str, ...] = (),
         audit_policy: str | None = None,
     ) -> None:
         self._binaries = binaries
+        self.bare = bare
+        self.component_processes: dict[str, subprocess.Popen[bytes]] = {}
         self._owns_work_dir = work_dir is None
         self.work_dir = work_dir or Path(tempfile.mkdtemp(prefix="nodewright-cp-"))
         self.etcd_compaction_interval = etcd_compaction_interval
@@ -128,27 +147,15 @@ class ControlPlane:
         organisations) that talks to ``server`` (default: this API server); returns its path."""
         assert self.ca is not None, "start the control plane first"
         pair = self.ca.issue(name, organizations=groups, client=True)
-
-        def b64(data: bytes) -> str:
-            return base64.b64encode(data).decode()
-
-        cluster = {"server": server or self.server, "certificate-authority-data": b64(self.ca.cert_pem)}
-        user = {"client-certificate-data": b64(pair.cert_pem), "client-key-data": b64(pair.key_pem)}
-        config = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "local", "cluster": cluster}],
-            "users": [{"name": name, "user": user}],
-            "contexts": [{"name": name, "context": {"cluster": "local", "user": name}}],
-            "current-context": name,
-        }
+        config = kubeconfig_document(server or self.server, self.ca.cert_pem, name, pair)
         path = self.work_dir / f"{name}.kubeconfig"
         path.write_text(yaml.safe_dump(config))
         path.chmod(0o600)
         return path
 
     def pids(self) -> list[int]:
-        return [p.pid for p in (self.etcd_process, self.apiserver_process) if p is not None]
+        processes = [self.etcd_process, self.apiserver_process, *self.component_processes.values()]
+        return [p.pid for p in processes if p is not None]
 
     # ---- lifecycle ------------------------------------------------------------------------
     def __enter__(self) -> ControlPlane:
@@ -171,6 +178,8 @@ class ControlPlane:
             self.apiserver_port = free_port()
             self._start_apiserver(deadline)
             self._write_kubeconfig()
+            if not self.bare:
+                self._start_components(deadline)
         except BaseException:
             self.stop()
             raise
@@ -184,7 +193,10 @@ class ControlPlane:
         self._start_apiserver(time.monotonic() + timeout)
 
     def stop(self) -> None:
-        """Stop both processes and remove the work directory; safe to call twice."""
+        """Stop every process and remove the work directory; safe to call twice."""
+        for process in self.component_processes.values():
+            self._terminate(process)
+        self.component_processes = {}
         self._terminate(self.apiserver_process)
         self._terminate(self.etcd_process)
         self.apiserver_process = None
@@ -285,8 +297,9 @@ class ControlPlane:
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             "--api-audiences=https://kubernetes.default.svc.cluster.local",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
-            # No controller-manager runs, so nothing creates the "default" ServiceAccount that
-            # this admission plugin would demand of every Pod.
+            # A bare control plane has no controller manager to create the "default"
+            # ServiceAccount this plugin demands of every Pod, and a full one creates it only
+            # moments after a namespace appears: pods are admitted without it.
             "--disable-admission-plugins=ServiceAccount",
             "--allow-privileged=true",
             "--profiling=false",
@@ -319,6 +332,25 @@ class ControlPlane:
         context.load_cert_chain(str(pki / "admin.crt"), str(pki / "admin.key"))
         return context
 
+    def _start_components(self, deadline: float) -> None:
+        """Start kube-controller-manager, kube-scheduler and kwok together; wait for each health."""
+        assert self._binaries is not None
+        assert self.ca is not None
+        if self._binaries.components is None:
+            raise _missing([self._binaries.etcd.parent / name for name in COMPONENTS])
+        ports = {name: free_port() for name in COMPONENTS}
+        components = prepare_components(self.work_dir, self.server, self.ca, self._binaries.components, ports)
+        admin = self.admin_ssl_context()
+        grant_kwok(self.server, admin, timeout=max(deadline - time.monotonic(), 1.0))
+        for component in components:
+            self.component_processes[component.name] = self._spawn(component.name, component.arguments)
+        for component in components:
+            self._wait_healthy(component, admin, deadline)
+
+    def _wait_healthy(self, component: Component, context: ssl.SSLContext, deadline: float) -> None:
+        process = self.component_processes[component.name]
+        self._wait(lambda: _http_ok(component.health_url, context), deadline, component.name, process)
+
     def _wait(
         self,
         probe: object,
@@ -348,39 +380,7 @@ class ControlPlane:
     def _write_kubeconfig(self) -> None:
         assert self._admin is not None
         assert self.ca is not None
-
-        def b64(data: bytes) -> str:
-            return base64.b64encode(data).decode()
-
-        config = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [
-                {
-                    "name": "nodewright-local",
-                    "cluster": {
-                        "server": self.server,
-                        "certificate-authority-data": b64(self.ca.cert_pem),
-                    },
-                }
-            ],
-            "users": [
-                {
-                    "name": "nodewright-admin",
-                    "user": {
-                        "client-certificate-data": b64(self._admin.cert_pem),
-                        "client-key-data": b64(self._admin.key_pem),
-                    },
-                }
-            ],
-            "contexts": [
-                {
-                    "name": "nodewright-local",
-                    "context": {"cluster": "nodewright-local", "user": "nodewright-admin"},
-                }
-            ],
-            "current-context": "nodewright-local",
-        }
+        config = kubeconfig_document(self.server, self.ca.cert_pem, "nodewright-admin", self._admin)
         self.kubeconfig.write_text(yaml.safe_dump(config))
         self.kubeconfig.chmod(0o600)
 

@@ -1,10 +1,13 @@
 """The local demo behind ``make run``: a whole nodewright installation on one machine.
 
-Owns ``LocalEnvironment``: the real control plane, the ARM emulator seeded with a small estate
+Owns ``LocalEnvironment``: the real control plane (API server, controller manager, scheduler and
+kwok as the kubelets), the ARM emulator seeded with a small estate
 (config/emulator/seed-sample.yaml), the node simulator, the CRDs generated from
-``nodewright.api``, the samples under config/samples, and the manager itself as a child process
-(``nodewright run``) configured for the emulator; plus a progress line that tells a newcomer
-what the reconcilers are doing. Everything is torn down by ``stop``.
+``nodewright.api``, the samples under config/samples, a Deployment with a PodDisruptionBudget on
+the user pool (``WORKLOAD``, whose pods move to the new-image nodes as the NodeImage rolls), and
+the manager itself as a child process (``nodewright run``) configured for the emulator; plus a
+progress line that tells a newcomer what the reconcilers are doing. Everything is torn down by
+``stop``.
 
 Side effects: processes, loopback ports, files under the work directory.
 """
@@ -24,6 +27,7 @@ import yaml
 
 from nodewright.api import RESOURCES
 from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION, ArmEmulator
+from nodewright.controllers.status import read_view, summary
 from nodewright.devenv.controlplane import DEFAULT_CACHE, ControlPlane, free_port
 from nodewright.devenv.crds import install_crds
 from nodewright.devenv.nodesim import NodeSimulator, machines_in_emulator
@@ -75,57 +79,64 @@ NODE = Kind("v1", "Node", "nodes", namespaced=False)
 AZURE_ASSIGNED_IDENTITY = Kind("aadpodidentity.k8s.io/v1", "AzureAssignedIdentity", "azureassignedidentities")
 
 
-def _nodes(client: Client) -> str:
-    nodes = client.list(NODE).items
-    ready = sum(
-        1
-        for node in nodes
-        for condition in (node.get("status") or {}).get("conditions") or []
-        if condition.get("type") == "Ready" and condition.get("status") == "True"
-    )
-    return f"nodes {ready}/{len(nodes)} ready"
-
-
-def _identities(client: Client) -> str:
-    statuses = [
-        (item.get("status") or {}).get("status", "Created")
-        for item in client.list(AZURE_ASSIGNED_IDENTITY).items
-    ]
-    return f"identities {statuses.count('Assigned')}/{len(statuses)} assigned"
-
-
-NODE_NETWORK_CONFIG = Kind("acn.azure.com/v1alpha", "NodeNetworkConfig", "nodenetworkconfigs")
-
-
-def _ip_pools(client: Client) -> str:
-    configs = client.list(NODE_NETWORK_CONFIG, "kube-system").items
-    filled = 0
-    addresses = 0
-    for config in configs:
-        requested = (config.get("spec") or {}).get("requestedIPCount", 0)
-        containers = (config.get("status") or {}).get("networkContainers") or []
-        assigned = sum(len(container.get("ipAssignments") or []) for container in containers)
-        addresses += assigned
-        filled += bool(requested) and assigned >= requested
-    return f"ip pools {filled}/{len(configs)} filled ({addresses} NIC IPs)"
-
-
 NODE_IMAGE = Kind("nodewright.io/v1alpha1", "NodeImage", "nodeimages", namespaced=False)
+DEPLOYMENT = Kind("apps/v1", "Deployment", "deployments")
+POD = Kind("v1", "Pod", "pods")
+POD_DISRUPTION_BUDGET = Kind("policy/v1", "PodDisruptionBudget", "poddisruptionbudgets")
+NODE_IMAGE_ANNOTATION = "nodewright.io/node-image"
+WORKLOAD = "shop"
+"""A Deployment (two replicas, at most one unavailable) on the user pool, which the NodeImage
+sample rolls: its pods move to the new-image nodes (``kubectl get pods -o wide``)."""
 
 
-def _image_rollouts(client: Client) -> str:
-    parts = []
-    for image in client.list(NODE_IMAGE).items:
-        status = image.get("status") or {}
-        version = str((image.get("spec") or {}).get("image", "")).rsplit("/", 1)[-1]
-        current, total = status.get("upToDateNodes", 0), status.get("totalNodes", 0)
-        parts.append(f"image {image['metadata']['name']} {current}/{total} nodes on {version}")
-    return ", ".join(parts) or "no NodeImage"
+def workload_progress(client: Client) -> str:
+    """How many of the demo Deployment's pods are Ready, and how many on the new image."""
+    images = {str((i.get("spec") or {}).get("image", "")).lower() for i in client.list(NODE_IMAGE).items}
+    node_images = {
+        n["metadata"]["name"]: str(
+            (n["metadata"].get("annotations") or {}).get(NODE_IMAGE_ANNOTATION, "")
+        ).lower()
+        for n in client.list(NODE).items
+    }
+    pods = [
+        p
+        for p in client.list(POD, "default").items
+        if (p["metadata"].get("labels") or {}).get("app") == WORKLOAD
+    ]
+    ready = [p for p in pods if _pod_ready(p)]
+    moved = [p for p in ready if node_images.get(p["spec"].get("nodeName", "")) in images]
+    return f"{WORKLOAD} {len(ready)}/{len(pods)} pods ready, {len(moved)}/{len(pods)} on the new image"
 
 
-ProgressLine = Callable[[Client], str]
-PROGRESS: list[ProgressLine] = [_nodes, _identities, _ip_pools, _image_rollouts]
-"""Functions that summarise one part of the demo in a short phrase."""
+def _pod_ready(pod: dict[str, Any]) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def workload_objects() -> list[tuple[Kind, dict[str, Any]]]:
+    """The demo's Deployment and its PodDisruptionBudget (see ``WORKLOAD``)."""
+    labels = {"app": WORKLOAD}
+    template = {
+        "metadata": {"labels": labels},
+        "spec": {
+            "nodeSelector": {"kubernetes.azure.com/agentpool": "vmss-user"},
+            "containers": [{"name": WORKLOAD, "image": "mcr.microsoft.com/azuredocs/aks-helloworld:v1"}],
+        },
+    }
+    metadata = {"name": WORKLOAD, "namespace": "default"}
+    return [
+        (
+            DEPLOYMENT,
+            {
+                "metadata": metadata,
+                "spec": {"replicas": 2, "selector": {"matchLabels": labels}, "template": template},
+            },
+        ),
+        (
+            POD_DISRUPTION_BUDGET,
+            {"metadata": metadata, "spec": {"maxUnavailable": 1, "selector": {"matchLabels": labels}}},
+        ),
+    ]
 
 
 class LocalEnvironment:
@@ -152,7 +163,7 @@ class LocalEnvironment:
         """Bring everything up, in dependency order, reporting each step through ``say``."""
         shutil.rmtree(self.work_dir / "etcd", ignore_errors=True)  # every run starts empty
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        say("Starting etcd and kube-apiserver ...")
+        say("Starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok ...")
         self.plane = ControlPlane(work_dir=self.work_dir)
         self.plane.start()
         self.client = Client.from_kubeconfig(self.plane.kubeconfig)
@@ -173,8 +184,17 @@ class LocalEnvironment:
         if any(self.samples.glob("*.yaml")):
             say(f"Applying the samples in {self.samples.relative_to(REPOSITORY)} ...")
             self._kubectl("apply", "-f", str(self.samples))
+        say(f"Running Deployment {WORKLOAD} on the user pool (its pods will move to new-image nodes) ...")
+        self._start_workload()
         say("Starting the manager (nodewright run) ...")
         self._start_manager()
+
+    def _start_workload(self) -> None:
+        """Create ``WORKLOAD``: the scheduler places its pods on the old-image user nodes (they
+        join within seconds), long before the rollout's first heir exists."""
+        assert self.client is not None
+        for kind, body in workload_objects():
+            self.client.create(kind, body)
 
     def _kubectl(self, *arguments: str) -> None:
         assert self.plane is not None
@@ -211,6 +231,7 @@ class LocalEnvironment:
         for name, process in (
             ("etcd", self.plane.etcd_process),
             ("kube-apiserver", self.plane.apiserver_process),
+            *self.plane.component_processes.items(),
             ("manager", self.manager),
         ):
             if process is not None and process.poll() is not None:
@@ -218,10 +239,11 @@ class LocalEnvironment:
         return None
 
     def progress(self) -> str:
-        """One line: what every reconciler has done so far."""
+        """One line: ``nodewright status``'s summary of what every reconciler has done so far,
+        and where the demo Deployment's pods run."""
         assert self.client is not None
         parts = []
-        for line in PROGRESS:
+        for line in (lambda client: summary(read_view(client)), workload_progress):
             try:
                 parts.append(line(self.client))
             except errors.ApiError as error:

@@ -1,15 +1,15 @@
-"""Node simulator: plays the kubelets' part for emulated Azure machines, so that node-level flows
-work end to end in tests and in ``make run`` without any kubelet.
+"""Node simulator: the cloud side of emulated Azure machines, so that node-level flows work end
+to end in tests and in ``make run``.
 
-Owns three duties, each a pure planning step followed by the writes it plans:
-- a Node (labelled ``nodewright.io/simulated=<owner>``, ``spec.providerID`` as the Azure cloud
-  provider writes it, a Ready condition that follows the machine's power state) appears for each
-  emulated VM and scale-set instance once it has run for ``join_delay`` seconds, and disappears
-  when the machine is gone;
-- pods on simulated nodes that are being deleted are finished (a kubelet confirms the deletion
-  with grace period 0), and pods bound to one of its nodes that has vanished (deleted by anyone)
-  are removed (the pod GC's job);
-- pods bound to a simulated node are reported Running.
+Owns one duty, a pure planning step followed by the writes it plans: a Node (labelled
+``nodewright.io/simulated=<owner>``, ``spec.providerID`` and topology labels as the Azure cloud
+provider writes them, annotation ``nodewright.io/power-state`` with the machine's power state)
+appears for each emulated VM and scale-set instance once it has run for ``join_delay`` seconds,
+and disappears when the machine is gone.
+
+It plays no kubelet: kwok (started by ``ControlPlane``, see ``kwok``) manages every Node with
+the simulated label, makes it Ready (NotReady while the machine is stopped), renews its Lease and
+gives its pods their lifecycle; kube-controller-manager's pod GC removes pods of vanished Nodes.
 
 Machines come from a ``MachineSource``: ``machines_in_emulator(emulator_state)`` reads the
 in-process ARM emulator's state. Side effects: Kubernetes writes through the runtime ``Client``
@@ -19,7 +19,6 @@ and one background thread.
 from __future__ import annotations
 
 import contextlib
-import datetime
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -27,12 +26,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nodewright.cloud.emulator import EmulatorState
+from nodewright.devenv.kwok import MANAGED_NODE_LABEL, POWER_STATE_ANNOTATION
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
-from nodewright.runtime.kinds import NODE, POD
+from nodewright.runtime.kinds import NODE
 from nodewright.runtime.logs import get_logger
 
 __all__ = [
+    "POWER_STATE_ANNOTATION",
     "SIMULATED_LABEL",
     "Machine",
     "MachineSource",
@@ -40,10 +41,9 @@ __all__ = [
     "NodeSimulator",
     "machines_in_emulator",
     "plan_nodes",
-    "plan_pods",
 ]
 
-SIMULATED_LABEL = "nodewright.io/simulated"
+SIMULATED_LABEL = MANAGED_NODE_LABEL
 log = get_logger("nodewright.devenv.nodesim")
 
 
@@ -113,14 +113,12 @@ class NodePlan:
 
     create: list[Machine]
     delete: list[str]
-    set_ready: dict[str, bool]
+    set_power: dict[str, str]
+    """Node name -> the power state to annotate (``running`` or ``stopped``)."""
 
 
-def _node_ready(node: Mapping[str, Any]) -> bool:
-    for condition in (node.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == "Ready":
-            return bool(condition.get("status") == "True")
-    return False
+def power_state(machine: Machine) -> str:
+    return "running" if machine.running else "stopped"
 
 
 def plan_nodes(
@@ -132,7 +130,7 @@ def plan_nodes(
     *,
     owner: str,
 ) -> NodePlan:
-    """Pure: which of ``owner``'s Nodes to create, delete, or flip Ready, given the machines.
+    """Pure: which of ``owner``'s Nodes to create, delete, or annotate with a new power state.
 
     A machine joins once it has been seen for ``join_delay`` seconds and is running; an owned
     Node whose machine is gone is deleted; Nodes of other owners, or not simulated, are never
@@ -147,58 +145,18 @@ def plan_nodes(
         if key not in existing and machine.running and now - first_seen.get(key, now) >= join_delay
     ]
     delete = sorted(n["metadata"]["name"] for key, n in existing.items() if key not in by_provider)
-    set_ready = {
-        n["metadata"]["name"]: by_provider[key].running
+    set_power = {
+        n["metadata"]["name"]: power_state(by_provider[key])
         for key, n in existing.items()
-        if key in by_provider and _node_ready(n) != by_provider[key].running
+        if key in by_provider
+        and (n["metadata"].get("annotations") or {}).get(POWER_STATE_ANNOTATION)
+        != power_state(by_provider[key])
     }
-    return NodePlan(create=create, delete=delete, set_ready=set_ready)
-
-
-@dataclass(frozen=True)
-class PodPlan:
-    finish: list[tuple[str, str]]
-    mark_running: list[tuple[str, str]]
-
-
-def plan_pods(
-    pods: Iterable[Mapping[str, Any]], simulated_nodes: set[str], vanished_nodes: set[str]
-) -> PodPlan:
-    """Pure: pods a kubelet (or the pod GC, for ``vanished_nodes``) would finish, and pods on
-    ``simulated_nodes`` it would report Running. Pods on any other node are left alone."""
-    finish: list[tuple[str, str]] = []
-    mark_running: list[tuple[str, str]] = []
-    for pod in pods:
-        metadata = pod["metadata"]
-        key = (metadata["namespace"], metadata["name"])
-        node = (pod.get("spec") or {}).get("nodeName")
-        if not node:
-            continue
-        if node in vanished_nodes or (node in simulated_nodes and metadata.get("deletionTimestamp")):
-            finish.append(key)
-        elif node in simulated_nodes and (pod.get("status") or {}).get("phase", "Pending") == "Pending":
-            mark_running.append(key)
-    return PodPlan(finish=finish, mark_running=mark_running)
-
-
-def _now_rfc3339() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _ready_condition(ready: bool) -> dict[str, Any]:
-    now = _now_rfc3339()
-    return {
-        "type": "Ready",
-        "status": "True" if ready else "False",
-        "reason": "KubeletReady" if ready else "KubeletNotReady",
-        "message": "simulated by nodewright's node simulator",
-        "lastHeartbeatTime": now,
-        "lastTransitionTime": now,
-    }
+    return NodePlan(create=create, delete=delete, set_power=set_power)
 
 
 class NodeSimulator:
-    """Keeps simulated Nodes and their pods in step with the emulated machines."""
+    """Keeps simulated Nodes in step with the emulated machines (kwok plays their kubelets)."""
 
     def __init__(
         self,
@@ -213,8 +171,6 @@ class NodeSimulator:
         self._client = client
         self._machines = machines
         self.owner = owner
-        self._known_nodes: set[str] = set()
-        self._vanished_nodes: set[str] = set()
         self.join_delay = join_delay
         self.interval = interval
         self._clock = clock
@@ -249,7 +205,7 @@ class NodeSimulator:
             self._stop.wait(self.interval)
 
     def sync_once(self) -> NodePlan:
-        """One pass: read machines, Nodes and pods; write what the plans say. Returns the node plan."""
+        """One pass: read machines and Nodes; write what the plan says. Returns the plan."""
         now = self._clock()
         machines = self._machines()
         for machine in machines:
@@ -264,21 +220,10 @@ class NodeSimulator:
         for name in plan.delete:
             self._client.delete(NODE, name, ignore_not_found=True)
             log.info("Deleted simulated node", node=name)
-        for name, ready in plan.set_ready.items():
-            self._set_ready(name, ready)
-        present = ({n["metadata"]["name"] for n in nodes} - set(plan.delete)) | {
-            m.node_name for m in plan.create
-        }
-        # Vanished stays remembered until a node of that name comes back, so a failed pod
-        # removal is retried on the next pass.
-        self._vanished_nodes = (self._vanished_nodes | (self._known_nodes - present)) - present
-        self._known_nodes = present
-        pods = self._client.list(POD).items
-        pod_plan = plan_pods(pods, present, self._vanished_nodes)
-        for namespace, name in pod_plan.finish:
-            self._client.delete(POD, name, namespace, grace_period_seconds=0, ignore_not_found=True)
-        for namespace, name in pod_plan.mark_running:
-            self._mark_running(namespace, name)
+        for name, state in plan.set_power.items():
+            with contextlib.suppress(errors.NotFound):
+                self._client.patch(NODE, name, {"metadata": {"annotations": {POWER_STATE_ANNOTATION: state}}})
+            log.info("Recorded machine power state", node=name, power_state=state)
         return plan
 
     def _create_node(self, machine: Machine) -> None:
@@ -288,6 +233,7 @@ class NodeSimulator:
             "metadata": {
                 "name": machine.node_name,
                 "labels": {**machine.labels, SIMULATED_LABEL: self.owner},
+                "annotations": {POWER_STATE_ANNOTATION: power_state(machine)},
             },
             "spec": {"providerID": machine.provider_id},
         }
@@ -295,27 +241,4 @@ class NodeSimulator:
             self._client.create(NODE, body)
         except errors.AlreadyExists:
             return
-        self._set_ready(machine.node_name, ready=True)
         log.info("Created simulated node", node=machine.node_name, provider_id=machine.provider_id)
-
-    def _set_ready(self, name: str, ready: bool) -> None:
-        status = {
-            "conditions": [_ready_condition(ready)],
-            "nodeInfo": {
-                "kubeletVersion": "v1.34.4-simulated",
-                "operatingSystem": "linux",
-                "architecture": "amd64",
-            },
-        }
-        with contextlib.suppress(errors.NotFound):
-            self._client.patch(NODE, name, {"status": status}, subresource="status", patch_type="strategic")
-
-    def _mark_running(self, namespace: str, name: str) -> None:
-        now = _now_rfc3339()
-        status = {
-            "phase": "Running",
-            "startTime": now,
-            "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": now}],
-        }
-        with contextlib.suppress(errors.NotFound):
-            self._client.patch(POD, name, {"status": status}, namespace, subresource="status")

@@ -1,5 +1,6 @@
-"""The node simulator: Nodes follow emulated machines, terminating pods are finished, and only the
-simulator's own nodes and pods are touched."""
+"""The node simulator and kwok together: Nodes follow emulated machines (the simulator, the cloud
+side), and kwok plays their kubelets (Ready, NotReady while stopped, Leases, pod lifecycle, pool
+addresses); only the simulator's own nodes are touched."""
 
 from __future__ import annotations
 
@@ -13,31 +14,39 @@ from azure.core.credentials import AccessToken
 from azure.mgmt.compute import ComputeManagementClient
 
 from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION, ArmEmulator
+from nodewright.cloud.resource_ids import parse_provider_id
+from nodewright.devenv.kwok import POD_IP_SOURCE_LABEL
 from nodewright.devenv.nodesim import (
+    POWER_STATE_ANNOTATION,
     SIMULATED_LABEL,
     Machine,
     NodeSimulator,
     machines_in_emulator,
     plan_nodes,
-    plan_pods,
 )
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
-from nodewright.runtime.kinds import NODE, POD
+from nodewright.runtime.kinds import NODE, POD, Kind
 from tests.conftest import Cluster
 
 OWNER = "test-owner"
+LEASE = Kind("coordination.k8s.io/v1", "Lease", "leases")
 
 
 def machine(name: str, running: bool = True) -> Machine:
     return Machine(provider_id=f"azure:///subscriptions/s/machines/{name}", node_name=name, running=running)
 
 
-def node(name: str, owner: str = OWNER, ready: bool = True, provider: str | None = None) -> dict[str, Any]:
+def node(
+    name: str, owner: str = OWNER, power: str = "running", provider: str | None = None
+) -> dict[str, Any]:
     return {
-        "metadata": {"name": name, "labels": {SIMULATED_LABEL: owner}},
+        "metadata": {
+            "name": name,
+            "labels": {SIMULATED_LABEL: owner},
+            "annotations": {POWER_STATE_ANNOTATION: power},
+        },
         "spec": {"providerID": provider or f"azure:///subscriptions/s/machines/{name}"},
-        "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
     }
 
 
@@ -52,10 +61,10 @@ def node(name: str, owner: str = OWNER, ready: bool = True, provider: str | None
         pytest.param([], [node("a")], 5.0, ([], ["a"], {}), id="node-of-vanished-machine-deleted"),
         pytest.param([], [node("x", owner="someone-else")], 5.0, ([], [], {}), id="other-owners-untouched"),
         pytest.param(
-            [machine("a", running=False)], [node("a")], 5.0, ([], [], {"a": False}), id="stopped-not-ready"
+            [machine("a", running=False)], [node("a")], 5.0, ([], [], {"a": "stopped"}), id="stopped-recorded"
         ),
         pytest.param(
-            [machine("a")], [node("a", ready=False)], 5.0, ([], [], {"a": True}), id="restarted-ready"
+            [machine("a")], [node("a", power="stopped")], 5.0, ([], [], {"a": "running"}), id="restarted"
         ),
         pytest.param(
             [machine("a")],
@@ -70,40 +79,12 @@ def test_plan_nodes(
     machines: list[Machine],
     nodes: list[dict[str, Any]],
     seen_for: float,
-    expected: tuple[list[str], list[str], dict[str, bool]],
+    expected: tuple[list[str], list[str], dict[str, str]],
 ) -> None:
-    """Nodes are created, deleted and flipped Ready to match machines, for this owner only."""
+    """Nodes are created, deleted and annotated with the machine's power state, for this owner only."""
     first_seen = {m.provider_id.lower(): 100.0 - seen_for for m in machines}
     plan = plan_nodes(machines, nodes, first_seen, now=100.0, join_delay=2.0, owner=OWNER)
-    assert ([m.node_name for m in plan.create], plan.delete, plan.set_ready) == expected
-
-
-def pod(
-    name: str, node_name: str | None, *, deleting: bool = False, phase: str = "Pending"
-) -> dict[str, Any]:
-    metadata: dict[str, Any] = {"name": name, "namespace": "ns"}
-    if deleting:
-        metadata["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-    return {
-        "metadata": metadata,
-        "spec": {"nodeName": node_name} if node_name else {},
-        "status": {"phase": phase},
-    }
-
-
-def test_plan_pods_plays_kubelet_only_for_its_nodes() -> None:
-    """Terminating pods on own nodes finish, pods of vanished own nodes go, others are untouched."""
-    pods = [
-        pod("terminating", "a", deleting=True),
-        pod("pending", "a"),
-        pod("running", "a", phase="Running"),
-        pod("orphan", "gone"),
-        pod("elsewhere-terminating", "foreign", deleting=True),
-        pod("unscheduled", None),
-    ]
-    plan = plan_pods(pods, simulated_nodes={"a"}, vanished_nodes={"gone"})
-    assert plan.finish == [("ns", "terminating"), ("ns", "orphan")]
-    assert plan.mark_running == [("ns", "pending")]
+    assert ([m.node_name for m in plan.create], plan.delete, plan.set_power) == expected
 
 
 class _Token:
@@ -111,7 +92,7 @@ class _Token:
         return AccessToken("emulator-token", int(time.time()) + 3600)
 
 
-def _wait(predicate: Callable[[], bool], timeout: float = 20.0) -> None:
+def _wait(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
@@ -141,71 +122,132 @@ def simulated(arm_emulator: ArmEmulator, client: Client) -> Iterator[tuple[NodeS
         client.delete(NODE, item["metadata"]["name"], ignore_not_found=True)
 
 
+def _condition(item: dict[str, Any], kind: str) -> str:
+    for condition in (item.get("status") or {}).get("conditions") or []:
+        if condition["type"] == kind:
+            return str(condition["status"])
+    return ""
+
+
+def _pod(client: Client, namespace: str, name: str, node_name: str, **metadata: Any) -> None:
+    client.create(
+        POD,
+        {
+            "metadata": {"name": name, "namespace": namespace, **metadata},
+            "spec": {"nodeName": node_name, "containers": [{"name": "c", "image": "busybox"}]},
+        },
+    )
+
+
+def _gone(client: Client, kind: Kind, name: str, namespace: str | None = None) -> bool:
+    try:
+        client.get(kind, name, namespace)
+    except errors.NotFound:
+        return True
+    return False
+
+
 def test_nodes_follow_emulated_machines(
     simulated: tuple[NodeSimulator, str, str], arm_emulator: ArmEmulator, client: Client, namespace: str
 ) -> None:
-    """Each emulated VM and scale-set instance becomes a Ready Node with its providerID; a Node
-    goes when its instance is deleted through the real SDK, and a pod on it is cleaned up."""
+    """Each emulated VM and scale-set instance becomes a Node with its providerID and the cloud
+    provider's labels, which kwok makes Ready and heartbeats through a Lease; its pods run, Ready,
+    with no address until a CNS gives one; the Node goes when its instance is deleted."""
     simulator, scale_set_id, vm_id = simulated
     selector = f"{SIMULATED_LABEL}={simulator.owner}"
-    simulator.sync_once()
+    plan = simulator.sync_once()
+    assert len(plan.create) == 3
     nodes = client.list(NODE, label_selector=selector).items
     provider_ids = sorted(n["spec"]["providerID"] for n in nodes)
     assert len(nodes) == 3
     assert f"azure://{vm_id}" in provider_ids
     assert sum(p.startswith(f"azure://{scale_set_id}/virtualMachines/") for p in provider_ids) == 2
     for item in nodes:
-        ready = [c for c in item["status"]["conditions"] if c["type"] == "Ready"]
-        assert ready[0]["status"] == "True"
-        assert item["metadata"]["name"] == item["metadata"]["name"].lower()
+        name = item["metadata"]["name"]
+        assert name == name.lower()
+        assert item["metadata"]["labels"]["kubernetes.io/hostname"] == name
+        assert item["metadata"]["annotations"][POWER_STATE_ANNOTATION] == "running"
+    names = sorted(n["metadata"]["name"] for n in nodes)
+    _wait(lambda: all(_condition(client.get(NODE, name), "Ready") == "True" for name in names))
+    _wait(lambda: not any(_gone(client, LEASE, name, "kube-node-lease") for name in names))
 
     instance_node = next(n for n in nodes if "/virtualMachineScaleSets/" in n["spec"]["providerID"])
     node_name = instance_node["metadata"]["name"]
-    client.create(
-        POD,
-        {
-            "metadata": {"name": "workload", "namespace": namespace},
-            "spec": {"nodeName": node_name, "containers": [{"name": "c", "image": "busybox"}]},
-        },
-    )
-    simulator.start()
-    _wait(lambda: client.get(POD, "workload", namespace)["status"].get("phase") == "Running")
+    _pod(client, namespace, "workload", node_name)
+    _wait(lambda: _condition(client.get(POD, "workload", namespace), "Ready") == "True")
+    status = client.get(POD, "workload", namespace)["status"]
+    assert status["phase"] == "Running"
+    assert "podIP" not in status
 
+    simulator.start()
     compute = ComputeManagementClient(_Token(), DEFAULT_SUBSCRIPTION, **arm_emulator.client_options())
     scale_set_name = scale_set_id.rsplit("/", 1)[1]
     instance_id = instance_node["spec"]["providerID"].rsplit("/", 1)[1]
     compute.virtual_machine_scale_set_vms.begin_delete("rg-sim", scale_set_name, instance_id).result()
-
-    def gone(kind: Any, name: str, namespace: str | None = None) -> bool:
-        try:
-            client.get(kind, name, namespace)
-        except errors.NotFound:
-            return True
-        return False
-
-    _wait(lambda: gone(NODE, node_name))
-    _wait(lambda: gone(POD, "workload", namespace))
+    _wait(lambda: _gone(client, NODE, node_name))
     assert len(client.list(NODE, label_selector=selector).items) == 2
+
+
+def test_stopped_machine_turns_its_node_not_ready(
+    simulated: tuple[NodeSimulator, str, str], arm_emulator: ArmEmulator, client: Client
+) -> None:
+    """The simulator records a stopped machine on its Node; kwok then reports the Node NotReady
+    (as a shutting-down kubelet does) and Ready again once the machine runs."""
+    simulator, _, vm_id = simulated
+    simulator.sync_once()
+    vm_node = next(
+        n
+        for n in client.list(NODE, label_selector=f"{SIMULATED_LABEL}={simulator.owner}").items
+        if n["spec"]["providerID"] == f"azure://{vm_id}"
+    )
+    name = vm_node["metadata"]["name"]
+    _wait(lambda: _condition(client.get(NODE, name), "Ready") == "True")
+    simulator.start()
+    machine_id = str(parse_provider_id(vm_node["spec"]["providerID"]))
+    arm_emulator.state.set_power_state(machine_id, "stopped")
+    _wait(lambda: _condition(client.get(NODE, name), "Ready") == "False")
+    assert client.get(NODE, name)["metadata"]["annotations"][POWER_STATE_ANNOTATION] == "stopped"
+    arm_emulator.state.set_power_state(machine_id, "running")
+    _wait(lambda: _condition(client.get(NODE, name), "Ready") == "True")
 
 
 def test_terminating_pod_is_finished(
     simulated: tuple[NodeSimulator, str, str], client: Client, namespace: str
 ) -> None:
-    """A pod deleted gracefully on a simulated node is gone at once: the simulator confirms it."""
+    """A pod deleted gracefully on a simulated node is gone soon after: kwok confirms it."""
     simulator, _, _ = simulated
     simulator.sync_once()
     node_name = client.list(NODE, label_selector=f"{SIMULATED_LABEL}={simulator.owner}").items[0]["metadata"][
         "name"
     ]
-    client.create(
-        POD,
-        {
-            "metadata": {"name": "graceful", "namespace": namespace},
-            "spec": {"nodeName": node_name, "containers": [{"name": "c", "image": "busybox"}]},
-        },
-    )
+    _pod(client, namespace, "graceful", node_name)
+    _wait(lambda: _condition(client.get(POD, "graceful", namespace), "Ready") == "True")
     client.delete(POD, "graceful", namespace, grace_period_seconds=30)
-    assert client.get(POD, "graceful", namespace)["metadata"].get("deletionTimestamp")
+    _wait(lambda: _gone(client, POD, "graceful", namespace))
+
+
+def test_pod_waits_for_its_pool_address(
+    simulated: tuple[NodeSimulator, str, str], client: Client, namespace: str
+) -> None:
+    """A pod that takes its address from the node's pool stays Pending until the simulated CNS
+    writes the address to its status; kwok then reports it Running and Ready, address kept."""
+    simulator, _, _ = simulated
     simulator.sync_once()
-    with pytest.raises(errors.NotFound):
-        client.get(POD, "graceful", namespace)
+    node_name = client.list(NODE, label_selector=f"{SIMULATED_LABEL}={simulator.owner}").items[0]["metadata"][
+        "name"
+    ]
+    _pod(client, namespace, "pooled", node_name, labels={POD_IP_SOURCE_LABEL: "node-pool"})
+    _pod(client, namespace, "witness", node_name)
+    _wait(lambda: _condition(client.get(POD, "witness", namespace), "Ready") == "True")
+    pending = client.get(POD, "pooled", namespace)
+    assert pending["status"]["phase"] == "Pending"
+    assert "podIP" not in pending["status"]
+    address = {"podIP": "10.240.0.77", "podIPs": [{"ip": "10.240.0.77"}]}
+    client.patch(POD, "pooled", {"status": address}, namespace, subresource="status")
+    _wait(lambda: _condition(client.get(POD, "pooled", namespace), "Ready") == "True")
+    status = client.get(POD, "pooled", namespace)["status"]
+    assert (status["phase"], status["podIP"], status["podIPs"]) == (
+        "Running",
+        "10.240.0.77",
+        [{"ip": "10.240.0.77"}],
+    )

@@ -1,4 +1,5 @@
-"""The local control plane: real objects round-trip, restarts keep data, and nothing is left running."""
+"""The local control plane: real objects round-trip, restarts keep data, the controllers,
+scheduler and kwok make workloads run, and nothing is left running."""
 
 from __future__ import annotations
 
@@ -15,9 +16,16 @@ import pytest
 import yaml
 
 from nodewright.devenv import ControlPlane
+from nodewright.devenv.kwok import KWOK_USER, MANAGED_NODE_LABEL
+from nodewright.runtime.client import Client
+from nodewright.runtime.kinds import NODE, POD, POD_DISRUPTION_BUDGET, Kind
 from tests.conftest import Cluster
 
 KUBE_VERSION = "v1.34.4"
+DEPLOYMENT = Kind("apps/v1", "Deployment", "deployments")
+ACCESS_REVIEW = Kind(
+    "authorization.k8s.io/v1", "SubjectAccessReview", "subjectaccessreviews", namespaced=False
+)
 
 
 def _alive(pid: int) -> bool:
@@ -91,6 +99,108 @@ def test_rbac_authorization_is_enforced(cluster: Cluster, kube_api: pykube.HTTPC
         pykube.ServiceAccount(kube_api, {"metadata": {"name": name, "namespace": "default"}}).delete()
 
 
+def _wait_for(predicate: object, timeout: float = 60.0) -> None:
+    assert callable(predicate)
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.2)
+
+
+def test_a_deployment_runs_and_its_budget_is_computed(cluster: Cluster, namespace: str) -> None:
+    """On a Node kwok manages, a Deployment's pods are created (ReplicaSet controller), scheduled
+    (kube-scheduler), Running and Ready (kwok), and the disruption controller computes the
+    budget's status; deleting one pod brings a replacement."""
+    client = Client.from_kubeconfig(cluster.kubeconfig)
+    node_name = f"kwok-{namespace}"
+    node_labels = {MANAGED_NODE_LABEL: namespace, "kubernetes.io/hostname": node_name}
+    client.create(NODE, {"metadata": {"name": node_name, "labels": node_labels}})
+    try:
+        labels = {"app": "web"}
+        client.create(
+            DEPLOYMENT,
+            {
+                "metadata": {"name": "web", "namespace": namespace},
+                "spec": {
+                    "replicas": 3,
+                    "selector": {"matchLabels": labels},
+                    "template": {
+                        "metadata": {"labels": labels},
+                        "spec": {
+                            "nodeSelector": {"kubernetes.io/hostname": node_name},
+                            "containers": [{"name": "c", "image": "busybox"}],
+                        },
+                    },
+                },
+            },
+        )
+        client.create(
+            POD_DISRUPTION_BUDGET,
+            {
+                "metadata": {"name": "web", "namespace": namespace},
+                "spec": {"minAvailable": 2, "selector": {"matchLabels": labels}},
+            },
+        )
+
+        def budget() -> tuple[int, int, int]:
+            status = client.get(POD_DISRUPTION_BUDGET, "web", namespace).get("status") or {}
+            return (
+                status.get("currentHealthy", 0),
+                status.get("desiredHealthy", 0),
+                status.get("disruptionsAllowed", 0),
+            )
+
+        _wait_for(lambda: budget() == (3, 2, 1))
+        pods = client.list(POD, namespace).items
+        assert {p["spec"]["nodeName"] for p in pods} == {node_name}
+        assert all(p["status"]["phase"] == "Running" for p in pods)
+        client.delete(POD, pods[0]["metadata"]["name"], namespace)
+        _wait_for(
+            lambda: budget() == (3, 2, 1) and pods[0]["metadata"]["name"] not in _names(client, namespace)
+        )
+    finally:
+        client.delete(NODE, node_name, ignore_not_found=True)
+
+
+def _names(client: Client, namespace: str) -> set[str]:
+    return {p["metadata"]["name"] for p in client.list(POD, namespace).items}
+
+
+@pytest.mark.parametrize(
+    ("resource", "verb", "allowed"),
+    [
+        pytest.param({"resource": "pods", "subresource": "status"}, "patch", True, id="pod-status"),
+        pytest.param({"resource": "pods"}, "delete", True, id="pod-delete"),
+        pytest.param({"resource": "nodes", "subresource": "status"}, "patch", True, id="node-status"),
+        pytest.param(
+            {"group": "coordination.k8s.io", "resource": "leases", "namespace": "kube-node-lease"},
+            "update",
+            True,
+            id="node-lease",
+        ),
+        pytest.param({"resource": "pods"}, "create", False, id="no-pod-create"),
+        pytest.param({"resource": "nodes"}, "delete", False, id="no-node-delete"),
+        pytest.param({"resource": "secrets"}, "list", False, id="no-secrets"),
+        pytest.param(
+            {"group": "coordination.k8s.io", "resource": "leases", "namespace": "kube-system"},
+            "update",
+            False,
+            id="no-other-leases",
+        ),
+    ],
+)
+def test_kwok_has_a_kubelets_rights_and_no_more(
+    cluster: Cluster, resource: dict[str, str], verb: str, allowed: bool
+) -> None:
+    """kwok's user may do what a kubelet does to nodes, pods and node Leases, nothing else."""
+    client = Client.from_kubeconfig(cluster.kubeconfig)
+    review = client.create(
+        ACCESS_REVIEW,
+        {"spec": {"user": KWOK_USER, "resourceAttributes": {**resource, "verb": verb}}},
+    )
+    assert review["status"].get("allowed", False) is allowed
+
+
 def test_restart_keeps_data_and_port(control_plane_factory: object) -> None:
     """restart_apiserver brings the API server back on the same port with etcd's data intact."""
     assert callable(control_plane_factory)
@@ -108,7 +218,8 @@ def test_restart_keeps_data_and_port(control_plane_factory: object) -> None:
 
 @pytest.mark.slow
 def test_session_fixture_leaves_no_process_behind(tmp_path: Path) -> None:
-    """A pytest session using the cluster fixture ends with its etcd and kube-apiserver gone."""
+    """A pytest session using the cluster fixture ends with every process it started gone (etcd,
+    kube-apiserver, kube-controller-manager, kube-scheduler, kwok)."""
     project = Path(__file__).resolve().parents[2]
     probe = tmp_path / "test_probe.py"
     probe.write_text(
@@ -151,15 +262,16 @@ def test_session_fixture_leaves_no_process_behind(tmp_path: Path) -> None:
     words = line.split("PIDS", 1)[1].split()
     pids = [int(word) for word in words[: words.index("DIR")]]
     work_dir = Path(words[words.index("DIR") + 1])
-    assert len(pids) == 2
+    assert len(pids) == 5
     assert not [pid for pid in pids if _alive(pid)]
     assert not work_dir.exists()
 
 
 @pytest.mark.slow
 def test_control_plane_dies_with_a_killed_owner(tmp_path: Path) -> None:
-    """When the process that started the control plane is SIGKILLed (no teardown runs), etcd and
-    kube-apiserver go too: they were asked to die with their parent."""
+    """When the process that started the control plane is SIGKILLed (no teardown runs), etcd,
+    kube-apiserver, kube-controller-manager, kube-scheduler and kwok go too: each was asked to die
+    with its parent."""
     project = Path(__file__).resolve().parents[2]
     script = tmp_path / "owner.py"
     script.write_text(
@@ -169,7 +281,9 @@ def test_control_plane_dies_with_a_killed_owner(tmp_path: Path) -> None:
             from nodewright.devenv import ControlPlane
             plane = ControlPlane()
             plane.start()
-            print(*plane.pids(), flush=True)
+            names = [str(plane.etcd_process.args[0]), str(plane.apiserver_process.args[0])]
+            names += [str(p.args[0]) for p in plane.component_processes.values()]
+            print(*plane.pids(), *names, flush=True)
             time.sleep(600)
             """
         )
@@ -183,8 +297,10 @@ def test_control_plane_dies_with_a_killed_owner(tmp_path: Path) -> None:
     )
     assert owner.stdout is not None
     with owner.stdout:
-        pids = [int(word) for word in owner.stdout.readline().split()]
-        assert len(pids) == 2
+        words = owner.stdout.readline().split()
+        pids = [int(word) for word in words[:5]]
+        names = sorted(Path(word).name for word in words[5:])
+        assert names == ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"]
         assert all(_alive(pid) for pid in pids)
         owner.kill()
         owner.wait(timeout=10)

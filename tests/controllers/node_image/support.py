@@ -1,6 +1,7 @@
 """A rollout test bench: emulated scale sets behind the ARM emulator, Nodes from the node
-simulator, the nodewright.io CRDs on the real API server, and a manager running the node-image
-reconcilers that a test can crash at a named checkpoint and start again.
+simulator (made Ready, with their pods, by the cluster's kwok), the nodewright.io CRDs on the
+real API server, and a manager running the node-image reconcilers that a test can crash at a
+named checkpoint and start again.
 
 Everything is unique per bench (scale-set names, computer-name prefixes, the simulator owner) so
 tests sharing the session's API server never see each other's nodes; ``close`` removes what the
@@ -174,6 +175,15 @@ class RolloutBench:
         )
         self._simulator.sync_once()
         self._simulator.start()
+        self.wait_for(self._nodes_ready, 60, "kwok made every simulated node Ready")
+
+    def _nodes_ready(self) -> bool:
+        """Every Node of the bench is Ready (kwok plays their kubelets, see devenv.kwok)."""
+        for node in self.nodes():
+            conditions = (node.get("status") or {}).get("conditions") or []
+            if not any(c["type"] == "Ready" and c["status"] == "True" for c in conditions):
+                return False
+        return True
 
     def label_nodes(self) -> dict[str, str]:
         """Give every node a custom label naming it (to follow labels to heirs); returns them."""

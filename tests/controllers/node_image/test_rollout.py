@@ -1,7 +1,8 @@
-"""A whole rollout against the real API server, the ARM emulator and the node simulator: six
-outdated nodes in two scale sets are replaced within the surge, labels move, no donor goes before
-its heir is Ready, a PodDisruptionBudget holds its pod until it allows a disruption, and
-autoscaling is off during the rollout and restored after."""
+"""A whole rollout against the real cluster (API server, controller manager, scheduler, kwok), the
+ARM emulator and the node simulator: six outdated nodes in two scale sets are replaced within the
+surge, labels move, no donor goes before its heir is Ready, Deployments move to the new-image
+nodes with their PodDisruptionBudgets (status computed by the disruption controller) respected
+throughout, and autoscaling is off during the rollout and restored after."""
 
 from __future__ import annotations
 
@@ -20,14 +21,20 @@ from nodewright.controllers.node_image.decisions import (
     RolloutTimeouts,
 )
 from nodewright.controllers.node_image.resources import AUTOSCALING_STRATEGY
+from nodewright.devenv.nodesim import SIMULATED_LABEL
 from nodewright.runtime import errors
-from nodewright.runtime.kinds import NODE, POD, POD_DISRUPTION_BUDGET
+from nodewright.runtime.kinds import NODE, POD, POD_DISRUPTION_BUDGET, Kind
 from tests.controllers.node_image.support import CUSTOM_LABEL, NEW_IMAGE, RolloutBench
 
 pytestmark = pytest.mark.slow
 
 MAX_SURGE = 2
 ORIGINAL = 6
+WEB_REPLICAS = 4
+WEB_MAX_UNAVAILABLE = 1
+DEPLOYMENT = Kind("apps/v1", "Deployment", "deployments")
+DAEMON_SET = Kind("apps/v1", "DaemonSet", "daemonsets")
+OUTDATED_TAINT = {"key": "example.com/outdated", "value": "true", "effect": "NoSchedule"}
 
 
 class Monitor(threading.Thread):
@@ -43,6 +50,9 @@ class Monitor(threading.Thread):
         self.violations: list[str] = []
         self.autoscaling_seen: set[bool] = set()
         self.removed_donors: list[str] = []
+        self.fewest_ready_web = WEB_REPLICAS
+        self.web_pods: dict[str, str] = {}
+        """Every web pod seen bound to a node: name -> node."""
         self._halt = threading.Event()
 
     def run(self) -> None:
@@ -63,8 +73,16 @@ class Monitor(threading.Thread):
                         self.violations.append(f"donor {name} removed while heir {heir} was not Ready")
             strategy = self.bench.client.get(AUTOSCALING_STRATEGY, self.strategy)
             self.autoscaling_seen.add(bool(strategy["spec"]["enabled"]))
+            self._sample_web()
             previous = nodes
             time.sleep(0.05)
+
+    def _sample_web(self) -> None:
+        pods = self.bench.client.list(POD, self.bench.namespace, label_selector="app=web").items
+        self.fewest_ready_web = min(self.fewest_ready_web, len([p for p in pods if _serving(p)]))
+        for pod in pods:
+            if pod["spec"].get("nodeName"):
+                self.web_pods.setdefault(pod["metadata"]["name"], pod["spec"]["nodeName"])
 
     def stop(self) -> None:
         self._halt.set()
@@ -78,22 +96,114 @@ def _ready(node: dict[str, Any] | None) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
-def _pod(bench: RolloutBench, name: str, node: str, labels: dict[str, str], owner: str | None = None) -> None:
-    metadata: dict[str, Any] = {"name": name, "namespace": bench.namespace, "labels": labels}
-    if owner:
-        metadata["ownerReferences"] = [
-            {
-                "apiVersion": "apps/v1",
-                "kind": owner,
-                "name": "agent",
-                "uid": "00000000-0000-0000-0000-000000000001",
-                "controller": True,
-            }
-        ]
+def _serving(pod: dict[str, Any]) -> bool:
+    """Ready and not being deleted: a replica that serves."""
+    if pod["metadata"].get("deletionTimestamp"):
+        return False
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions") or [])
+
+
+def _deploy(bench: RolloutBench, name: str, replicas: int, budget: dict[str, int]) -> None:
+    """A Deployment on the bench's nodes and its PodDisruptionBudget."""
+    labels = {"app": name}
+    bench.client.create(
+        DEPLOYMENT,
+        {
+            "metadata": {"name": name, "namespace": bench.namespace},
+            "spec": {
+                "replicas": replicas,
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {
+                        "nodeSelector": {SIMULATED_LABEL: bench.owner},
+                        "containers": [{"name": "c", "image": "busybox"}],
+                    },
+                },
+            },
+        },
+    )
+    bench.client.create(
+        POD_DISRUPTION_BUDGET,
+        {
+            "metadata": {"name": name, "namespace": bench.namespace},
+            "spec": {**budget, "selector": {"matchLabels": labels}},
+        },
+    )
+
+
+def _pods(bench: RolloutBench, app: str) -> list[dict[str, Any]]:
+    return bench.client.list(POD, bench.namespace, label_selector=f"app={app}").items
+
+
+def _disruptions_allowed(bench: RolloutBench, name: str) -> int | None:
+    """The budget's status as the disruption controller computed it (None before it has)."""
+    budget = bench.client.get(POD_DISRUPTION_BUDGET, name, bench.namespace)
+    if (budget.get("status") or {}).get("observedGeneration") != budget["metadata"]["generation"]:
+        return None
+    return int(budget["status"]["disruptionsAllowed"])
+
+
+def _agent(bench: RolloutBench, node: str) -> None:
+    """A DaemonSet's pod on ``node`` (a real DaemonSet object owns it; no DaemonSet controller
+    runs, so it stays the only one): a drain leaves it alone."""
+    owner = bench.client.create(
+        DAEMON_SET,
+        {
+            "metadata": {"name": "agent", "namespace": bench.namespace},
+            "spec": {
+                "selector": {"matchLabels": {"app": "agent"}},
+                "template": {
+                    "metadata": {"labels": {"app": "agent"}},
+                    "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+                },
+            },
+        },
+    )
+    reference = {"apiVersion": "apps/v1", "kind": "DaemonSet", "controller": True}
+    reference |= {"name": "agent", "uid": owner["metadata"]["uid"]}
+    metadata = {"name": "agent", "namespace": bench.namespace, "labels": {"app": "agent"}}
     bench.client.create(
         POD,
-        {"metadata": metadata, "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]}},
+        {
+            "metadata": {**metadata, "ownerReferences": [reference]},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]},
+        },
     )
+
+
+def _start_workloads(bench: RolloutBench, originals: list[str]) -> str:
+    """Deployments web (budget: one unavailable) and guarded (one replica that must stay), both
+    Ready on the outdated nodes with their budgets computed; then the outdated nodes are tainted
+    NoSchedule, so that every replacement can only land on a new-image node. Returns the node
+    of the guarded pod."""
+    _deploy(bench, "web", WEB_REPLICAS, {"maxUnavailable": WEB_MAX_UNAVAILABLE})
+    _deploy(bench, "guarded", 1, {"minAvailable": 1})
+    bench.wait_for(
+        lambda: (
+            len([p for p in _pods(bench, "web") if _serving(p)]) == WEB_REPLICAS
+            and len([p for p in _pods(bench, "guarded") if _serving(p)]) == 1
+        ),
+        60,
+        "web and guarded Ready",
+    )
+    bench.wait_for(
+        lambda: _disruptions_allowed(bench, "web") == WEB_MAX_UNAVAILABLE, 60, "web budget computed"
+    )
+    bench.wait_for(lambda: _disruptions_allowed(bench, "guarded") == 0, 60, "guarded budget computed")
+    for name in originals:
+        bench.client.patch(NODE, name, {"spec": {"taints": [OUTDATED_TAINT]}})
+    return str(_pods(bench, "guarded")[0]["spec"]["nodeName"])
+
+
+def _assert_moved(bench: RolloutBench, app: str, replicas: int, new_image_nodes: set[str]) -> None:
+    """All ``replicas`` of ``app`` end Ready on new-image nodes."""
+    bench.wait_for(
+        lambda: len([p for p in _pods(bench, app) if _serving(p)]) == replicas, 60, f"{app} Ready again"
+    )
+    pods = _pods(bench, app)
+    assert len(pods) == replicas
+    assert {p["spec"]["nodeName"] for p in pods} <= new_image_nodes
 
 
 def _stuck_on(bench: RolloutBench, node: str) -> bool:
@@ -103,41 +213,21 @@ def _stuck_on(bench: RolloutBench, node: str) -> bool:
     return False
 
 
-def _set_disruptions_allowed(bench: RolloutBench, name: str, allowed: int) -> None:
-    """Play the disruption controller (none runs here): write the budget's status."""
-    budget = bench.client.get(POD_DISRUPTION_BUDGET, name, bench.namespace)
-    budget["status"] = {
-        "observedGeneration": budget["metadata"]["generation"],
-        "disruptionsAllowed": allowed,
-        "currentHealthy": 1,
-        "desiredHealthy": 1,
-        "expectedPods": 1,
-    }
-    bench.client.update_status(POD_DISRUPTION_BUDGET, budget)
-
-
 def test_six_nodes_in_two_scale_sets_are_replaced_within_the_surge(bench: RolloutBench) -> None:
     """All six outdated nodes are replaced by nodes on the new image; at most maxSurge extra
     machines and Nodes at any time; no donor leaves before its heir is Ready (one heir is held
-    NotReady to prove it); labels move; the guarded pod is evicted only once its budget allows;
-    autoscaling is off during the rollout and back on after."""
+    NotReady to prove it); labels move; the guarded pod is evicted only once the disruption
+    controller's budget allows it (after a second replica is Ready); every evicted web pod is
+    replaced on a new-image node and becomes Ready, and Ready web replicas never fall below what
+    their budget allows; autoscaling is off during the rollout and back on after."""
     scale_sets = [bench.add_scale_set("a", 3), bench.add_scale_set("b", 3)]
     bench.start_simulator()
     originals = bench.label_nodes()
     assert len(originals) == ORIGINAL
-    first = sorted(originals)[0]
-    _pod(bench, "guarded", first, {"app": "guarded"})
-    _pod(bench, "agent", first, {"app": "agent"}, owner="DaemonSet")
-    for name in originals:
-        _pod(bench, f"web-{name}", name, {"app": "web"})
-    bench.client.create(
-        POD_DISRUPTION_BUDGET,
-        {
-            "metadata": {"name": "guarded", "namespace": bench.namespace},
-            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}},
-        },
-    )
-    _set_disruptions_allowed(bench, "guarded", 0)
+    first = _start_workloads(bench, sorted(originals))
+    original_web = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in _pods(bench, "web")}
+    original_guarded = _pods(bench, "guarded")[0]["metadata"]["name"]
+    _agent(bench, first)
     strategy = bench.create_autoscaling_strategy(enabled=True)
 
     held: dict[str, str] = {}
@@ -183,10 +273,12 @@ def test_six_nodes_in_two_scale_sets_are_replaced_within_the_surge(bench: Rollou
             20,
             "DrainStuck Warning Event",
         )
-        guarded = bench.client.get(POD, "guarded", bench.namespace)
+        guarded = bench.client.get(POD, original_guarded, bench.namespace)
         assert not guarded["metadata"].get("deletionTimestamp"), "pod evicted although its budget allows none"
+        assert _disruptions_allowed(bench, "guarded") == 0
         assert any(m["name"] == first and m["provisioning"] != "Deleting" for m in bench.machines())
-        _set_disruptions_allowed(bench, "guarded", 1)
+        # A second replica, Ready on a new-image node, lets the disruption controller allow one.
+        bench.client.patch(DEPLOYMENT, "guarded", {"spec": {"replicas": 2}}, bench.namespace)
 
         bench.wait_for(lambda: bench.condition() == ("True", "AllNodesUpToDate"), 120, "rollout finished")
         bench.wait_for(lambda: not bench.pending_nodes(), 30, "PendingNodes finished")
@@ -217,7 +309,15 @@ def test_six_nodes_in_two_scale_sets_are_replaced_within_the_surge(bench: Rollou
     assert all(m["image"].get("communityGalleryImageId") == NEW_IMAGE for m in machines)
 
     with pytest.raises(errors.NotFound):
-        bench.client.get(POD, "guarded", bench.namespace)
+        bench.client.get(POD, original_guarded, bench.namespace)
+    new_image_nodes = {n["metadata"]["name"] for n in nodes}
+    _assert_moved(bench, "guarded", 2, new_image_nodes)
+    _assert_moved(bench, "web", WEB_REPLICAS, new_image_nodes)
+    replacements = {name: node for name, node in monitor.web_pods.items() if name not in original_web}
+    assert not set(original_web) & {p["metadata"]["name"] for p in _pods(bench, "web")}, "web pod not evicted"
+    assert len(replacements) == len(original_web), replacements
+    assert set(replacements.values()) <= new_image_nodes, "a replacement landed on an outdated node"
+    assert monitor.fewest_ready_web >= WEB_REPLICAS - WEB_MAX_UNAVAILABLE, monitor.fewest_ready_web
     assert monitor.autoscaling_seen == {True, False}
     restored = bench.client.get(AUTOSCALING_STRATEGY, strategy)
     assert restored["spec"]["enabled"] is True
