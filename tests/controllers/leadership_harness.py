@@ -148,7 +148,7 @@ class ManagerProcess:
 
     def get(self, port: int, path: str) -> tuple[int, str]:
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=1) as response:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
                 return int(response.status), response.read().decode()
         except urllib.error.HTTPError as error:
             with error:

@@ -232,7 +232,8 @@ def test_paused_leader_writes_nothing_after_the_takeover(
         f"{sum(w.target == 'arm' for w in violations)} ARM)"
     )
     for write in violations[:10]:
-        print(f"  late write {write}")  # noqa: T201
+        after = min((write.at - t.at for t in takeovers if t.at < write.at), default=math.nan)
+        print(f"  late write {write} ({after:.3f} s after the last takeover)")  # noqa: T201
     assert len(takeovers) - 1 >= PAUSE_TRIALS  # more when a loaded machine delayed a renew
     assert violations == []
     assert api
