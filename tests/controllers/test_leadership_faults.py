@@ -86,9 +86,9 @@ def start_pair(
     wait_until(lambda: a.master_status() == 1.0, START_TIMEOUT, "manager-a leads")
     b.start()
     wait_until(b.ready, START_TIMEOUT, "manager-b synced as standby")
-    assert b.master_status() == 0.0
-    assert b.metric("nodewright_leader ") == 0.0
-    assert a.metric("nodewright_leader ") == 1.0
+    assert b.scrape('leader_election_master_status{name="fault-lease"}') == 0.0
+    assert b.scrape("nodewright_leader ") == 0.0
+    assert a.scrape("nodewright_leader ") == 1.0
     return a, b
 
 
@@ -146,8 +146,10 @@ def test_partitioned_leader_stops_before_the_standby_takes_over(
         sampling = threading.Event()
 
         def sample() -> None:
+            last_a, last_b = 1.0, 0.0
             while not sampling.is_set():
-                samples.append((time.time(), a.master_status(), b.master_status()))
+                last_a, last_b = a.master_status(last_a), b.master_status(last_b)
+                samples.append((time.time(), last_a, last_b))
                 time.sleep(0.05)
 
         sampler = threading.Thread(target=sample, daemon=True)
