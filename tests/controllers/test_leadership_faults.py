@@ -191,6 +191,7 @@ def test_partitioned_leader_stops_before_the_standby_takes_over(
     assert fenced_arm > 0, "no stale ARM write was tried after the fence closed"
 
 
+@pytest.mark.timeout(1200)  # 20 restarts of a Python process; minutes on a loaded machine
 def test_paused_leader_writes_nothing_after_the_takeover(
     rig: Callable[..., ManagerProcess], audited_plane: ControlPlane, arm_emulator: ArmEmulator
 ) -> None:
