@@ -10,6 +10,7 @@ from nodewright.runtime.client import Client, ObjectList
 from nodewright.runtime.config import ConfigError, ManagerConfig, load_config
 from nodewright.runtime.controller import Controller
 from nodewright.runtime.events import EventRecorder
+from nodewright.runtime.fence import FencedWriteError, WriteFence
 from nodewright.runtime.handlers import Handler, enqueue_for_object, enqueue_mapped, enqueue_owner
 from nodewright.runtime.health import HealthServer
 from nodewright.runtime.informer import EventHandler, Informer, Store, object_key
@@ -46,6 +47,7 @@ __all__ = [
     "Controller",
     "EventHandler",
     "EventRecorder",
+    "FencedWriteError",
     "Handler",
     "HealthServer",
     "Informer",
@@ -66,6 +68,7 @@ __all__ = [
     "Store",
     "TerminalError",
     "WorkQueue",
+    "WriteFence",
     "and_",
     "annotations_changed",
     "default_controller_rate_limiter",

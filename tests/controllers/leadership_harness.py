@@ -86,7 +86,7 @@ def manager_config(
             "retryPeriod": RETRY,
             "writeFenceMargin": MARGIN,
         },
-        "logging": {"level": "info", "format": "text"},
+        "logging": {"level": "warning", "format": "text"},  # the SDK logs every request at info
         "cacheSyncTimeout": 30,
         "gracefulShutdownTimeout": 5,
         "reconcilers": {
@@ -148,7 +148,7 @@ class ManagerProcess:
 
     def get(self, port: int, path: str) -> tuple[int, str]:
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=1) as response:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
                 return int(response.status), response.read().decode()
         except urllib.error.HTTPError as error:
             with error:
@@ -169,9 +169,27 @@ class ManagerProcess:
                 return float(line.rsplit(" ", 1)[1])
         return 0.0
 
-    def master_status(self) -> float:
-        """leader_election_master_status; a process that does not answer leads nothing (0)."""
-        return self.metric('leader_election_master_status{name="fault-lease"}') or 0.0
+    def scrape(self, line_prefix: str, timeout: float = 30.0) -> float:
+        """``metric``, retried while the scrape times out (a loaded machine); never None."""
+        values: list[float] = []
+
+        def answered() -> bool:
+            value = self.metric(line_prefix)
+            if value is not None:
+                values.append(value)
+            return value is not None
+
+        wait_until(answered, timeout, f"{self.user} scraped", 0.2)
+        return values[-1]
+
+    def master_status(self, previous: float = 0.0) -> float:
+        """leader_election_master_status. An exited process leads nothing (0); a live one whose
+        scrape timed out is taken to report what it reported before (``previous``)."""
+        value = self.metric('leader_election_master_status{name="fault-lease"}')
+        if value is not None:
+            return value
+        alive = self.process is not None and self.process.poll() is None
+        return previous if alive else 0.0
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace")

@@ -86,9 +86,9 @@ def start_pair(
     wait_until(lambda: a.master_status() == 1.0, START_TIMEOUT, "manager-a leads")
     b.start()
     wait_until(b.ready, START_TIMEOUT, "manager-b synced as standby")
-    assert b.master_status() == 0.0
-    assert b.metric("nodewright_leader ") == 0.0
-    assert a.metric("nodewright_leader ") == 1.0
+    assert b.scrape('leader_election_master_status{name="fault-lease"}') == 0.0
+    assert b.scrape("nodewright_leader ") == 0.0
+    assert a.scrape("nodewright_leader ") == 1.0
     return a, b
 
 
@@ -146,8 +146,10 @@ def test_partitioned_leader_stops_before_the_standby_takes_over(
         sampling = threading.Event()
 
         def sample() -> None:
+            last_a, last_b = 1.0, 0.0
             while not sampling.is_set():
-                samples.append((time.time(), a.master_status(), b.master_status()))
+                last_a, last_b = a.master_status(last_a), b.master_status(last_b)
+                samples.append((time.time(), last_a, last_b))
                 time.sleep(0.05)
 
         sampler = threading.Thread(target=sample, daemon=True)
@@ -189,6 +191,7 @@ def test_partitioned_leader_stops_before_the_standby_takes_over(
     assert fenced_arm > 0, "no stale ARM write was tried after the fence closed"
 
 
+@pytest.mark.timeout(1200)  # 20 restarts of a Python process; minutes on a loaded machine
 def test_paused_leader_writes_nothing_after_the_takeover(
     rig: Callable[..., ManagerProcess], audited_plane: ControlPlane, arm_emulator: ArmEmulator
 ) -> None:
@@ -232,7 +235,8 @@ def test_paused_leader_writes_nothing_after_the_takeover(
         f"{sum(w.target == 'arm' for w in violations)} ARM)"
     )
     for write in violations[:10]:
-        print(f"  late write {write}")  # noqa: T201
+        after = min((write.at - t.at for t in takeovers if t.at < write.at), default=math.nan)
+        print(f"  late write {write} ({after:.3f} s after the last takeover)")  # noqa: T201
     assert len(takeovers) - 1 >= PAUSE_TRIALS  # more when a loaded machine delayed a renew
     assert violations == []
     assert api

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pykube
 import pytest
 
 from nodewright.runtime.client import Client
@@ -127,3 +128,54 @@ def test_leader_that_cannot_renew_stops_leading(
     took = wait_any(leader.stopped, timeout=RENEW_DEADLINE + 2)
     assert took <= RENEW_DEADLINE + RETRY_PERIOD * 2
     assert not leader.elector.is_leader()
+
+
+@pytest.mark.slow
+def test_renew_that_hangs_is_abandoned_at_the_renew_deadline(cluster: object, namespace: str) -> None:
+    """The API server stops answering (a black-holed proxy): the leader does not wait for its
+    hanging request. master_status drops to 0 when the fence closes (renew deadline - margin)
+    and leadership ends at the renew deadline, both measured from the last renew sent."""
+    from tests.controllers.leadership_harness import TcpProxy  # noqa: PLC0415 - shared rig
+
+    config = pykube.KubeConfig.from_file(str(cluster.kubeconfig))  # type: ignore[attr-defined]
+    upstream = int(config.cluster["server"].rsplit(":", 1)[1])
+    proxy = TcpProxy(upstream)
+    config.cluster["server"] = f"https://127.0.0.1:{proxy.port}"
+    sent: list[float] = []
+    candidate = Candidate(Client.from_config(config), namespace, "partitioned")
+    fence = candidate.elector.fence
+    record = fence.renewed
+
+    def renewed(sent_at: float) -> None:
+        sent.append(sent_at)
+        record(sent_at)
+
+    fence.renewed = renewed  # type: ignore[method-assign]
+    try:
+        candidate.elector.start()
+        wait_any(candidate.started, timeout=10)
+        time.sleep(RETRY_PERIOD * 3)
+        proxy.freeze()
+        frozen_at = time.monotonic()
+        status_zero_at = None
+        while not candidate.stopped.is_set():
+            text = candidate.metrics.render().decode()
+            if status_zero_at is None and 'leader_election_master_status{name="test-lease"} 0.0' in text:
+                status_zero_at = time.monotonic()
+            assert time.monotonic() - frozen_at < RENEW_DEADLINE + 3, "still leading"
+            time.sleep(0.01)
+    finally:
+        candidate.elector.stop()
+        proxy.close()
+    last_sent = max(sent)
+    lost_at = candidate.elector.lost_at
+    assert lost_at is not None
+    assert status_zero_at is not None
+    print(  # noqa: T201
+        f"\nhanging renew: lost {lost_at - last_sent:.3f} s after the last renew was sent "
+        f"(renew deadline {RENEW_DEADLINE} s), master_status 0 after {status_zero_at - last_sent:.3f} s "
+        f"(fence validity {fence.validity} s)"
+    )
+    assert RENEW_DEADLINE <= lost_at - last_sent <= RENEW_DEADLINE + 0.25
+    assert status_zero_at - last_sent <= fence.validity + 0.25
+    assert not fence.is_open()
