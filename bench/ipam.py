@@ -50,7 +50,7 @@ from nodewright.controllers.node_network_config.cloud import MachineNicLocator
 from nodewright.devenv.cns_nodesubnet import NodeSubnetConsumer, nic_addresses_in_emulator
 from nodewright.devenv.crds import install_crds
 from nodewright.devenv.nodesim import SIMULATED_LABEL, NodeSimulator, machines_in_emulator
-from nodewright.ipam import PoolScaler
+from nodewright.ipam import PoolScaler, address_count
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
 from nodewright.runtime.config import parse_config
@@ -139,7 +139,9 @@ class IdleSampler:
                 used[node] = used.get(node, 0) + 1
         total = 0.0
         for config in configs:
-            held = sum(len(c.ip_assignments) for c in config.status.network_containers)
+            held = sum(
+                address_count(a.ip for a in c.ip_assignments) for c in config.status.network_containers
+            )
             idle = held - len(config.spec.ips_not_in_use) - used.get(config.name, 0)
             self.peak_per_node = max(self.peak_per_node, idle)
             total += max(0, idle)
