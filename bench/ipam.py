@@ -7,7 +7,8 @@ either the pod address agent that reads NodeNetworkConfig status (consumer ``crd
 simulated Azure CNS in NodeSubnet mode (consumer ``nodesubnet``, ``devenv.cns_nodesubnet``),
 which discovers IPs from the NIC on CNS's schedule (4 s doubling to 1,024 s) and so makes pods
 wait for discovery as they would on Azure. Pods are created at 20/s up to a warm population, then
-created and deleted at 20/s each (quick: 30 s of churn; ``--full``: 10 minutes).
+created and deleted at 20/s each (quick: 30 s of churn; ``--full``: 10 minutes; on a loaded
+machine the client may fall behind that rate, and "churn as run" says so).
 
 Reported (a printable table):
 - pool-caused wait once warm: pods that found no free IP on their node (discovery included for
