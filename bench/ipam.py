@@ -7,7 +7,8 @@ either the pod address agent that reads NodeNetworkConfig status (consumer ``crd
 simulated Azure CNS in NodeSubnet mode (consumer ``nodesubnet``, ``devenv.cns_nodesubnet``),
 which discovers IPs from the NIC on CNS's schedule (4 s doubling to 1,024 s) and so makes pods
 wait for discovery as they would on Azure. Pods are created at 20/s up to a warm population, then
-created and deleted at 20/s each (quick: 30 s of churn; ``--full``: 10 minutes).
+created and deleted at 20/s each (quick: 30 s of churn; ``--full``: 10 minutes; on a loaded
+machine the client may fall behind that rate, and "churn as run" says so).
 
 Reported (a printable table):
 - pool-caused wait once warm: pods that found no free IP on their node (discovery included for
@@ -50,7 +51,7 @@ from nodewright.controllers.node_network_config.cloud import MachineNicLocator
 from nodewright.devenv.cns_nodesubnet import NodeSubnetConsumer, nic_addresses_in_emulator
 from nodewright.devenv.crds import install_crds
 from nodewright.devenv.nodesim import SIMULATED_LABEL, NodeSimulator, machines_in_emulator
-from nodewright.ipam import PoolScaler
+from nodewright.ipam import PoolScaler, address_count
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
 from nodewright.runtime.config import parse_config
@@ -139,7 +140,9 @@ class IdleSampler:
                 used[node] = used.get(node, 0) + 1
         total = 0.0
         for config in configs:
-            held = sum(len(c.ip_assignments) for c in config.status.network_containers)
+            held = sum(
+                address_count(a.ip for a in c.ip_assignments) for c in config.status.network_containers
+            )
             idle = held - len(config.spec.ips_not_in_use) - used.get(config.name, 0)
             self.peak_per_node = max(self.peak_per_node, idle)
             total += max(0, idle)
