@@ -93,7 +93,7 @@ from nodewright.controllers.node_image.rollout_writes import (
     NodeImageCloud,
     NodeImageStores,
 )
-from nodewright.controllers.node_image.scale_out import ScaleOutPlan, cap_scale_out
+from nodewright.controllers.node_image.scale_out import ScaleOutPlan, canary_placed, cap_scale_out
 from nodewright.controllers.node_image.targeting import Claims, claim_scaling_groups, nodes_claimed
 from nodewright.runtime.kinds import NODE
 from nodewright.runtime.logs import get_logger
@@ -257,6 +257,7 @@ class NodeImageReconciler(NodeReplacement):
             in_flight=view.in_flight,
             failure=failure,
             now=self._clock(),
+            canary_placed=canary_placed(view.groups, view.pending, max(spec.canary, 1)),
         )
 
     def _start_rollback(self, view: _View, decision: RolloutDecision) -> Result:

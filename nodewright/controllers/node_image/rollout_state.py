@@ -225,10 +225,12 @@ def decide_rollout(
     in_flight: bool,
     failure: GateFailure | None,
     now: datetime,
+    canary_placed: bool = False,
 ) -> RolloutDecision:
     """Where the rollout goes from ``memory`` (see the module docstring). ``outdated_images``: the
     images of the nodes not on the desired image (the rollback target of a new rollout);
-    ``outdated_left``: some have no replacement yet; ``in_flight``: replacements are under way."""
+    ``outdated_left``: some have no replacement yet; ``in_flight``: replacements are under way;
+    ``canary_placed``: every scale set already has its canary machines on the new image."""
     spec_image = node_image.spec.image
     if memory.state is None or not _same(memory.target_image, spec_image):
         memory = _start(node_image, outdated_images)
@@ -243,6 +245,8 @@ def decide_rollout(
     settled = not memory.batch_in_flight and memory.state is not RolloutState.SOAKING
     if not outdated_left and not in_flight and settled:
         return RolloutDecision(_complete(memory), spec_image)
+    if memory.state is RolloutState.CANARY and canary_placed and not in_flight:
+        memory = replace(memory, batch_in_flight=True)  # its record was lost: the batch is there
     return _advance(memory, node_image, in_flight=in_flight, outdated_left=outdated_left, now=now)
 
 

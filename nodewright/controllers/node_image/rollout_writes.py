@@ -112,6 +112,8 @@ class RolloutWrites:
         self._clock = clock
         self._writes = ReadYourWrites(client)
         self._metrics = RolloutMetrics()
+        self._reported: dict[str, tuple[str, str]] = {}
+        """The Degraded problem last reported per NodeImage (one Event per problem)."""
 
     def _annotate(
         self, current: dict[str, ClusterNode], name: str, annotations: Mapping[str, str | None], step: str
@@ -291,11 +293,17 @@ class RolloutWrites:
         """One Warning Event when the Degraded condition turns True or names another problem (a
         problem that lasts is reported once, not on every reconcile)."""
         before = {c.get("type"): c for c in (obj.get("status") or {}).get("conditions") or []}
+        name = str(obj["metadata"]["name"])
         for condition in conditions:
             if condition.get("type") != CONDITION_DEGRADED or condition.get("status") != "True":
+                self._reported.pop(name, None)
                 continue
             previous = before.get(CONDITION_DEGRADED) or {}
             facts = ("status", "reason", "message")
+            now = (str(condition.get("reason")), str(condition.get("message")))
+            if self._reported.get(name) == now:
+                continue  # reported by this process already (the cache may not show the status yet)
+            self._reported[name] = now
             if any(previous.get(key) != condition.get(key) for key in facts):
                 self._events.event(
                     obj, "Warning", str(condition["reason"]), str(condition.get("message", ""))

@@ -30,6 +30,7 @@ __all__ = [
     "ScaleOut",
     "ScaleOutBlocker",
     "ScaleOutPlan",
+    "canary_placed",
     "cap_scale_out",
     "plan_scale_out",
 ]
@@ -231,24 +232,39 @@ def plan_scale_out(
     return plan
 
 
+def _on_new_image_by_group(groups: NodeGroups, pending_nodes: Sequence[PendingNode]) -> dict[str, int]:
+    """Machines on the desired image per scale set: joining, heirs (mints count by their join) and
+    up-to-date nodes."""
+    return _count_by_group(
+        [
+            *(join.spec.group_id for join in _joins(pending_nodes)),
+            *(node.scaling_group_id for node in [*groups.heirs, *groups.up_to_date]),
+        ]
+    )
+
+
 def cap_scale_out(
     plan: ScaleOutPlan, groups: NodeGroups, pending_nodes: Sequence[PendingNode], cap: int | None
 ) -> ScaleOutPlan:
-    """``plan`` with each scale set's new machines cut so that at most ``cap`` are in flight in it
-    (joining machines, heirs and mints count): the canary. ``None`` leaves the plan as it is."""
+    """``plan`` with each scale set's new machines cut so that at most ``cap`` machines of it run
+    the desired image (joining, heirs, mints and up-to-date nodes count, so a restart never adds a
+    second canary beside a finished one): the canary. ``None`` leaves the plan as it is."""
     if cap is None:
         return plan
-    in_flight = _count_by_group(
-        [
-            *(join.spec.group_id for join in _joins(pending_nodes)),
-            *(node.scaling_group_id for node in groups.heirs),
-        ]
-    )
+    on_new = _on_new_image_by_group(groups, pending_nodes)
     capped = ScaleOutPlan(blockers=list(plan.blockers))
     for scale_out in plan.scale_outs:
-        room = max(0, cap - in_flight.get(scale_out.group_id.lower(), 0))
+        room = max(0, cap - on_new.get(scale_out.group_id.lower(), 0))
         if min(room, scale_out.count) > 0:
             capped.scale_outs.append(
                 ScaleOut(scale_out.group_id, scale_out.scaling_group, min(room, scale_out.count))
             )
     return capped
+
+
+def canary_placed(groups: NodeGroups, pending_nodes: Sequence[PendingNode], canary: int) -> bool:
+    """Whether every scale set with outdated nodes already has ``canary`` machines on the desired
+    image (so the canary batch is whatever is there, even if a restart lost its record)."""
+    on_new = _on_new_image_by_group(groups, pending_nodes)
+    outdated = {node.scaling_group_id.lower() for node in [*groups.outdated, *groups.donors]}
+    return all(on_new.get(key, 0) >= canary for key in outdated)

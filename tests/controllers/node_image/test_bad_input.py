@@ -112,7 +112,11 @@ def test_a_scaling_group_naming_a_missing_scale_set_touches_no_other_pool(bench:
     bench.start()
 
     bench.wait_for(lambda: bench.events(group, "ScaleSetNotFound"), 20, "ScalingGroup Warning Event")
-    assert _conditions(bench, group) == [("ImageApplied", "False", "ScaleSetNotFound")]
+    bench.wait_for(
+        lambda: _conditions(bench, group) == [("ImageApplied", "False", "ScaleSetNotFound")],
+        20,
+        "ImageApplied",
+    )
     bench.wait_for(lambda: bench.condition(kind="Degraded") == ("True", "ScalingGroupFailed"), 20, "Degraded")
     bench.wait_for(lambda: bench.condition(pool) == ("True", "AllNodesUpToDate"), 20, "the real pool settled")
     ghost = bench.node_image().status

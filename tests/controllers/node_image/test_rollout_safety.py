@@ -299,3 +299,37 @@ def test_a_heir_abandoned_by_a_rollback_is_obsolete_not_replaced() -> None:
     assert [n.name for n in groups.obsolete] == ["heir"]
     assert [n.name for n in groups.outdated] == ["other"]
     assert [n.name for n in groups.up_to_date] == ["donor"]
+
+
+def test_a_finished_canary_counts_so_a_restart_never_adds_a_second() -> None:
+    """A canary whose donor already left is an up-to-date node: the cap counts it, the canary is
+    placed, and a rollout that lost its batch record soaks instead of adding another canary."""
+    from nodewright.controllers.node_image.scale_out import canary_placed  # noqa: PLC0415
+
+    done = ClusterNode(
+        "canary",
+        provider_id="azure://c",
+        annotations={SCALING_GROUP_ANNOTATION: PREFIX + "a", NODE_IMAGE_ANNOTATION: NEW},
+    )
+    old = ClusterNode(
+        "old",
+        provider_id="azure://o",
+        annotations={SCALING_GROUP_ANNOTATION: PREFIX + "a", NODE_IMAGE_ANNOTATION: OLD},
+    )
+    groups = NodeGroups(up_to_date=[done], outdated=[old])
+    plan = ScaleOutPlan(scale_outs=[ScaleOut(PREFIX + "a", "a", 2)])
+    assert cap_scale_out(plan, groups, [], 1).scale_outs == []
+    assert canary_placed(groups, [], 1)
+    assert not canary_placed(NodeGroups(outdated=[old]), [], 1)
+    lost = RolloutMemory(RolloutState.CANARY, NEW, OLD)
+    decision = decide_rollout(
+        lost,
+        node_image(soakDuration="1m"),
+        outdated_images=[OLD],
+        outdated_left=True,
+        in_flight=False,
+        failure=None,
+        now=NOW,
+        canary_placed=True,
+    )
+    assert (decision.memory.state, decision.scale_out) == (RolloutState.SOAKING, False)
