@@ -39,7 +39,7 @@ from nodewright.devenv.nodesim import SIMULATED_LABEL, NodeSimulator, machines_i
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
 from nodewright.runtime.config import parse_config
-from nodewright.runtime.kinds import EVENT, NODE, Kind
+from nodewright.runtime.kinds import EVENT, NODE, POD_DISRUPTION_BUDGET, Kind
 from nodewright.runtime.manager import Manager
 from tests.cloud.helpers import cloud_for
 
@@ -359,3 +359,18 @@ def rollout_bench(
         yield bench
     finally:
         bench.close()
+
+
+def wait_for_budget_computed(bench: RolloutBench, name: str, healthy: int, timeout: float = 60.0) -> None:
+    """Wait until kube-controller-manager's disruption controller has computed the budget
+    ``name`` with ``healthy`` Ready pods counted (the status is never written by the tests)."""
+
+    def computed() -> bool:
+        budget = bench.client.get(POD_DISRUPTION_BUDGET, name, bench.namespace)
+        status = budget.get("status") or {}
+        return bool(
+            status.get("observedGeneration") == budget["metadata"]["generation"]
+            and status.get("currentHealthy") == healthy
+        )
+
+    bench.wait_for(computed, timeout, f"the disruption controller computed budget {name}")

@@ -22,7 +22,7 @@ import pytest
 from nodewright.cloud.resource_ids import parse_provider_id
 from nodewright.controllers.node_image.decisions import NODE_IMAGE_ANNOTATION
 from nodewright.runtime.kinds import POD, POD_DISRUPTION_BUDGET
-from tests.controllers.node_image.support import NEW_IMAGE, OLD_IMAGE, RolloutBench
+from tests.controllers.node_image.support import NEW_IMAGE, OLD_IMAGE, RolloutBench, wait_for_budget_computed
 
 pytestmark = pytest.mark.slow
 
@@ -140,15 +140,7 @@ def _guard_every_node(bench: RolloutBench) -> None:
             "spec": {"minAvailable": 3, "selector": {"matchLabels": {"app": "guarded"}}},
         },
     )
-    budget = bench.client.get(POD_DISRUPTION_BUDGET, "guarded", bench.namespace)
-    budget["status"] = {
-        "observedGeneration": budget["metadata"]["generation"],
-        "disruptionsAllowed": 0,
-        "currentHealthy": 3,
-        "desiredHealthy": 3,
-        "expectedPods": 3,
-    }
-    bench.client.update_status(POD_DISRUPTION_BUDGET, budget)
+    wait_for_budget_computed(bench, "guarded", healthy=3)  # so disruptionsAllowed is 0
 
 
 def _run_with_random_restarts(bench: RolloutBench, seed: int) -> list[str]:

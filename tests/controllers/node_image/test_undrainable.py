@@ -10,7 +10,7 @@ import pytest
 
 from nodewright.api.nodewright.v1alpha1 import QUARANTINE_LABEL
 from nodewright.runtime.kinds import NODE, POD, POD_DISRUPTION_BUDGET
-from tests.controllers.node_image.support import RolloutBench
+from tests.controllers.node_image.support import RolloutBench, wait_for_budget_computed
 
 pytestmark = pytest.mark.slow
 
@@ -30,15 +30,7 @@ def _guard(bench: RolloutBench, node: str) -> None:
             "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}},
         },
     )
-    budget = bench.client.get(POD_DISRUPTION_BUDGET, "guarded", bench.namespace)
-    budget["status"] = {
-        "observedGeneration": budget["metadata"]["generation"],
-        "disruptionsAllowed": 0,
-        "currentHealthy": 1,
-        "desiredHealthy": 1,
-        "expectedPods": 1,
-    }
-    bench.client.update_status(POD_DISRUPTION_BUDGET, budget)
+    wait_for_budget_computed(bench, "guarded", healthy=1)  # so disruptionsAllowed is 0
 
 
 def test_cordon_quarantines_the_undrainable_donor_and_goes_on(bench: RolloutBench) -> None:
