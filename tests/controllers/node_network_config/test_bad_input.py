@@ -54,16 +54,18 @@ def _cns_node(ipam: IpamHarness, initial: int = 16) -> str:
 
 def test_requested_counts_out_of_range_are_rejected_by_the_crd(ipam: IpamHarness) -> None:
     """-1 and 256 (a NIC holds 256 IP configurations, one the primary) never reach the
-    reconciler: the API server rejects them (422 Invalid); 0 and 255 are accepted."""
+    reconciler: the API server rejects them (422 Invalid) and the stored spec stays as it was;
+    0 and 255 are accepted (checked with a server-side dry run, so the node is left alone)."""
     node = _cns_node(ipam)
     for bad in (-1, -5, 256, 10**9):
         with pytest.raises(errors.Invalid):
             _set_spec(ipam, node, requestedIPCount=bad)
+    assert ipam.raw_config(node)["spec"]["requestedIPCount"] == 16
     for good in (0, MAX_SECONDARY_IPS_PER_NIC):
-        _set_spec(ipam, node, requestedIPCount=good)
-        assert ipam.raw_config(node)["spec"]["requestedIPCount"] == good
-    _set_spec(ipam, node, requestedIPCount=16)
-    wait_until(lambda: len(ipam.assignments(ipam.config(node))) == 16, timeout=60, message="back at 16")
+        body = {"metadata": {"name": f"probe-{good}"}, "spec": {"requestedIPCount": good}}
+        created = ipam.client.create(NODE_NETWORK_CONFIG, body, ipam.namespace, dry_run=True)
+        assert created["spec"]["requestedIPCount"] == good
+    assert len(ipam.secondary(node)) == 16
     ipam.check_invariants()
 
 
