@@ -2,7 +2,8 @@
 
 A cloud call that fails with a retryable ARM error (5xx, a failed long-running operation, a 409
 conflict, a transport failure) starts a backoff for its target (an ARM resource ID) and access
-(read or write): 5 s, doubling per further failure, at most 5 minutes. Until it ends, calls for
+(read or write): 5 s, doubling per further failure, at most a minute
+(so that a target is tried again within a minute of a fault clearing). Until it ends, calls for
 that target and access fail at once with ``BackingOffError`` (no HTTP request) naming the
 remaining seconds and the last error code; the work queue requeues the reconcile for then. A
 success ends the backoff.
@@ -84,7 +85,7 @@ class TargetBackoff:
         self,
         *,
         initial_seconds: float = 5.0,
-        max_seconds: float = 300.0,
+        max_seconds: float = 60.0,
         clock: Clock = time.monotonic,
     ) -> None:
         self.initial_seconds = initial_seconds

@@ -106,7 +106,8 @@ def test_compute_policy_header_paces_its_operation() -> None:
 
 def test_429_without_retry_after_holds_the_class_and_doubles() -> None:
     """OperationNotAllowed naming a 3-minute policy holds writes 30 s, then 60 s for the next one
-    in a row; reads are not held; the observer counts each 429 by class and code."""
+    in a row, and no longer after that; reads are not held; the observer counts each 429 by class
+    and code."""
     clock = Clock()
     recorder = Recorder()
     budget = ArmBudget("sub", observer=recorder, clock=clock)
@@ -117,10 +118,13 @@ def test_429_without_retry_after_holds_the_class_and_doubles() -> None:
     budget.learn("PUT", "op", 429, {}, _compute_429("PutVMScaleSetVM3Min"))
     assert budget.held_for("PUT") == pytest.approx(60.0)
     clock.now += 60.0
+    budget.learn("PUT", "op", 429, {}, _compute_429("PutVMScaleSetVM3Min"))
+    assert budget.held_for("PUT") == pytest.approx(60.0)  # capped: calls resume within a minute
+    clock.now += 60.0
     budget.learn("PUT", "op", 200, {}, None)
     budget.learn("PUT", "op", 429, {}, _compute_429("PutVMScaleSetVM3Min"))
     assert budget.held_for("PUT") == pytest.approx(30.0)  # a success ended the run
-    assert recorder.throttles == [("writes", "OperationNotAllowed")] * 3
+    assert recorder.throttles == [("writes", "OperationNotAllowed")] * 4
 
 
 def test_429_with_retry_after_holds_for_it() -> None:
