@@ -9,7 +9,9 @@ remaining seconds and the last error code; the work queue requeues the reconcile
 success ends the backoff.
 
 Errors the caller handles itself (not found, a stale etag, a rejected identity, a full subnet)
-start nothing, nor does a 429: the shared request budget (``budget``) already holds its class.
+start nothing. A throttled read starts nothing either (the shared request budget holds its class
+and later reads wait there); a throttled write backs its target off for at least the hold, so a
+read-modify-write of that target is refused before its read.
 Which layer retries what (documented in ``docs/cloud-retries.md``): azure-core retries only
 transport failures (connection and read errors); 429, 5xx and failed operations go back to the
 work queue, which meets this backoff. Thread-safe; no I/O.
@@ -66,7 +68,6 @@ def starts_backoff(error: CloudError) -> bool:
         SubnetFullError,
         LimitExceededError,
         BackingOffError,
-        ThrottledError,  # the shared budget holds the whole class already
     )
     return not isinstance(error, handled_by_caller)
 
@@ -109,6 +110,8 @@ class TargetBackoff:
         """Record a failure; the new backoff in seconds (0 when the error starts none)."""
         if not starts_backoff(error):
             return 0.0
+        if isinstance(error, ThrottledError) and access != "write":
+            return 0.0  # a throttled read waits in the shared budget's hold instead
         key = (target.lower(), access)
         with self._lock:
             entry = self._entries.get(key) or _Entry(0, 0.0, None)
@@ -152,6 +155,11 @@ def guarded_call(
             if backoff is not None and key is not None:
                 backoff.failed(key, access, translated)
             raise translated from error
+        except CloudError as error:  # raised inside the pipeline, e.g. a call held after a 429
+            error.target = error.target or key
+            if backoff is not None and key is not None:
+                backoff.failed(key, access, error)
+            raise
     if backoff is not None and key is not None:
         backoff.succeeded(key, access)
     return result

@@ -325,12 +325,14 @@ class ArmBudgetPolicy(HTTPPolicy[Any, Any]):
         operation = operation_name(method, request.http_request.url)
         held = self.budget.held_for(method)
         if held > self.max_wait_seconds:
-            raise ThrottledError(
+            error = ThrottledError(
                 f"Requests of class {request_class(method)} are held for {held:.0f} s after a 429",
                 retry_after=held,
                 status_code=None,
                 code="ClientThrottleHold",
             )
+            error.quiet = True  # not sent: the 429 that started the hold was logged already
+            raise error
         wait = self.budget.wait_seconds(method, operation)
         if wait > 0:
             self._sleep(min(wait, self.max_wait_seconds))

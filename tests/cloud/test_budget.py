@@ -138,6 +138,13 @@ def test_429_with_retry_after_holds_for_it() -> None:
 # Against the emulator ----------------------------------------------------------------------------
 
 
+def _subnet(emulator: ArmEmulator) -> str:
+    return (
+        f"/subscriptions/{DEFAULT_SUBSCRIPTION}/resourceGroups/{GROUP}"
+        "/providers/Microsoft.Network/virtualNetworks/vnet/subnets/nodes"
+    )
+
+
 def _scale_set(emulator: ArmEmulator) -> ScaleSetId:
     emulator.estate.add_resource_group(GROUP)
     vnet = emulator.estate.add_virtual_network(GROUP, "vnet", subnets={"nodes": "10.3.0.0/24"})
@@ -191,10 +198,13 @@ def test_two_clients_share_one_budget_and_never_see_a_429(arm_emulator: ArmEmula
 
 
 def test_compute_throttle_without_retry_after_holds_later_writes(arm_emulator: ArmEmulator) -> None:
-    """An injected OperationNotAllowed without Retry-After: the write fails with ThrottledError,
-    and a later write of any target is refused unsent for the derived hold (30 s here, more than
-    the 1 s the client may wait); reads still go out."""
+    """An injected OperationNotAllowed without Retry-After: the write fails with ThrottledError;
+    a later write of another target is refused unsent for the derived hold (30 s here, more than
+    the 1 s the client may wait), quietly; reads still go out."""
     scale_set = _scale_set(arm_emulator)
+    other = parse_scale_set_id(
+        arm_emulator.estate.add_scale_set(GROUP, "vmss-b", subnet_id=_subnet(arm_emulator))
+    )
     cloud = cloud_for(arm_emulator, retry_after_max_wait_seconds=1.0)
     arm_emulator.faults.compute_throttle("VirtualMachineScaleSets.update", policy="PutVMScaleSet3Min")
     image = ImageReference(publisher="p", offer="o", sku="s", version="1.0.0")
@@ -202,11 +212,12 @@ def test_compute_throttle_without_retry_after_holds_later_writes(arm_emulator: A
         with pytest.raises(ThrottledError):
             cloud.compute.set_scale_set_image(scale_set, image)
         with pytest.raises(ThrottledError) as held:
-            cloud.compute.set_scale_set_image(scale_set, image)
+            cloud.compute.set_scale_set_image(other, image)
         assert held.value.code == "ClientThrottleHold"
+        assert held.value.quiet
         assert held.value.retry_after is not None
         assert held.value.retry_after > 25
-        assert cloud.compute.get_scale_set_image(scale_set) is not None
+        assert cloud.compute.get_scale_set_image(other) is not None
     finally:
         cloud.close()
     statuses = [entry.status for entry in arm_emulator.requests.entries("VirtualMachineScaleSets.update")]
