@@ -13,7 +13,7 @@ Retries: exactly one layer retries each kind of failure, so retries never multip
   derived time when there is none; the caller gets ``ThrottledError`` and its work queue retries.
 - 5xx, 409, failed long-running operations: not azure-core (``retry_status=0``); the caller gets a
   ``CloudError`` naming code and target, the target backs off (``backoff``: 5 s doubling to
-  5 min), and the work queue retries; calls made during the backoff are refused unsent
+  1 min), and the work queue retries; calls made during the backoff are refused unsent
   (``BackingOffError``, a quiet error).
 - 412 (stale etag): the service re-reads and retries a few times itself (``conflict_retries``).
 """

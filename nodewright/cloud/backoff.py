@@ -2,13 +2,16 @@
 
 A cloud call that fails with a retryable ARM error (5xx, a failed long-running operation, a 409
 conflict, a transport failure) starts a backoff for its target (an ARM resource ID) and access
-(read or write): 5 s, doubling per further failure, at most 5 minutes. Until it ends, calls for
+(read or write): 5 s, doubling per further failure, at most a minute
+(so that a target is tried again within a minute of a fault clearing). Until it ends, calls for
 that target and access fail at once with ``BackingOffError`` (no HTTP request) naming the
 remaining seconds and the last error code; the work queue requeues the reconcile for then. A
 success ends the backoff.
 
 Errors the caller handles itself (not found, a stale etag, a rejected identity, a full subnet)
-start nothing, nor does a 429: the shared request budget (``budget``) already holds its class.
+start nothing. A throttled read starts nothing either (the shared request budget holds its class
+and later reads wait there); a throttled write backs its target off for at least the hold, so a
+read-modify-write of that target is refused before its read.
 Which layer retries what (documented in ``docs/cloud-retries.md``): azure-core retries only
 transport failures (connection and read errors); 429, 5xx and failed operations go back to the
 work queue, which meets this backoff. Thread-safe; no I/O.
@@ -65,7 +68,6 @@ def starts_backoff(error: CloudError) -> bool:
         SubnetFullError,
         LimitExceededError,
         BackingOffError,
-        ThrottledError,  # the shared budget holds the whole class already
     )
     return not isinstance(error, handled_by_caller)
 
@@ -84,7 +86,7 @@ class TargetBackoff:
         self,
         *,
         initial_seconds: float = 5.0,
-        max_seconds: float = 300.0,
+        max_seconds: float = 60.0,
         clock: Clock = time.monotonic,
     ) -> None:
         self.initial_seconds = initial_seconds
@@ -108,6 +110,8 @@ class TargetBackoff:
         """Record a failure; the new backoff in seconds (0 when the error starts none)."""
         if not starts_backoff(error):
             return 0.0
+        if isinstance(error, ThrottledError) and access != "write":
+            return 0.0  # a throttled read waits in the shared budget's hold instead
         key = (target.lower(), access)
         with self._lock:
             entry = self._entries.get(key) or _Entry(0, 0.0, None)
@@ -151,6 +155,11 @@ def guarded_call(
             if backoff is not None and key is not None:
                 backoff.failed(key, access, translated)
             raise translated from error
+        except CloudError as error:  # raised inside the pipeline, e.g. a call held after a 429
+            error.target = error.target or key
+            if backoff is not None and key is not None:
+                backoff.failed(key, access, error)
+            raise
     if backoff is not None and key is not None:
         backoff.succeeded(key, access)
     return result

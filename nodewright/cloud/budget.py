@@ -15,7 +15,8 @@ and reports them in ``x-ms-ratelimit-remaining-resource``. ``ArmBudget`` mirrors
   deletes) for ``Retry-After``. Without ``Retry-After`` the hold is derived: for a Compute policy
   named in ``details``, one sixth of its window (30 s for a 3-minute policy, 5 min for a 30-minute
   one: a sliding window whose calls were spread evenly frees a sixth of its allowance in that
-  time), doubled for each further 429 of the class in a row, at most the whole window; for an ARM
+  time), doubled for each further 429 of the class in a row up to twice that (at least a minute,
+  so that calls resume within a minute or two of the throttling ending); for an ARM
   429 without the header, the time the bucket needs to refill the reserve (at least 5 s).
 - **Sharing.** ``shared_budget(endpoint, subscription, principal)`` returns the process's one
   budget for that subscription and principal, so every client and reconciler draws on the same buckets.
@@ -269,10 +270,8 @@ class ArmBudget:
             if name in self._policies:
                 self._policies[name].tokens = 0.0
         if retry_after is None:
-            hold = derived_hold_seconds(code, named, state.limit, int(self._reserve(state.bucket.capacity)))
-            hold *= 2.0 ** min(state.throttles_in_a_row, 6)
-            cap = max((window_seconds(name) for name in named), default=180.0)
-            retry_after = min(hold, cap)
+            base = derived_hold_seconds(code, named, state.limit, int(self._reserve(state.bucket.capacity)))
+            retry_after = min(base * 2.0 ** min(state.throttles_in_a_row, 6), max(2.0 * base, 60.0))
         state.throttles_in_a_row += 1
         state.hold_until = max(state.hold_until, now + retry_after)
 
@@ -326,12 +325,14 @@ class ArmBudgetPolicy(HTTPPolicy[Any, Any]):
         operation = operation_name(method, request.http_request.url)
         held = self.budget.held_for(method)
         if held > self.max_wait_seconds:
-            raise ThrottledError(
+            error = ThrottledError(
                 f"Requests of class {request_class(method)} are held for {held:.0f} s after a 429",
                 retry_after=held,
                 status_code=None,
                 code="ClientThrottleHold",
             )
+            error.quiet = True  # not sent: the 429 that started the hold was logged already
+            raise error
         wait = self.budget.wait_seconds(method, operation)
         if wait > 0:
             self._sleep(min(wait, self.max_wait_seconds))

@@ -140,6 +140,11 @@ class ComputeService:
         """Run one SDK call: counted, errors translated, held back while ``target`` backs off."""
         return guarded_call(self._observer, self.backoff, operation, function, target, write=write)
 
+    def _check_write_backoff(self, target: object) -> None:
+        """Refuse a read-modify-write at once while its write backs off (no read is wasted)."""
+        if self.backoff is not None:
+            self.backoff.check(str(target), "write")
+
     # Identities -------------------------------------------------------------------------------
 
     def get_identities(self, target: IdentityTarget) -> ResourceIdentities:
@@ -198,6 +203,7 @@ class ComputeService:
         """
         wanted = {identity_id.lower() for identity_id in add}
         unwanted = {identity_id.lower() for identity_id in remove}
+        self._check_write_backoff(target)
         with self._scale_set_locks.hold(str(target)):
             if current is None:
                 current = self.get_identities(target)
@@ -471,6 +477,7 @@ class ComputeService:
         """Apply ``edit`` to the instance model's IP configurations of NIC ``nic_name`` and PUT the
         instance (with its etag, image reference cleared). Returns whether anything changed.
         Serialised per instance. Raises ``NotFoundError`` when the NIC is not in the model."""
+        self._check_write_backoff(instance)
         with self._machine_locks.hold(str(instance)):
             model = self._call(
                 "compute.get_scale_set_instance",

@@ -63,7 +63,7 @@ class CloudSettings:
     read_timeout: float = 120.0
     budget_reserve_fraction: float = 0.1
     backoff_initial_seconds: float = 5.0
-    backoff_max_seconds: float = 300.0
+    backoff_max_seconds: float = 60.0
     http_logging: bool = False
 
     def __post_init__(self) -> None:

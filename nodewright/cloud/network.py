@@ -161,6 +161,8 @@ class NetworkService:
                 raise RuntimeError("scale-set instance NICs need a ComputeService")
             self._compute.edit_scale_set_instance_ip_configurations(instance, nic_id.name, edit)
             return self.get_network_interface(nic_id)
+        if self.backoff is not None:
+            self.backoff.check(str(nic_id), "write")  # no read is wasted while the write backs off
         with self._nic_locks.hold(nic_id.key):
             attempt = 0
             while True:

@@ -106,7 +106,8 @@ def test_compute_policy_header_paces_its_operation() -> None:
 
 def test_429_without_retry_after_holds_the_class_and_doubles() -> None:
     """OperationNotAllowed naming a 3-minute policy holds writes 30 s, then 60 s for the next one
-    in a row; reads are not held; the observer counts each 429 by class and code."""
+    in a row, and no longer after that; reads are not held; the observer counts each 429 by class
+    and code."""
     clock = Clock()
     recorder = Recorder()
     budget = ArmBudget("sub", observer=recorder, clock=clock)
@@ -117,10 +118,13 @@ def test_429_without_retry_after_holds_the_class_and_doubles() -> None:
     budget.learn("PUT", "op", 429, {}, _compute_429("PutVMScaleSetVM3Min"))
     assert budget.held_for("PUT") == pytest.approx(60.0)
     clock.now += 60.0
+    budget.learn("PUT", "op", 429, {}, _compute_429("PutVMScaleSetVM3Min"))
+    assert budget.held_for("PUT") == pytest.approx(60.0)  # capped: calls resume within a minute
+    clock.now += 60.0
     budget.learn("PUT", "op", 200, {}, None)
     budget.learn("PUT", "op", 429, {}, _compute_429("PutVMScaleSetVM3Min"))
     assert budget.held_for("PUT") == pytest.approx(30.0)  # a success ended the run
-    assert recorder.throttles == [("writes", "OperationNotAllowed")] * 3
+    assert recorder.throttles == [("writes", "OperationNotAllowed")] * 4
 
 
 def test_429_with_retry_after_holds_for_it() -> None:
@@ -132,6 +136,13 @@ def test_429_with_retry_after_holds_for_it() -> None:
 
 
 # Against the emulator ----------------------------------------------------------------------------
+
+
+def _subnet(emulator: ArmEmulator) -> str:
+    return (
+        f"/subscriptions/{DEFAULT_SUBSCRIPTION}/resourceGroups/{GROUP}"
+        "/providers/Microsoft.Network/virtualNetworks/vnet/subnets/nodes"
+    )
 
 
 def _scale_set(emulator: ArmEmulator) -> ScaleSetId:
@@ -187,10 +198,13 @@ def test_two_clients_share_one_budget_and_never_see_a_429(arm_emulator: ArmEmula
 
 
 def test_compute_throttle_without_retry_after_holds_later_writes(arm_emulator: ArmEmulator) -> None:
-    """An injected OperationNotAllowed without Retry-After: the write fails with ThrottledError,
-    and a later write of any target is refused unsent for the derived hold (30 s here, more than
-    the 1 s the client may wait); reads still go out."""
+    """An injected OperationNotAllowed without Retry-After: the write fails with ThrottledError;
+    a later write of another target is refused unsent for the derived hold (30 s here, more than
+    the 1 s the client may wait), quietly; reads still go out."""
     scale_set = _scale_set(arm_emulator)
+    other = parse_scale_set_id(
+        arm_emulator.estate.add_scale_set(GROUP, "vmss-b", subnet_id=_subnet(arm_emulator))
+    )
     cloud = cloud_for(arm_emulator, retry_after_max_wait_seconds=1.0)
     arm_emulator.faults.compute_throttle("VirtualMachineScaleSets.update", policy="PutVMScaleSet3Min")
     image = ImageReference(publisher="p", offer="o", sku="s", version="1.0.0")
@@ -198,11 +212,12 @@ def test_compute_throttle_without_retry_after_holds_later_writes(arm_emulator: A
         with pytest.raises(ThrottledError):
             cloud.compute.set_scale_set_image(scale_set, image)
         with pytest.raises(ThrottledError) as held:
-            cloud.compute.set_scale_set_image(scale_set, image)
+            cloud.compute.set_scale_set_image(other, image)
         assert held.value.code == "ClientThrottleHold"
+        assert held.value.quiet
         assert held.value.retry_after is not None
         assert held.value.retry_after > 25
-        assert cloud.compute.get_scale_set_image(scale_set) is not None
+        assert cloud.compute.get_scale_set_image(other) is not None
     finally:
         cloud.close()
     statuses = [entry.status for entry in arm_emulator.requests.entries("VirtualMachineScaleSets.update")]

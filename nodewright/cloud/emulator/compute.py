@@ -131,12 +131,32 @@ def redact_for_response(body: Any, query: dict[str, str]) -> None:
 
 
 def with_server_defaults(properties: dict[str, Any]) -> None:
-    """Fill in what Azure fills in on create: the OS disk's ``osType`` (Linux)."""
+    """Fill in what Azure fills in on create: the OS disk's ``osType`` (Linux), empty ``dataDisks``
+    and ``secrets``; each NIC's and IP
+    configuration's ``primary`` (the first one), IP version IPv4, accelerated networking off and
+    empty DNS settings in a scale-set model's NIC configurations."""
     storage = properties.get("storageProfile")
     if isinstance(storage, dict):
+        storage.setdefault("dataDisks", [])
         os_disk = storage.setdefault("osDisk", {})
         if isinstance(os_disk, dict):
             os_disk.setdefault("osType", "Linux")
+    os_profile = properties.get("osProfile")
+    if isinstance(os_profile, dict):
+        os_profile.setdefault("secrets", [])
+    network_profile = properties.get("networkProfile") or {}
+    for index, reference in enumerate(network_profile.get("networkInterfaces") or []):
+        if isinstance(reference, dict):
+            reference.setdefault("properties", {}).setdefault("primary", index == 0)
+    for index, configuration in enumerate(network_profile.get("networkInterfaceConfigurations") or []):
+        nic = configuration.setdefault("properties", {})
+        nic.setdefault("primary", index == 0)
+        nic.setdefault("enableAcceleratedNetworking", False)
+        nic.setdefault("dnsSettings", {"dnsServers": []})
+        for ip_index, ip_configuration in enumerate(nic.get("ipConfigurations") or []):
+            ip_properties = ip_configuration.setdefault("properties", {})
+            ip_properties.setdefault("primary", ip_index == 0)
+            ip_properties.setdefault("privateIPAddressVersion", "IPv4")
 
 
 def check_linked_image(state: EmulatorState, target_id: str, storage_profile: Any) -> None:

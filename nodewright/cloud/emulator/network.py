@@ -269,6 +269,8 @@ def new_network_interface(
     properties["resourceGuid"] = old.get("resourceGuid") or str(uuid.uuid4())
     properties["macAddress"] = old.get("macAddress") or _mac_address()
     properties.setdefault("primary", old.get("primary", True))
+    properties.setdefault("vnetEncryptionSupported", False)
+    properties.setdefault("dnsSettings", {"dnsServers": [], "appliedDnsServers": []})
     properties.setdefault("nicType", "Standard")
     properties.setdefault("enableAcceleratedNetworking", False)
     properties.setdefault("enableIPForwarding", False)

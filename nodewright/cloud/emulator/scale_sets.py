@@ -63,10 +63,14 @@ def new_scale_set(
     properties.setdefault("provisioningState", "Succeeded")
     properties["uniqueId"] = str(uuid.uuid4())
     properties["timeCreated"] = now_iso()
-    with_server_defaults(properties.get("virtualMachineProfile") or {})
+    profile = properties.get("virtualMachineProfile")
+    if isinstance(profile, dict):
+        with_server_defaults(profile)
+        profile.setdefault("timeCreated", properties["timeCreated"])
     if str(properties["orchestrationMode"]).lower() == "uniform":
         properties.setdefault("upgradePolicy", {"mode": "Manual"})
         properties.setdefault("overprovision", False)
+        properties.setdefault("singlePlacementGroup", True)
     document: dict[str, Any] = {
         "id": arm_id,
         "name": name,

@@ -1,0 +1,310 @@
+"""``python -m bench.storm [--phase-seconds S]``: no failure storm, full length.
+
+Seven nodes (standalone VMs with one NIC each). Pods churn: events arrive at 20 a second, each
+changing one node's wanted state (an identity to add, an IP configuration to add) and asking for
+that node to be reconciled, as a work queue would. A reconcile calls the real cloud services
+(``update_identities`` and ``add_secondary_ip_configurations``) and, when they fail, logs one line
+the way the controller runtime does for an expected error (its ``log_fields``; quiet ones at debug).
+
+A run has phases: idle (no fault), then each fault kind for ``phase_seconds`` (5 minutes here;
+``tests/cloud/test_storm.py`` runs 45 s): the Compute provider's 429 without Retry-After on every
+write; 500 on every request; every long-running operation failing. Each is followed by the faults
+clearing and the time to converge. Measured per phase from the emulator's request log and a log
+handler: ARM writes per target per minute (the most any target received), requests, log lines per
+minute, tracebacks, seconds to converge after clearing. Side effects: threads, a loopback HTTPS
+server, a temporary directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import random
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nodewright.cloud.config import CloudSettings, CredentialKind, CredentialSettings
+from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION, ArmEmulator
+from nodewright.cloud.emulator.certificates import issue_loopback_certificates
+from nodewright.cloud.errors import CloudError
+from nodewright.cloud.factory import Cloud, build_cloud
+from nodewright.cloud.resource_ids import VirtualMachineId, parse_machine_id, parse_network_interface_id
+
+__all__ = ["FAULTS", "Phase", "Storm", "main", "run_storm"]
+
+GROUP = "rg-storm"
+NODES = 7
+IDENTITIES = 40
+
+log = logging.getLogger("nodewright.storm")
+
+
+@dataclass
+class Phase:
+    name: str
+    seconds: float
+    writes_per_target_per_minute: float
+    requests: int
+    log_lines_per_minute: float
+    tracebacks: int
+    converged_after_seconds: float | None
+
+
+class _Capture(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines = 0
+        self.tracebacks = 0
+        self._lock = threading.Lock()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with self._lock:
+            self.lines += 1
+            if record.exc_info:
+                self.tracebacks += 1
+
+    def take(self) -> tuple[int, int]:
+        with self._lock:
+            taken = (self.lines, self.tracebacks)
+            self.lines = self.tracebacks = 0
+            return taken
+
+
+@dataclass
+class Storm:
+    """The nodes, what each should carry, and the threads that reconcile them."""
+
+    emulator: ArmEmulator
+    cloud: Cloud
+    events_per_second: float = 20.0
+    machines: list[str] = field(default_factory=list)
+    identity_ids: list[str] = field(default_factory=list)
+    wanted_identities: dict[int, set[str]] = field(default_factory=dict)
+    wanted_addresses: dict[int, set[str]] = field(default_factory=dict)
+
+    def build(self) -> None:
+        estate = self.emulator.estate
+        estate.add_resource_group(GROUP)
+        vnet = estate.add_virtual_network(GROUP, "vnet", subnets={"nodes": "10.50.0.0/16"})
+        self.identity_ids = [estate.add_identity(GROUP, f"id-{index:02d}") for index in range(IDENTITIES)]
+        self.machines = [
+            estate.add_virtual_machine(GROUP, f"node-{index}", subnet_id=vnet + "/subnets/nodes")
+            for index in range(NODES)
+        ]
+        for index in range(NODES):
+            self.wanted_identities[index] = set()
+            self.wanted_addresses[index] = set()
+
+    def _reconcile(self, index: int) -> None:
+        machine = parse_machine_id(self.machines[index])
+        if not isinstance(machine, VirtualMachineId):
+            raise TypeError(f"not a VM: {machine}")
+        nic = parse_network_interface_id(
+            self.machines[index].replace(
+                "Microsoft.Compute/virtualMachines/", "Microsoft.Network/networkInterfaces/"
+            )
+            + "-nic"
+        )
+        try:
+            self.cloud.compute.update_identities(machine, add=set(self.wanted_identities[index]))
+            self.cloud.network.add_secondary_ip_configurations(nic, sorted(self.wanted_addresses[index]))
+        except CloudError as error:
+            if error.quiet:
+                log.debug("Reconcile deferred", extra=error.log_fields())
+            else:
+                fields = " ".join(f"{key}={value}" for key, value in error.log_fields().items())
+                log.error("Reconcile failed %s", fields)
+
+    def churn(self, seconds: float, seed: int) -> None:
+        """Pods come and go for ``seconds``: each event adds wanted state to a random node and
+        reconciles it (four workers)."""
+        chooser = random.Random(seed)
+        deadline = time.monotonic() + seconds
+        events: list[int] = []
+        lock = threading.Condition()
+
+        def produce() -> None:
+            counter = 0
+            while time.monotonic() < deadline:
+                index = chooser.randrange(NODES)
+                counter += 1
+                if counter % 2:
+                    self.wanted_identities[index].add(chooser.choice(self.identity_ids))
+                elif len(self.wanted_addresses[index]) < 200:
+                    self.wanted_addresses[index].add(f"pod-{seed}-{counter}")
+                with lock:
+                    events.append(index)
+                    lock.notify()
+                time.sleep(1.0 / self.events_per_second)
+
+        def work() -> None:
+            while True:
+                with lock:
+                    while not events:
+                        if time.monotonic() >= deadline:
+                            return
+                        lock.wait(0.2)
+                    index = events.pop(0)
+                self._reconcile(index)
+
+        threads = [threading.Thread(target=produce)] + [threading.Thread(target=work) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    def converged(self) -> bool:
+        for index, machine in enumerate(self.machines):
+            document = self.emulator.state.render(machine) or {}
+            present = {
+                k.lower() for k in ((document.get("identity") or {}).get("userAssignedIdentities") or {})
+            }
+            if present != {identity.lower() for identity in self.wanted_identities[index]}:
+                return False
+            nic = (
+                self.emulator.state.render(
+                    machine.replace(
+                        "Microsoft.Compute/virtualMachines/", "Microsoft.Network/networkInterfaces/"
+                    )
+                    + "-nic"
+                )
+                or {}
+            )
+            names = {c["name"] for c in (nic.get("properties") or {}).get("ipConfigurations") or []}
+            if not self.wanted_addresses[index] <= names:
+                return False
+        return True
+
+    def settle(self, timeout: float) -> float | None:
+        """Reconcile every node until converged (as periodic resyncs would); seconds taken."""
+        started = time.monotonic()
+        while time.monotonic() - started < timeout:
+            for index in range(NODES):
+                self._reconcile(index)
+            if self.converged():
+                return time.monotonic() - started
+            time.sleep(1.0)
+        return None
+
+
+def _throttle_compute_writes(emulator: ArmEmulator) -> None:
+    emulator.faults.compute_throttle(
+        method="PATCH", path="*/providers/microsoft.compute/*", times=None, policy="PutVM3Min"
+    )
+
+
+def _fail_every_request(emulator: ArmEmulator) -> None:
+    emulator.faults.server_error(path="*", times=None, status=500)
+
+
+def _fail_every_operation(emulator: ArmEmulator) -> None:
+    emulator.faults.fail_operation(path="*", times=None)
+
+
+FAULTS: dict[str, Callable[[ArmEmulator], None]] = {
+    "429 without Retry-After": _throttle_compute_writes,
+    "500s": _fail_every_request,
+    "failed operations": _fail_every_operation,
+}
+
+
+def run_storm(emulator: ArmEmulator, cloud: Cloud, phase_seconds: float, idle_seconds: float) -> list[Phase]:
+    """Idle, then each fault kind; see the module docstring."""
+    storm = Storm(emulator, cloud)
+    storm.build()
+    capture = _Capture()
+    watched = [logging.getLogger("nodewright"), logging.getLogger("azure")]
+    for logger in watched:
+        logger.addHandler(capture)
+    previous_level = logging.getLogger("nodewright").level
+    logging.getLogger("nodewright").setLevel(logging.INFO)
+    phases: list[Phase] = []
+    try:
+        phases.append(_phase(storm, capture, "idle", seconds=idle_seconds, inject=None, seed=1))
+        for number, (name, inject) in enumerate(FAULTS.items(), start=2):
+            phases.append(_phase(storm, capture, name, seconds=phase_seconds, inject=inject, seed=number))
+    finally:
+        for logger in watched:
+            logger.removeHandler(capture)
+        logging.getLogger("nodewright").setLevel(previous_level)
+    return phases
+
+
+def _phase(
+    storm: Storm,
+    capture: _Capture,
+    name: str,
+    *,
+    seconds: float,
+    inject: Callable[[ArmEmulator], None] | None,
+    seed: int,
+) -> Phase:
+    emulator = storm.emulator
+    mark = time.monotonic()
+    capture.take()
+    if inject is not None:
+        inject(emulator)
+    storm.churn(seconds, seed)
+    entries = emulator.requests.entries(since=mark)
+    lines, tracebacks = capture.take()
+    emulator.faults.clear()
+    converged = storm.settle(timeout=90.0)
+    writes = Counter(
+        entry.path.lower() for entry in entries if entry.method in ("PUT", "PATCH", "POST", "DELETE")
+    )
+    minutes = seconds / 60.0
+    return Phase(
+        name=name,
+        seconds=seconds,
+        writes_per_target_per_minute=max(writes.values(), default=0) / minutes,
+        requests=len(entries),
+        log_lines_per_minute=lines / minutes,
+        tracebacks=tracebacks,
+        converged_after_seconds=converged,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.storm", description=__doc__.split("\n")[0])
+    parser.add_argument("--phase-seconds", type=float, default=300.0)
+    parser.add_argument("--idle-seconds", type=float, default=60.0)
+    arguments = parser.parse_args(argv)
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-storm-") as directory,
+        ArmEmulator(state_dir=Path(directory), certificates=issue_loopback_certificates()) as emulator,
+    ):
+        cloud = build_cloud(
+            CloudSettings(
+                subscription_id=DEFAULT_SUBSCRIPTION,
+                arm_endpoint=emulator.endpoint,
+                credential=CredentialSettings(kind=CredentialKind.STATIC_TOKEN, static_token="bench-token"),  # noqa: S106 - the emulator accepts any token
+                ca_bundle=str(emulator.ca_file),
+                polling_interval=0.0,
+                retry_after_max_wait_seconds=2.0,
+            )
+        )
+        phases = run_storm(emulator, cloud, arguments.phase_seconds, arguments.idle_seconds)
+        cloud.close()
+    print(
+        "| phase | seconds | max writes per target per minute | requests | log lines per minute "
+        "| tracebacks | converged after clearing (s) |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for phase in phases:
+        converged = (
+            "never" if phase.converged_after_seconds is None else f"{phase.converged_after_seconds:.1f}"
+        )
+        print(
+            f"| {phase.name} | {phase.seconds:.0f} | {phase.writes_per_target_per_minute:.1f} "
+            f"| {phase.requests} | {phase.log_lines_per_minute:.1f} | {phase.tracebacks} | {converged} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
