@@ -45,7 +45,9 @@ START_TIMEOUT = 120.0  # a cold Python start plus informer sync on a loaded mach
 @pytest.fixture(scope="module")
 def audited_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     """A private API server with an audit log; its directory (and log) outlives a failed run."""
-    with ControlPlane(work_dir=tmp_path_factory.mktemp("audited-plane"), audit_policy=AUDIT_POLICY) as plane:
+    with ControlPlane(
+        work_dir=tmp_path_factory.mktemp("audited-plane"), audit_policy=AUDIT_POLICY, bare=True
+    ) as plane:  # bare: the leadership tests need no controllers, and their CPU would slow the trials
         yield plane
 
 
