@@ -74,7 +74,7 @@ def manager_config(
         "mutationBurst": 1000,
     }
     return {
-        "metrics": {"bindAddress": f"127.0.0.1:{free_port()}"},
+        "metrics": {"bindAddress": f"127.0.0.1:{free_port()}", "secure": False},  # scraped over plain HTTP
         "health": {"bindAddress": f"127.0.0.1:{free_port()}"},
         "leaderElection": {
             "enabled": True,

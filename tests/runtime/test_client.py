@@ -21,6 +21,11 @@ def client(cluster: Any) -> Client:
     return Client.from_kubeconfig(cluster.kubeconfig)
 
 
+NO_SCHEDULER = "none"
+"""A scheduler that does not exist: the cluster's scheduler and kwok leave such pods alone, so
+the test's own status writes do not race theirs."""
+
+
 def config_map(name: str, **data: str) -> dict[str, Any]:
     return {"metadata": {"name": name, "labels": {"app": "test"}}, "data": dict(data)}
 
@@ -96,7 +101,7 @@ def test_status_update_and_status_patch(client: Client, namespace: str) -> None:
         POD,
         {
             "metadata": {"name": "p"},
-            "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}], "schedulerName": NO_SCHEDULER},
         },
         namespace,
     )
@@ -198,11 +203,11 @@ def test_eviction_blocked_by_disruption_budget_is_too_many_requests(client: Clie
             POD,
             {
                 "metadata": {"name": name, "labels": labels if name == "guarded" else {}},
-                "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+                "spec": {"containers": [{"name": "c", "image": "busybox"}], "schedulerName": NO_SCHEDULER},
             },
             namespace,
         )
-        pod["status"] = {"phase": "Running"}  # no kubelet here; budgets ignore pending pods
+        pod["status"] = {"phase": "Running"}  # the test plays kubelet; budgets ignore pending pods
         client.update_status(POD, pod)
     client.create(
         POD_DISRUPTION_BUDGET,

@@ -13,7 +13,7 @@ from nodewright.controllers.node_network_config.resources import is_controlled_b
 from nodewright.ipam import PoolScaler
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
-from nodewright.runtime.kinds import NODE
+from nodewright.runtime.kinds import CONFIG_MAP, NODE
 from nodewright.runtime.retry import retry_on_conflict
 from tests.controllers.node_network_config.harness import IpamHarness, wait_until
 
@@ -99,7 +99,14 @@ def test_a_node_network_config_without_controller_reference_is_migrated(ipam: Ip
     node = wait_until(ipam.node_names, message="a simulated node")[0]
     wait_until(lambda: ipam.config(node) is not None, message="NodeNetworkConfig created")
     node_object = ipam.client.get(NODE, node)
-    other_owner = {"apiVersion": "v1", "kind": "ConfigMap", "name": "keeper", "uid": "0000-keeper"}
+    # A real object: kube-controller-manager's garbage collector drops references to absent owners.
+    keeper = ipam.client.create(CONFIG_MAP, {"metadata": {"name": "keeper", "namespace": ipam.namespace}})
+    other_owner = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "name": "keeper",
+        "uid": keeper["metadata"]["uid"],
+    }
     legacy = {
         "apiVersion": "v1",
         "kind": "Node",
