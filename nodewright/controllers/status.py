@@ -44,6 +44,8 @@ class NodeImageLine:
     pending: int
     budget: int
     problems: tuple[str, ...]
+    stage: str = ""
+    """Where the rollout stands: its state, the canary, a batch under way, a soak's end."""
 
 
 @dataclass(slots=True)
@@ -86,7 +88,20 @@ def _node_image_line(image: Object) -> NodeImageLine:
         pending=len(status.get("pending") or []),
         budget=int(status.get("budget", 0)),
         problems=problems,
+        stage=_stage(status),
     )
+
+
+def _stage(status: Object) -> str:
+    """The rollout's stage in a few words (pure): state, canary, batch and soak."""
+    parts = [str(status.get("rolloutState") or "")]
+    if status.get("rolloutState") and status.get("rolloutState") != "Complete":
+        parts.append("canary passed" if status.get("canaryPassed") else "canary")
+        if status.get("batchInFlight"):
+            parts.append("batch under way")
+        if status.get("soakUntil"):
+            parts.append(f"soaking until {status['soakUntil']}")
+    return ", ".join(part for part in parts if part)
 
 
 def _pools(configs: list[Object], nodes: list[Object]) -> list[PoolLine]:
@@ -160,6 +175,7 @@ def render(view: StatusView) -> str:
         lines.append(
             f"  {image.name:<24} {_bar(image.up_to_date, image.total)} {image.up_to_date}/{image.total} "
             f"on {image.image}  replacing {image.replacing}  pending {image.pending}  budget {image.budget}"
+            + (f"  [{image.stage}]" if image.stage else "")
         )
         lines.extend(f"    ! {problem}" for problem in image.problems)
     lines.append("  (none)" if not view.node_images and "node images" not in view.unavailable else "")

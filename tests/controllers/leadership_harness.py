@@ -28,11 +28,13 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 
 from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION, ArmEmulator
 from nodewright.devenv.controlplane import free_port
+from nodewright.runtime.fence import is_mutating
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 MUTATING_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
@@ -294,6 +296,8 @@ class Writes:
         for event in self.audit_events():
             if event.get("verb") not in MUTATING_VERBS or event.get("stage") != "ResponseComplete":
                 continue
+            if not is_mutating("POST", urlsplit(event.get("requestURI", "")).path):
+                continue  # a review (TokenReview, access review) asks a question and stores nothing
             ref = event.get("objectRef") or {}
             writes.append(
                 Write(

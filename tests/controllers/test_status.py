@@ -53,6 +53,17 @@ def test_rollout_line_shows_progress_replacements_and_failing_conditions() -> No
     assert "Available" not in text
 
 
+def test_rollout_line_shows_the_canary_batch_and_soak() -> None:
+    """The rollout's stage from status: state, canary, a batch under way and the soak's end."""
+    soaking = node_image(
+        1, 4, rolloutState="Soaking", canaryPassed=False, batchInFlight=True, soakUntil="2026-11-30T23:00:00Z"
+    )
+    text = render(StatusView(node_images=[_node_image_line(soaking)]))
+    assert "[Soaking, canary, batch under way, soaking until 2026-11-30T23:00:00Z]" in text
+    done = render(StatusView(node_images=[_node_image_line(node_image(4, 4, rolloutState="Complete"))]))
+    assert "[Complete]" in done
+
+
 def test_pools_group_node_network_configs_by_the_nodes_agent_pool() -> None:
     """Allocated IPs, requested and pending release add up per node pool; unfilled nodes count."""
     nodes = [
