@@ -97,7 +97,10 @@ def test_two_node_images_on_two_pools_roll_independently(bench: RolloutBench) ->
             "pool b rolled",
         )
         bench.wait_for(lambda: watch.runs[-1] is True, 30, "autoscaling back on after both")
-        assert set(_pool_nodes(bench, scale_a).values()) == {OLD_IMAGE}
+        assert set(_pool_nodes(bench, scale_a).values()) == {OLD_IMAGE}, (
+            _pool_nodes(bench, scale_a),
+            bench.node_image(pool_a).status,
+        )
         assert set(_pool_nodes(bench, scale_b).values()) == {NEW_IMAGE}
         assert not set(_pool_nodes(bench, scale_b)) & set(b_before)
     finally:

@@ -95,6 +95,12 @@ def test_killed_at_every_step_boundary_the_rollout_resumes_to_the_same_end(bench
     bench.start()
     bench.wait_for(lambda: _done(bench), 90, "the rollout to finish after the last restart")
     bench.wait_for(lambda: len(bench.nodes()) == len(originals), 30, "donor nodes gone")
+    # Autoscaling is restored in the pass after the status says no rollout runs: wait for it.
+    bench.wait_for(
+        lambda: bench.client.get(AUTOSCALING_STRATEGY, strategy)["spec"]["enabled"] is True,
+        30,
+        "autoscaling restored",
+    )
     bench.stop()
 
     nodes = bench.nodes()

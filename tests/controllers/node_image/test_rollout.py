@@ -282,6 +282,12 @@ def test_six_nodes_in_two_scale_sets_are_replaced_within_the_surge(bench: Rollou
 
         bench.wait_for(lambda: bench.condition() == ("True", "AllNodesUpToDate"), 120, "rollout finished")
         bench.wait_for(lambda: not bench.pending_nodes(), 30, "PendingNodes finished")
+        # Autoscaling is restored in the pass after the status says no rollout runs: wait for it.
+        bench.wait_for(
+            lambda: bench.client.get(AUTOSCALING_STRATEGY, strategy)["spec"]["enabled"] is True,
+            30,
+            "autoscaling restored",
+        )
     finally:
         monitor.stop()
 
