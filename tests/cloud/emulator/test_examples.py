@@ -13,13 +13,18 @@ from nodewright.cloud.emulator.server import build_router
 from tests.cloud.emulator.examples import CASES, EXAMPLES, Case, judge, load, request_for, seed, send
 from tests.cloud.emulator.sdk_clients import sdk_clients
 
-# Operations the emulator serves that have no published example (the polling endpoints of its
-# long-running operations, and the refusal of writes to a uniform scale-set instance's NIC).
+# Operations the emulator serves that have no published example in shared/ (the polling endpoints
+# of its long-running operations, the refusal of writes to a uniform scale-set instance's NIC, and
+# the federated identity credential operations, whose examples are asked for in the closing note).
 WITHOUT_EXAMPLE = frozenset(
     {
         "Operations.status",
         "Operations.result",
         "NetworkInterfaces.scale_set_write",
+        "FederatedIdentityCredentials.get",
+        "FederatedIdentityCredentials.list",
+        "FederatedIdentityCredentials.create_or_update",
+        "FederatedIdentityCredentials.delete",
     }
 )
 
