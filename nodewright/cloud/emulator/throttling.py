@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from nodewright.cloud.budget import request_class
 from nodewright.cloud.emulator.errors import ArmError, ErrorCode
 
 __all__ = [
@@ -43,7 +44,6 @@ __all__ = [
     "compute_throttle_error",
     "limits_from_json",
     "principal_of",
-    "request_class",
 ]
 
 Clock = Callable[[], float]
@@ -133,16 +133,6 @@ def limits_from_json(document: dict[str, Any]) -> RequestLimits:
         limits.policies[family] = PolicyLimit(int(policy["threeMinutes"]), int(policy["thirtyMinutes"]))
     limits.omit_retry_after_every = int(document.get("omitRetryAfterEvery", limits.omit_retry_after_every))
     return limits
-
-
-def request_class(method: str) -> str:
-    """``reads``, ``writes`` or ``deletes``: the ARM bucket a request draws from."""
-    upper = method.upper()
-    if upper in ("GET", "HEAD", "OPTIONS"):
-        return "reads"
-    if upper == "DELETE":
-        return "deletes"
-    return "writes"
 
 
 def principal_of(authorization: str) -> str:
