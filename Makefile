@@ -65,8 +65,8 @@ run: $(PYTHON) controlplane ## Start the local environment and print how to reac
 	$(PYTHON) -m nodewright.devenv up
 
 .PHONY: bench
-bench: $(PYTHON) controlplane ## Run the benchmarks (quick; FULL=1 for the full sizes).
-	$(PYTHON) -m bench $(if $(FULL),--full,)
+bench: $(PYTHON) controlplane ## Run the benchmarks (quick; FULL=1 for the full sizes; CPU_LIMIT=0.5 under a pod-like CPU quota).
+	$(PYTHON) -m bench $(if $(FULL),--full,) $(if $(CPU_LIMIT),--cpu-limit $(CPU_LIMIT),)
 
 .PHONY: manifests
 manifests: $(PYTHON) ## Generate config/crd, config/rbac and charts/nodewright from the models and RBAC_RULES.

@@ -172,6 +172,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     log_dir = args.results / "raw" / f"{mode}-{stamp}"
     results: dict[str, Any] = {
         "mode": mode,
+        "cpu_limit_cores": args.cpu_limit,
         "started": stamp,
         "objects": objects,
         "pods": pods,
@@ -204,7 +205,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             print(f"Running {contender.name} on {objects:,} Widgets ...", flush=True)
             started = time.monotonic()
             try:
-                outcome = run_widget_contender(api, contender, objects, log_dir, apiserver_pid=apiserver_pid)
+                outcome = run_widget_contender(
+                    api, contender, objects, log_dir, apiserver_pid=apiserver_pid, cpu_limit=args.cpu_limit
+                )
             except Exception as error:
                 outcome = WidgetRun(contender.name, contender.family, contender.workers, objects, False)
                 outcome.error = f"harness error: {error!r}"
@@ -266,6 +269,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kubeconfig", help="use this cluster instead of a private control plane")
     parser.add_argument("--results", type=Path, default=HERE / "results", help="where to write results")
     parser.add_argument("--keep", action="store_true", help="keep the Pods namespace afterwards")
+    parser.add_argument(
+        "--cpu-limit",
+        type=float,
+        default=None,
+        metavar="CORES",
+        help="run each reconcile contender under this CFS quota (a pod's CPU limit), e.g. 0.5",
+    )
     args = parser.parse_args(argv)
     started = time.monotonic()
     results = run(args)
@@ -273,6 +283,8 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(render_tables(results))
     mode = results["mode"]
+    if args.cpu_limit:
+        mode = f"{mode}-limited"
     if args.objects or args.pods:
         mode = f"{mode}-custom"
     written = write_results(results, args.results, mode)

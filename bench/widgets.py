@@ -12,6 +12,12 @@ For every contender the harness
    and ``/proc``), its peak RSS (VmHWM), the API server's CPU seconds over the run, and the
    counters the contender printed.
 
+With ``cpu_limit`` (cores) the contender runs in a cgroup of its own with that CFS quota, as a pod
+with that CPU limit would (``bench/cpu_limit.py``); the API server and the harness stay outside.
+CPU is then also given per Widget converged (2N: backlog and burst) and per object event (the N
+objects of the initial list plus every watch event the harness saw while the contender ran; the
+contender's watch carries the same stream).
+
 The raw ceiling takes part in step 1 only: it is handed the list of backlog Widgets.
 Side effects: creates namespaces and Widgets, starts processes, writes logs under ``log_dir``.
 """
@@ -25,6 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.cpu_limit import CpuLimit
 from bench.kube import Api, ConvergenceWatch, create_many
 from bench.processes import Contender, RunningProcess, cpu_seconds_of
 from bench.workload import WIDGET_API_VERSION, WIDGET_PLURAL, widget_body
@@ -59,7 +66,21 @@ class WidgetRun:
     patches: int | None = None
     create_per_second: float | None = None
     exit_code: int | None = None
+    cpu_limit_cores: float | None = None
+    throttled_seconds: float | None = None
+    object_events: int | None = None
+    cpu_ms_per_widget: float | None = None
+    cpu_ms_per_event: float | None = None
     error: str = ""
+
+    def account_cpu(self, cpu_seconds: float, converged_widgets: int, object_events: int) -> None:
+        """CPU over the run, and per converged Widget and per object event."""
+        self.cpu_seconds = cpu_seconds
+        self.object_events = object_events
+        if converged_widgets:
+            self.cpu_ms_per_widget = cpu_seconds * 1000 / converged_widgets
+        if object_events:
+            self.cpu_ms_per_event = cpu_seconds * 1000 / object_events
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -83,6 +104,7 @@ def run_widget_contender(
     log_dir: Path,
     *,
     apiserver_pid: int | None = None,
+    cpu_limit: float | None = None,
 ) -> WidgetRun:
     """Run one contender through the workload (see the module docstring) and measure it."""
     namespace = f"bench-{contender.name.replace('_', '-')[:30]}-{uuid.uuid4().hex[:6]}"
@@ -91,6 +113,12 @@ def run_widget_contender(
     api.create_namespace(namespace)
     watch = ConvergenceWatch(api, collection).start()
     process: RunningProcess | None = None
+    limit, why = CpuLimit.make(contender.name, cpu_limit) if cpu_limit else (None, "")
+    if why:
+        result.error = why
+        return result
+    result.cpu_limit_cores = cpu_limit
+    events_before = 0
     try:
         backlog = [f"backlog-{i:06d}" for i in range(objects)]
         started = time.monotonic()
@@ -105,6 +133,8 @@ def run_widget_contender(
             part.format(namespace=namespace, names=names_file, kubeconfig=api.kubeconfig)
             for part in contender.command
         )
+        command = limit.wrap(command) if limit else command
+        events_before = watch.events
         process = RunningProcess(
             Contender(contender.name, contender.family, command, contender.workers, contender.env),
             log_dir,
@@ -154,13 +184,19 @@ def run_widget_contender(
         if process is not None:
             process.stop()
             result.exit_code = process.exit_code
-            result.cpu_seconds = process.cpu_seconds()
+            converged_widgets = sum(1 for name in watch.converged if name.startswith(("backlog-", "burst-")))
+            result.account_cpu(
+                process.cpu_seconds(), converged_widgets, objects + watch.events - events_before
+            )
             result.peak_rss_bytes = process.peak_rss_bytes
             report = process.report()
             result.reconciles = report.get("reconciles")
             result.patches = report.get("patches")
             if result.error:
                 result.error += f"\n{process.stderr_tail()}"
+        if limit is not None:
+            result.throttled_seconds = limit.throttling()[1]
+            limit.close()
         api.delete_namespace(namespace)
 
 
