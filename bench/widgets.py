@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -105,6 +106,7 @@ def run_widget_contender(
     *,
     apiserver_pid: int | None = None,
     cpu_limit: float | None = None,
+    on_start: Callable[[int], None] | None = None,
 ) -> WidgetRun:
     """Run one contender through the workload (see the module docstring) and measure it."""
     namespace = f"bench-{contender.name.replace('_', '-')[:30]}-{uuid.uuid4().hex[:6]}"
@@ -141,6 +143,8 @@ def run_widget_contender(
             {"KUBECONFIG": str(api.kubeconfig)},
         )
         running = process
+        if on_start is not None:
+            on_start(process.pid)  # e.g. a profiler attaching
 
         def alive() -> bool:
             # A one-shot contender that exited cleanly has sent everything: keep watching.
