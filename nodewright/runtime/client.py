@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
+from urllib.parse import urlencode
 
 import pykube
 import requests
@@ -178,6 +179,14 @@ class Client:
         """Checked before every mutating request; None sends writes unchecked."""
         self._session: requests.Session = http.session
         self._base_url: str = http.url.rstrip("/")
+        # The environment is read once, here, not on every request: requests' per-request merge
+        # (proxy variables, netrc, CA bundle variables) was a fifth of a reconcile's CPU.
+        # HTTPS_PROXY/NO_PROXY still apply, as client-go's ProxyFromEnvironment does.
+        self._session.proxies = {
+            **requests.utils.get_environ_proxies(self._base_url),
+            **self._session.proxies,
+        }
+        self._session.trust_env = False
 
     def with_fence(self, fence: WriteFence) -> Client:
         """The same client (same connections) whose writes pass ``fence`` first.
@@ -258,11 +267,13 @@ class Client:
         if body is not None:
             data = json.dumps(body, separators=(",", ":")).encode()
             headers["Content-Type"] = content_type
+        url = self._base_url + path
+        if params:  # encoded here: requests' generic parameter encoding is slow on the hot path
+            url += "?" + urlencode({k: v for k, v in params.items() if v is not None}, doseq=True)
         try:
             response = self._session.request(
                 method,
-                self._base_url + path,
-                params=params,
+                url,
                 data=data,
                 headers=headers,
                 timeout=timeout or self.timeout,
