@@ -46,7 +46,7 @@ kind: Policy
 omitStages: [RequestReceived, ResponseStarted]
 rules:
 - level: Metadata
-  users: [manager-a, manager-b]
+  users: [manager-a, manager-b, manager-c]
 - level: None
 """
 
@@ -159,7 +159,16 @@ class ManagerProcess:
             return 0, ""
 
     def ready(self) -> bool:
-        return self.get(self.health_port, "/readyz")[0] == 200
+        """/readyz answers 200. A process that exited is never ready: that fails at once, with
+        its log's tail, instead of waiting out a deadline."""
+        if self.get(self.health_port, "/readyz")[0] == 200:
+            return True
+        if self.process is not None and self.process.poll() is not None:
+            tail = "\n".join(self.log_text().splitlines()[-15:])
+            raise AssertionError(
+                f"{self.user} exited with {self.process.returncode} before it was ready:\n{tail}"
+            )
+        return False
 
     def metric(self, line_prefix: str) -> float | None:
         """The value of the first series starting with ``line_prefix``; None when unreachable."""
@@ -282,14 +291,20 @@ class Writes:
     def __init__(self, audit_log: Path, emulator: ArmEmulator) -> None:
         self.audit_log = audit_log
         self.emulator = emulator
+        self._events: list[dict[str, Any]] = []
+        self._parsed_size = -1
 
     def audit_events(self) -> list[dict[str, Any]]:
-        events = []
+        """Every audit event so far (parsed again only when the log has grown)."""
         with contextlib.suppress(FileNotFoundError):
-            for line in self.audit_log.read_text().splitlines():
-                with contextlib.suppress(ValueError):
-                    events.append(json.loads(line))
-        return events
+            size = self.audit_log.stat().st_size
+            if size != self._parsed_size:
+                events = []
+                for line in self.audit_log.read_text().splitlines():
+                    with contextlib.suppress(ValueError):
+                        events.append(json.loads(line))
+                self._events, self._parsed_size = events, size
+        return self._events
 
     def api(self) -> list[Write]:
         writes = []

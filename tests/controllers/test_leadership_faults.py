@@ -94,6 +94,18 @@ def start_pair(
     return a, b
 
 
+def start_replicas(rig: Callable[..., ManagerProcess], names: tuple[str, ...]) -> list[ManagerProcess]:
+    """The first name leads (started first); the others start together and sync as standbys."""
+    first, *rest = (rig(name) for name in names)
+    first.start()
+    wait_until(lambda: first.master_status() == 1.0, START_TIMEOUT, f"{first.user} leads")
+    for replica in rest:
+        replica.start()
+    for replica in rest:
+        wait_until(replica.ready, START_TIMEOUT, f"{replica.user} synced as standby")
+    return [first, *rest]
+
+
 def test_failover_after_sigkill_reconciles_from_a_warm_cache(
     rig: Callable[..., ManagerProcess], audited_plane: ControlPlane, arm_emulator: ArmEmulator
 ) -> None:
@@ -193,51 +205,57 @@ def test_partitioned_leader_stops_before_the_standby_takes_over(
     assert fenced_arm > 0, "no stale ARM write was tried after the fence closed"
 
 
-@pytest.mark.timeout(1200)  # 20 restarts of a Python process; minutes on a loaded machine
+@pytest.mark.timeout(900)  # three Python processes and 20 restarts; minutes on a loaded machine
 def test_paused_leader_writes_nothing_after_the_takeover(
     rig: Callable[..., ManagerProcess], audited_plane: ControlPlane, arm_emulator: ArmEmulator
 ) -> None:
-    """SIGSTOP the leader past the lease at a random moment of the workload, SIGCONT it at a random
-    moment after the standby took over; repeated with the roles alternating. The resumed replica
-    exits non-zero and is restarted as a standby. Zero API and ARM writes by a replica between the
-    takeover that deposed it and its own next takeover. A write is a request the server accepted
-    (2xx). A request the server refused changed nothing and is printed apart: one was seen in 20
-    trials, a PATCH that reached the server 0.24 s after the takeover and was answered 500,
-    consistent with the window ``runtime/fence.py`` documents (a process stopped between its
+    """Three replicas. SIGSTOP the leader past the lease at a random moment of the workload, SIGCONT
+    it at a random moment after a standby took over; repeated 20 times with whoever leads. The
+    resumed replica exits non-zero and is restarted as a standby while the next trial runs (the
+    third replica is the synced standby it needs). Zero API and ARM writes by a replica between
+    the takeover that deposed it and its own next takeover. A write is a request the server
+    accepted (2xx). A request the server refused changed nothing and is printed apart: one was
+    seen in 20 trials, a PATCH that reached the server 0.24 s after the takeover and was answered
+    500, consistent with the window ``runtime/fence.py`` documents (a process stopped between its
     last-moment check and the send, whose remaining chunks the fence refuses on resume)."""
     writes = Writes(audited_plane.audit_log, arm_emulator)
     seed = random.randrange(1 << 30)
     rng = random.Random(seed)
-    leader, standby = start_pair(rig)
+    replicas = start_replicas(rig, ("a", "b", "c"))
     started = time.monotonic()
     pauses: list[float] = []
     for _ in range(PAUSE_TRIALS):
+        leader = wait_until(
+            lambda: next((r for r in replicas if r.master_status() == 1.0), None), 20, "a leader"
+        )
+        others = [r for r in replicas if r is not leader]
+        wait_until(lambda others=others: any(r.ready() for r in others), START_TIMEOUT, "a synced standby")
         time.sleep(rng.uniform(0.2, 1.0))  # somewhere in the middle of the workload's writes
         paused_at = time.monotonic()
         leader.signal(signal.SIGSTOP)
-        wait_until(lambda standby=standby: standby.master_status() == 1.0, 20, "standby leads")
+        wait_until(lambda others=others: any(r.master_status() == 1.0 for r in others), 20, "a standby leads")
         time.sleep(rng.uniform(0.0, 0.7))
         pauses.append(time.monotonic() - paused_at)
         leader.signal(signal.SIGCONT)
         assert leader.wait_exit(20) != 0
-        leader.start()
-        wait_until(leader.ready, START_TIMEOUT, "restarted replica synced as standby")
-        leader, standby = standby, leader
+        leader.start()  # synced again while the next trial runs
     elapsed = time.monotonic() - started
     time.sleep(0.5)
     takeovers = writes.acquisitions()
     late = []
     for index in range(1, len(takeovers)):
         deposed = takeovers[index - 1].by
-        until = takeovers[index + 1].at if index + 1 < len(takeovers) else math.inf
-        late += writes.after(deposed, takeovers[index].at, until)
+        its_next = [t.at for t in takeovers[index + 1 :] if t.by == deposed]
+        late += writes.after(deposed, takeovers[index].at, its_next[0] if its_next else math.inf)
     violations = [w for w in late if w.code < 300]
     refused = [w for w in late if w.code >= 300]
     api = [w for w in writes.api() if "leases/" not in w.what]
     arm = [w for w in writes.arm() if w.code < 300]
     print(  # noqa: T201
         f"\npause: {PAUSE_TRIALS} trials (seed {seed}) in {elapsed:.0f} s; pauses {min(pauses):.1f}-"
-        f"{max(pauses):.1f} s; takeovers {len(takeovers) - 1}; workload writes {len(api)} API, "
+        f"{max(pauses):.1f} s; takeovers {len(takeovers) - 1} "
+        f"({', '.join(f'{r.user} {sum(t.by == r.user for t in takeovers)}' for r in replicas)}); "
+        f"workload writes {len(api)} API, "
         f"{len(arm)} ARM; writes by a deposed replica after the takeover: {len(violations)} "
         f"({sum(w.target == 'kubernetes' for w in violations)} API, "
         f"{sum(w.target == 'arm' for w in violations)} ARM); late requests the server refused: "
