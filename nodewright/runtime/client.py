@@ -24,7 +24,6 @@ Side effects: network I/O to the API server.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import socket
 import threading
@@ -35,6 +34,7 @@ from types import TracebackType
 from typing import Any, Literal
 from urllib.parse import urlencode
 
+import orjson
 import pykube
 import requests
 
@@ -114,7 +114,7 @@ class WatchStream:
             for line in self._response.iter_lines(chunk_size=65536):
                 if not line:
                     continue
-                event = json.loads(line)
+                event = orjson.loads(line)
                 event_type = event.get("type", "")
                 payload = event.get("object") or {}
                 if event_type == "ERROR":
@@ -265,7 +265,7 @@ class Client:
         headers = {"Accept": "application/json"}
         data: bytes | None = None
         if body is not None:
-            data = json.dumps(body, separators=(",", ":")).encode()
+            data = orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
             headers["Content-Type"] = content_type
         url = self._base_url + path
         if params:  # encoded here: requests' generic parameter encoding is slow on the hot path
@@ -303,7 +303,7 @@ class Client:
             method, path, params=params, body=body, content_type=content_type, timeout=bounded
         )
         try:
-            result = json.loads(response.content)
+            result = orjson.loads(response.content)
         except ValueError as error:
             raise errors.ApiError(
                 f"{method} {path} answered with a body that is not JSON", code=response.status_code

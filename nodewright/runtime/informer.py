@@ -2,7 +2,8 @@
 tells event handlers about every change.
 
 Owns ``Informer`` (one reflector thread per watched kind and selector), ``Store`` (objects by
-key, plus indexes), the ``EventHandler`` protocol, ``object_key`` and the default transform.
+key, plus indexes), the ``EventHandler`` protocol and ``object_key``; what the store keeps of an
+object (transforms, the compressed encoding) is ``transforms.py``'s.
 The shared cache (``cache.py``) creates and shares informers; controllers register handlers
 that turn events into work-queue keys.
 
@@ -24,12 +25,9 @@ Side effects: a background thread per informer, network I/O through the client.
 from __future__ import annotations
 
 import builtins
-import json
 import random
-import sys
 import threading
 import time
-import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -38,6 +36,12 @@ from nodewright.runtime import errors
 from nodewright.runtime.client import Client, WatchEvent, WatchStream
 from nodewright.runtime.kinds import Kind
 from nodewright.runtime.logs import get_logger
+from nodewright.runtime.transforms import (
+    CompressedJson,
+    compact_object,
+    default_transform,
+    drop_managed_fields,
+)
 
 __all__ = [
     "CompressedJson",
@@ -62,7 +66,6 @@ WATCH_TIMEOUT_RANGE: tuple[int, int] = (300, 600)
 """Server-side watch timeout, seconds, drawn at random per watch (client-go: 5 to 10 minutes)."""
 INITIAL_BACKOFF = 0.8
 MAX_BACKOFF = 30.0
-INTERN_MAX_LENGTH = 64
 
 
 class EventHandler(Protocol):
@@ -87,54 +90,6 @@ def object_key(obj: dict[str, Any]) -> str:
 
 def _resource_version(obj: dict[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion", ""))
-
-
-def compact_object(value: Any) -> Any:
-    """``value`` with every dictionary key and every short string interned.
-
-    Thousands of cached objects repeat the same keys ("metadata", "containerPort") and values
-    ("True", "IfNotPresent", node and image names); interning stores each once.
-    """
-    if isinstance(value, dict):
-        return {sys.intern(key): compact_object(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [compact_object(item) for item in value]
-    if isinstance(value, str) and len(value) <= INTERN_MAX_LENGTH:
-        return sys.intern(value)
-    return value
-
-
-def default_transform(obj: dict[str, Any]) -> dict[str, Any]:
-    """Drop ``metadata.managedFields`` (often half an object's size) and intern strings."""
-    metadata = obj.get("metadata")
-    if isinstance(metadata, dict):
-        metadata.pop("managedFields", None)
-    result: dict[str, Any] = compact_object(obj)
-    return result
-
-
-def drop_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
-    """Drop ``metadata.managedFields`` only (the transform for compressed stores, where
-    interning would be wasted work)."""
-    metadata = obj.get("metadata")
-    if isinstance(metadata, dict):
-        metadata.pop("managedFields", None)
-    return obj
-
-
-class CompressedJson:
-    """Keeps each stored object as zlib-compressed compact JSON: a few KiB per Pod instead of a
-    decoded object graph several times larger, paid for with a decode (tens of microseconds) on
-    every read. Reads then return fresh objects that the caller may mutate."""
-
-    level = 1
-
-    def encode(self, obj: dict[str, Any]) -> bytes:
-        return zlib.compress(json.dumps(obj, separators=(",", ":")).encode(), self.level)
-
-    def decode(self, stored: Any) -> dict[str, Any]:
-        result: dict[str, Any] = json.loads(zlib.decompress(stored))
-        return result
 
 
 class Store:

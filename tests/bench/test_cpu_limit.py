@@ -29,5 +29,5 @@ def test_a_busy_process_gets_no_more_than_its_quota() -> None:
     assert process.returncode == 0
     assert cpu <= 0.25 * wall + 0.15, (cpu, wall)  # unlimited, it would have used the whole 2 s
     assert periods > 0
-    assert throttled > 0.5
+    assert throttled > 0  # how long depends on what else the machine runs; that it was is the point
     assert not limit.directory.exists()
