@@ -18,7 +18,9 @@ from typing import Any
 from azure.core.rest import HttpRequest
 
 from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION, ArmEmulator
+from nodewright.cloud.emulator.compute import new_virtual_machine
 from nodewright.cloud.emulator.network import new_network_interface
+from nodewright.cloud.emulator.seed import DEFAULT_IMAGE
 from tests.cloud.emulator.sdk_clients import Clients, sdk_clients
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
@@ -103,7 +105,16 @@ CASES = [
         COMPUTE + "/virtualMachineScaleSets",
         seed="vmss",
     ),
-    Case("compute/VirtualMachineScaleSet_Get.json", "VirtualMachineScaleSets.get", "GET", VMSS, seed="vmss"),
+    # Azure documents that a scale set's userData comes back only with $expand=userData; the
+    # example shows it, so the replay asks for it as a client wanting it would.
+    Case(
+        "compute/VirtualMachineScaleSet_Get.json",
+        "VirtualMachineScaleSets.get",
+        "GET",
+        VMSS,
+        query=("$expand=userData",),
+        seed="vmss",
+    ),
     Case(
         "compute/VirtualMachineScaleSet_Create_WithSshAuthentication.json",
         "VirtualMachineScaleSets.create_or_update",
@@ -430,6 +441,7 @@ def seed(emulator: ArmEmulator, case: Case, example: dict[str, Any]) -> None:
         _seed_references(emulator, {"parameters": stored}, group, subnet_id)
         path = request_for(case, example, "").url.split("?")[0] if case.path.endswith("}") else None
         _put_as_created(emulator, stored, path)
+        _attach_to_machine(emulator, stored)
         return
     if case.seed == "vm":
         builder.add_virtual_machine(group, names.get("vmName", "vm-0"), subnet_id=subnet_id)
@@ -535,6 +547,31 @@ def _put_as_created(emulator: ArmEmulator, stored: dict[str, Any], path: str | N
     answer = send(clients, HttpRequest("PUT", f"{emulator.endpoint}{path}?api-version={version}", json=body))
     if answer.status >= 300:
         raise AssertionError(f"Seeding {path} failed: {answer.status} {json.dumps(answer.body)[-300:]}")
+
+
+def _attach_to_machine(emulator: ArmEmulator, stored: dict[str, Any]) -> None:
+    """A NIC the example shows attached to a VM: create that VM with the NIC as its own."""
+    properties = stored.get("properties") or {}
+    machine_id = str((properties.get("virtualMachine") or {}).get("id", ""))
+    if "/networkinterfaces/" not in str(stored.get("id", "")).lower() or not machine_id:
+        return
+    machine_id = re.sub(r"^/subscriptions/[^/]+", f"/subscriptions/{DEFAULT_SUBSCRIPTION}", machine_id)
+    nic_id = re.sub(r"^/subscriptions/[^/]+", f"/subscriptions/{DEFAULT_SUBSCRIPTION}", str(stored["id"]))
+    group = machine_id.split("/")[4]
+    emulator.estate.add_resource_group(group)
+    with emulator.state.locked() as state:
+        new_virtual_machine(
+            state,
+            subscription=DEFAULT_SUBSCRIPTION,
+            resource_group=group,
+            name=machine_id.rsplit("/", 1)[-1],
+            location=str(stored.get("location") or "westus"),
+            properties={
+                "hardwareProfile": {"vmSize": "Standard_D2s_v3"},
+                "storageProfile": {"imageReference": dict(DEFAULT_IMAGE)},
+                "networkProfile": {"networkInterfaces": [{"id": nic_id, "properties": {"primary": True}}]},
+            },
+        )
 
 
 def _put_nic(emulator: ArmEmulator, group: str, name: str, subnet_id: str) -> None:
