@@ -18,6 +18,7 @@ from typing import Any
 from nodewright.cloud.emulator.errors import ArmError, ErrorCode
 from nodewright.cloud.emulator.identities import apply_identity
 from nodewright.cloud.emulator.long_running import OperationError
+from nodewright.cloud.emulator.machine_defaults import with_disk_defaults, with_server_defaults
 from nodewright.cloud.emulator.routing import ArmRequest, ArmResponse, Router, start_operation
 from nodewright.cloud.emulator.state import EmulatorState, Resource, resource_id
 
@@ -130,35 +131,6 @@ def redact_for_response(body: Any, query: dict[str, str]) -> None:
             _strip_secrets(document.get("properties"), keep_user_data=keep_user_data)
 
 
-def with_server_defaults(properties: dict[str, Any]) -> None:
-    """Fill in what Azure fills in on create: the OS disk's ``osType`` (Linux), empty ``dataDisks``
-    and ``secrets``; each NIC's and IP
-    configuration's ``primary`` (the first one), IP version IPv4, accelerated networking off and
-    empty DNS settings in a scale-set model's NIC configurations."""
-    storage = properties.get("storageProfile")
-    if isinstance(storage, dict):
-        storage.setdefault("dataDisks", [])
-        os_disk = storage.setdefault("osDisk", {})
-        if isinstance(os_disk, dict):
-            os_disk.setdefault("osType", "Linux")
-    os_profile = properties.get("osProfile")
-    if isinstance(os_profile, dict):
-        os_profile.setdefault("secrets", [])
-    network_profile = properties.get("networkProfile") or {}
-    for index, reference in enumerate(network_profile.get("networkInterfaces") or []):
-        if isinstance(reference, dict):
-            reference.setdefault("properties", {}).setdefault("primary", index == 0)
-    for index, configuration in enumerate(network_profile.get("networkInterfaceConfigurations") or []):
-        nic = configuration.setdefault("properties", {})
-        nic.setdefault("primary", index == 0)
-        nic.setdefault("enableAcceleratedNetworking", False)
-        nic.setdefault("dnsSettings", {"dnsServers": []})
-        for ip_index, ip_configuration in enumerate(nic.get("ipConfigurations") or []):
-            ip_properties = ip_configuration.setdefault("properties", {})
-            ip_properties.setdefault("primary", ip_index == 0)
-            ip_properties.setdefault("privateIPAddressVersion", "IPv4")
-
-
 def check_linked_image(state: EmulatorState, target_id: str, storage_profile: Any) -> None:
     if not isinstance(storage_profile, dict):
         return
@@ -217,7 +189,17 @@ def new_virtual_machine(
     properties.setdefault("provisioningState", "Succeeded")
     properties["vmId"] = str(uuid.uuid4())
     properties.setdefault("osProfile", {}).setdefault("computerName", name)
-    with_server_defaults(properties)
+    reference = (properties.get("storageProfile") or {}).get("imageReference")
+    resolved = state.images.resolve(reference)
+    image = state.images.facts(reference)
+    with_server_defaults(properties, image)
+    with_disk_defaults(
+        properties,
+        disk_prefix=name,
+        resource_group_id=f"/subscriptions/{subscription}/resourceGroups/{resource_group}",
+        resolved=resolved,
+        image=image,
+    )
     properties["timeCreated"] = now_iso()
     document: dict[str, Any] = {
         "id": arm_id,

@@ -1,5 +1,5 @@
 """The emulator's in-memory estate: resource groups, VMs, scale sets and their instances, NICs,
-virtual networks with subnets (and their address pools), and user-assigned identities.
+virtual networks with subnets (and their address pools), user-assigned identities and the image catalog.
 
 Everything is stored as ARM JSON documents keyed by lower-cased resource ID, behind one re-entrant
 lock. :meth:`EmulatorState.locked` takes the lock and first finishes any long-running operation
@@ -19,6 +19,7 @@ from typing import Any
 
 from nodewright.cloud.emulator.addresses import SubnetAddressPool
 from nodewright.cloud.emulator.errors import ArmError
+from nodewright.cloud.emulator.images import ImageCatalog
 from nodewright.cloud.emulator.long_running import LongRunningOperations
 
 __all__ = [
@@ -164,6 +165,7 @@ class EmulatorState:
         self.subnets: dict[str, Subnet] = {}
         self.identities: dict[str, Resource] = {}
         self.denied_linked_scopes: list[str] = []
+        self.images = ImageCatalog()
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[EmulatorState]:
