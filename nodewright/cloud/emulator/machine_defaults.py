@@ -1,5 +1,6 @@
 """What Azure fills into a machine's model when it is created, so that a GET shows it although the
-PUT never sent it: server defaults (empty data disks and secrets, extension operations allowed,
+PUT never sent it: server defaults (empty data disks and secrets, OS disk caching ReadWrite and
+data disk caching None, extension operations allowed,
 NIC and IP configuration ``primary``, IPv4, DNS settings, IP forwarding and accelerated
 networking off) and what Azure derives from the image (:mod:`images`): the OS disk's ``osType``,
 ``windowsConfiguration`` or ``linuxConfiguration`` defaults, the security type (Trusted Launch
@@ -28,10 +29,13 @@ def with_server_defaults(properties: dict[str, Any], image: ImageFacts) -> None:
     """Defaults of a VM's properties or a scale set's ``virtualMachineProfile`` (see module)."""
     storage = properties.get("storageProfile")
     if isinstance(storage, dict):
-        storage.setdefault("dataDisks", [])
         os_disk = storage.setdefault("osDisk", {})
         if isinstance(os_disk, dict):
             os_disk.setdefault("osType", image.os_type)
+            os_disk.setdefault("caching", "ReadWrite")
+        for data_disk in storage.setdefault("dataDisks", []):
+            if isinstance(data_disk, dict):
+                data_disk.setdefault("caching", "None")
     os_profile = properties.get("osProfile")
     if isinstance(os_profile, dict):
         _os_profile_defaults(os_profile, image)
