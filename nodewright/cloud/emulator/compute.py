@@ -10,17 +10,17 @@ their instances live in :mod:`scale_sets`, which builds on these helpers.
 from __future__ import annotations
 
 import copy
-import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 from nodewright.cloud.emulator.errors import ArmError, ErrorCode
 from nodewright.cloud.emulator.identities import apply_identity
+from nodewright.cloud.emulator.instance_views import instance_view
 from nodewright.cloud.emulator.long_running import OperationError
 from nodewright.cloud.emulator.machine_defaults import with_disk_defaults, with_server_defaults
 from nodewright.cloud.emulator.routing import ArmRequest, ArmResponse, Router, start_operation
-from nodewright.cloud.emulator.state import EmulatorState, Resource, resource_id
+from nodewright.cloud.emulator.state import EmulatorState, Resource, now_iso, resource_id
 
 __all__ = [
     "check_linked_image",
@@ -51,18 +51,6 @@ _READ_ONLY_PROPERTIES = {
 }
 _BASE36 = "0123456789abcdefghijklmnopqrstuvwxyz"
 _REPLACED_AS_A_UNIT = {"imageReference"}
-_POWER_DISPLAY = {
-    "running": "VM running",
-    "starting": "VM starting",
-    "stopping": "VM stopping",
-    "stopped": "VM stopped",
-    "deallocating": "VM deallocating",
-    "deallocated": "VM deallocated",
-}
-
-
-def now_iso() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
 
 
 def computer_name(prefix: str, index: int) -> str:
@@ -146,30 +134,6 @@ def check_linked_image(state: EmulatorState, target_id: str, storage_profile: An
         )
 
 
-def instance_view(machine: Resource) -> dict[str, Any]:
-    """The instance view of a VM or scale-set instance: provisioning and power statuses."""
-    provisioning = machine.provisioning_state
-    statuses: list[dict[str, Any]] = [
-        {
-            "code": f"ProvisioningState/{provisioning.lower()}",
-            "level": "Error" if provisioning.lower() == "failed" else "Info",
-            "displayStatus": "Provisioning succeeded" if provisioning == "Succeeded" else provisioning,
-            "time": now_iso(),
-        }
-    ]
-    power = "starting" if provisioning.lower() == "creating" else machine.power_state
-    statuses.append(
-        {"code": f"PowerState/{power}", "level": "Info", "displayStatus": _POWER_DISPLAY.get(power, power)}
-    )
-    os_profile = machine.properties.get("osProfile") or {}
-    return {
-        "computerName": os_profile.get("computerName"),
-        "osName": "ubuntu",
-        "osVersion": "22.04",
-        "statuses": statuses,
-    }
-
-
 def new_virtual_machine(
     state: EmulatorState,
     *,
@@ -213,7 +177,7 @@ def new_virtual_machine(
         document["zones"] = list(zones)
     if identity:
         document["identity"] = identity
-    machine = Resource(document)
+    machine = Resource(document, assigned_host=state.place_on_host(properties.get("hostGroup")))
     state.virtual_machines[arm_id.lower()] = machine
     for reference in (properties.get("networkProfile") or {}).get("networkInterfaces") or []:
         nic = state.network_interfaces.get(str(reference.get("id", "")).lower())
@@ -271,7 +235,7 @@ def get_vm(state: EmulatorState, request: ArmRequest) -> ArmResponse:
     machine = _find_vm(state, request)
     response = ArmResponse.of(machine)
     if expand_instance_view(request):
-        response.body["properties"]["instanceView"] = instance_view(machine)
+        response.body["properties"]["instanceView"] = instance_view(state.images, machine)
     return response
 
 
@@ -284,7 +248,7 @@ def list_vms(state: EmulatorState, request: ArmRequest) -> ArmResponse:
 
 
 def vm_instance_view(state: EmulatorState, request: ArmRequest) -> ArmResponse:
-    return ArmResponse(200, instance_view(_find_vm(state, request)))
+    return ArmResponse(200, instance_view(state.images, _find_vm(state, request)))
 
 
 def update_machine(

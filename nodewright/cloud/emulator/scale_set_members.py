@@ -16,6 +16,7 @@ from typing import Any
 from nodewright.cloud.emulator import network
 from nodewright.cloud.emulator.compute import computer_name, new_virtual_machine, now_iso
 from nodewright.cloud.emulator.errors import ArmError
+from nodewright.cloud.emulator.extensions import model_extensions
 from nodewright.cloud.emulator.machine_defaults import with_disk_defaults, with_server_defaults
 from nodewright.cloud.emulator.state import EmulatorState, Resource, ScaleSet, resource_id
 
@@ -177,6 +178,10 @@ def _new_uniform_instance(state: EmulatorState, scale_set: ScaleSet) -> Resource
         },
         model_generation=scale_set.model_generation,
     )
+    instance.document["resources"] = model_extensions(
+        arm_id, document.get("location"), scale_set_model(scale_set)
+    )
+    instance.assigned_host = state.place_on_host(scale_set.resource.properties.get("hostGroup"))
     if "zones" in document:
         instance.document["zones"] = list(document["zones"])[:1]
     network.sync_instance_addresses(state, instance)

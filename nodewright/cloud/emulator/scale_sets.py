@@ -18,9 +18,7 @@ from nodewright.cloud.emulator.compute import (
     check_linked_image,
     expand_instance_view,
     group_name,
-    instance_view,
     merge,
-    now_iso,
     resource_location,
     start_compute_operation,
     update_machine,
@@ -28,6 +26,7 @@ from nodewright.cloud.emulator.compute import (
 )
 from nodewright.cloud.emulator.errors import ArmError
 from nodewright.cloud.emulator.identities import apply_identity
+from nodewright.cloud.emulator.instance_views import instance_view, scale_set_instance_view
 from nodewright.cloud.emulator.long_running import OperationError
 from nodewright.cloud.emulator.routing import ArmRequest, ArmResponse, Router
 from nodewright.cloud.emulator.scale_set_members import (
@@ -81,14 +80,18 @@ def _find_member(state: EmulatorState, scale_set: ScaleSet, instance_id: str, gr
     raise ArmError.resource_not_found(_INSTANCE_TYPE, f"{scale_set.resource.name}/{instance_id}", group)
 
 
-def _render_member(scale_set: ScaleSet, member: Resource, *, with_instance_view: bool) -> dict[str, Any]:
+def _render_member(
+    state: EmulatorState, scale_set: ScaleSet, member: Resource, *, with_instance_view: bool
+) -> dict[str, Any]:
     document = member.render()
     if scale_set.flexible:
         document["instanceId"] = member.name
     else:
         document["properties"]["latestModelApplied"] = member.model_generation == scale_set.model_generation
     if with_instance_view:
-        document["properties"]["instanceView"] = instance_view(member)
+        document["properties"]["instanceView"] = instance_view(
+            state.images, member, None if scale_set.flexible else scale_set
+        )
     return document
 
 
@@ -238,31 +241,9 @@ def delete_scale_set(state: EmulatorState, request: ArmRequest) -> ArmResponse:
     )
 
 
-def scale_set_instance_view(state: EmulatorState, request: ArmRequest) -> ArmResponse:
+def get_scale_set_instance_view(state: EmulatorState, request: ArmRequest) -> ArmResponse:
     scale_set = _find_scale_set(state, request)
-    summary: dict[str, int] = {}
-    for member in members(state, scale_set):
-        code = f"ProvisioningState/{member.provisioning_state.lower()}"
-        summary[code] = summary.get(code, 0) + 1
-    provisioning = scale_set.resource.provisioning_state
-    return ArmResponse(
-        200,
-        {
-            "virtualMachine": {
-                "statusesSummary": [{"code": code, "count": count} for code, count in summary.items()]
-            },
-            "statuses": [
-                {
-                    "code": f"ProvisioningState/{provisioning.lower()}",
-                    "level": "Info",
-                    "displayStatus": "Provisioning succeeded"
-                    if provisioning == "Succeeded"
-                    else provisioning,
-                    "time": now_iso(),
-                }
-            ],
-        },
-    )
+    return ArmResponse(200, scale_set_instance_view(scale_set, members(state, scale_set)))
 
 
 def _delete_members(
@@ -311,7 +292,8 @@ def list_instances(state: EmulatorState, request: ArmRequest) -> ArmResponse:
     scale_set = _find_scale_set(state, request)
     expand = expand_instance_view(request)
     values = [
-        _render_member(scale_set, member, with_instance_view=expand) for member in members(state, scale_set)
+        _render_member(state, scale_set, member, with_instance_view=expand)
+        for member in members(state, scale_set)
     ]
     return ArmResponse(200, {"value": values})
 
@@ -320,16 +302,15 @@ def get_instance(state: EmulatorState, request: ArmRequest) -> ArmResponse:
     group = group_name(state, request)
     scale_set = _find_scale_set(state, request)
     member = _find_member(state, scale_set, request.parameters["instanceId"], group)
-    body = _render_member(scale_set, member, with_instance_view=expand_instance_view(request))
+    body = _render_member(state, scale_set, member, with_instance_view=expand_instance_view(request))
     return ArmResponse(200, body, {"ETag": member.etag})
 
 
 def instance_instance_view(state: EmulatorState, request: ArmRequest) -> ArmResponse:
     group = group_name(state, request)
     scale_set = _find_scale_set(state, request)
-    return ArmResponse(
-        200, instance_view(_find_member(state, scale_set, request.parameters["instanceId"], group))
-    )
+    member = _find_member(state, scale_set, request.parameters["instanceId"], group)
+    return ArmResponse(200, instance_view(state.images, member, None if scale_set.flexible else scale_set))
 
 
 def update_instance(state: EmulatorState, request: ArmRequest) -> ArmResponse:
@@ -364,7 +345,7 @@ def update_instance(state: EmulatorState, request: ArmRequest) -> ArmResponse:
         member.touch()
 
     headers = start_compute_operation(state, request, resource_location(member), succeed, fail)
-    response_body = _render_member(scale_set, member, with_instance_view=False)
+    response_body = _render_member(state, scale_set, member, with_instance_view=False)
     return ArmResponse(200, response_body, {"ETag": member.etag, **headers})
 
 
@@ -389,7 +370,7 @@ def register(router: Router) -> None:
     router.add("DELETE", one, "VirtualMachineScaleSets.delete", delete_scale_set)
     router.add("POST", one + "/delete", "VirtualMachineScaleSets.delete_instances", delete_instances)
     router.add(
-        "GET", one + "/instanceView", "VirtualMachineScaleSets.get_instance_view", scale_set_instance_view
+        "GET", one + "/instanceView", "VirtualMachineScaleSets.get_instance_view", get_scale_set_instance_view
     )
     instances = one + "/virtualMachines"
     router.add("GET", instances, "VirtualMachineScaleSetVMs.list", list_instances)

@@ -40,7 +40,8 @@ from typing import Any
 
 import yaml
 
-from nodewright.cloud.emulator import compute, identities, network, scale_sets
+from nodewright.cloud.emulator import compute, extensions, identities, network, scale_sets
+from nodewright.cloud.emulator.images import MarketplaceImage
 from nodewright.cloud.emulator.state import DEFAULT_LOCATION, DEFAULT_SUBSCRIPTION, EmulatorState, resource_id
 
 __all__ = ["DEFAULT_IMAGE", "EstateBuilder", "load_seed_file"]
@@ -288,6 +289,33 @@ class EstateBuilder:
             for member in created:
                 member.provisioning_state = "Succeeded"
             return scale_set.resource.identifier
+
+    def add_extension(
+        self, machine_id: str, name: str, properties: dict[str, Any], *, tags: dict[str, str] | None = None
+    ) -> str:
+        """An extension on a VM or scale-set instance (``publisher``, ``type``,
+        ``typeHandlerVersion``, ``settings``...); returns the extension's ID."""
+        with self.state.locked():
+            machine = self.state.machine(machine_id)
+            if machine is None:
+                raise KeyError(machine_id)
+            return str(extensions.add_extension(machine, name, properties, tags)["id"])
+
+    def add_dedicated_host_group(
+        self, resource_group: str, name: str, hosts: list[str], *, subscription: str | None = None
+    ) -> str:
+        """A dedicated host group with automatic placement and its hosts; machines whose
+        ``hostGroup`` names it are placed on the hosts in turn. Returns the group's ID."""
+        group_id = resource_id(
+            subscription or self.subscription, resource_group, "Microsoft.Compute", "hostGroups", name
+        )
+        self.state.add_dedicated_hosts(group_id, [f"{group_id}/hosts/{host}" for host in hosts])
+        return group_id
+
+    def add_marketplace_image(self, image: MarketplaceImage) -> None:
+        """Publish a marketplace image (adds versions to a SKU already known)."""
+        with self.state.locked():
+            self.state.images.add_marketplace_image(image)
 
     # Seed documents ----------------------------------------------------------------------------
 

@@ -43,12 +43,16 @@ def seed(emulator: ArmEmulator, case: Case, example: dict[str, Any]) -> None:
         path = request_for(case, example, "").url.split("?")[0] if case.path.endswith("}") else None
         _put_as_created(emulator, stored, path)
         _attach_to_machine(emulator, stored)
+        _add_extensions(emulator, stored)
         return
     if case.seed == "vm":
         builder.add_virtual_machine(group, names.get("vmName", "vm-0"), subnet_id=subnet_id)
     elif case.seed == "vmss":
         scale_set = names.get("vmScaleSetName") or names.get("virtualMachineScaleSetName") or "vmss"
         _put_scale_set(emulator, group, scale_set, subnet_id)
+    elif case.seed == "vmss-on-host":
+        scale_set = names.get("vmScaleSetName") or names.get("virtualMachineScaleSetName") or "vmss"
+        _put_scale_set_on_host(emulator, group, scale_set, subnet_id)
     elif case.seed == "nic":
         builder.add_virtual_machine(group, "vm-0", subnet_id=subnet_id)
         name = names.get("networkInterfaceName")
@@ -178,6 +182,16 @@ def _put_scale_set(emulator: ArmEmulator, group: str, name: str, subnet_id: str)
     balancer (backend pool, inbound NAT pool), with a network security group, a public address
     per instance, a data disk, boot diagnostics, user data, a health extension and automatic
     repairs. Created through the emulator's PUT, so the emulator fills in what Azure would."""
+    path = f"/subscriptions/{DEFAULT_SUBSCRIPTION}/resourceGroups/{group}/providers/Microsoft.Compute"
+    _put(
+        emulator,
+        f"{path}/virtualMachineScaleSets/{name}",
+        "2024-11-01",
+        _scale_set_body(group, name, subnet_id),
+    )
+
+
+def _scale_set_body(group: str, name: str, subnet_id: str) -> dict[str, Any]:
     network = f"/subscriptions/{DEFAULT_SUBSCRIPTION}/resourceGroups/{group}/providers/Microsoft.Network"
     ip_configuration = {
         "name": "ipconfig1",
@@ -223,7 +237,7 @@ def _put_scale_set(emulator: ArmEmulator, group: str, name: str, subnet_id: str)
             ]
         },
     }
-    body = {
+    body: dict[str, Any] = {
         "location": "westus",
         "tags": {"pool": name},
         "sku": {"name": "Standard_D2s_v3", "tier": "Standard", "capacity": 2},
@@ -233,8 +247,33 @@ def _put_scale_set(emulator: ArmEmulator, group: str, name: str, subnet_id: str)
             "virtualMachineProfile": profile,
         },
     }
+    return body
+
+
+def _put_scale_set_on_host(emulator: ArmEmulator, group: str, name: str, subnet_id: str) -> None:
+    """A plain scale set (no extensions, no boot diagnostics) placed automatically on a dedicated
+    host group of two hosts, as the dedicated-host examples assume."""
+    host_group = emulator.estate.add_dedicated_host_group(group, "hosts", ["host-1", "host-2"])
+    body = _scale_set_body(group, name, subnet_id)
+    profile = body["properties"]["virtualMachineProfile"]
+    for key in ("extensionProfile", "diagnosticsProfile"):
+        del profile[key]
+    del body["properties"]["automaticRepairsPolicy"]
+    body["properties"].update({"hostGroup": {"id": host_group}, "platformFaultDomainCount": 1})
     path = f"/subscriptions/{DEFAULT_SUBSCRIPTION}/resourceGroups/{group}/providers/Microsoft.Compute"
     _put(emulator, f"{path}/virtualMachineScaleSets/{name}", "2024-11-01", body)
+
+
+def _add_extensions(emulator: ArmEmulator, stored: dict[str, Any]) -> None:
+    """The extensions an example's VM shows in ``resources`` (child resources, never sent in the
+    VM's own PUT), added to the created VM."""
+    if str(stored.get("type", "")).lower() != "microsoft.compute/virtualmachines":
+        return
+    machine_id = re.sub(r"^/subscriptions/[^/]+", f"/subscriptions/{DEFAULT_SUBSCRIPTION}", str(stored["id"]))
+    for extension in stored.get("resources") or []:
+        emulator.estate.add_extension(
+            machine_id, str(extension["name"]), extension.get("properties") or {}, tags=extension.get("tags")
+        )
 
 
 def _put(emulator: ArmEmulator, path: str, version: str, body: dict[str, Any]) -> None:

@@ -191,7 +191,7 @@ CASES = [
         "VirtualMachineScaleSetVMs.get_instance_view",
         "GET",
         VMSS + "/virtualMachines/{instanceId}/instanceView",
-        seed="vmss",
+        seed="vmss-on-host",
     ),
     Case(
         "network/NetworkInterfaceList.json",
