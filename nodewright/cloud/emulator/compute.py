@@ -23,6 +23,7 @@ from nodewright.cloud.emulator.routing import ArmRequest, ArmResponse, Router, s
 from nodewright.cloud.emulator.state import EmulatorState, Resource, now_iso, resource_id
 
 __all__ = [
+    "check_image_exists",
     "check_linked_image",
     "computer_name",
     "expand_instance_view",
@@ -120,6 +121,8 @@ def redact_for_response(body: Any, query: dict[str, str]) -> None:
 
 
 def check_linked_image(state: EmulatorState, target_id: str, storage_profile: Any) -> None:
+    """The image a write names must be readable (403 LinkedAuthorizationFailed under a denied
+    scope) and must exist (:func:`check_image_exists`)."""
     if not isinstance(storage_profile, dict):
         return
     image_id = (storage_profile.get("imageReference") or {}).get("id")
@@ -132,6 +135,39 @@ def check_linked_image(state: EmulatorState, target_id: str, storage_profile: An
             "'Microsoft.Compute/galleries/images/versions/read' "
             f"on the linked scope(s) '{image_id}' or the linked scope(s) are invalid.",
         )
+    check_image_exists(state, storage_profile.get("imageReference"))
+
+
+def check_image_exists(state: EmulatorState, reference: Any) -> None:
+    """A marketplace image (publisher, offer, sku, version) must be in the catalog, else 404
+    PlatformImageNotFound; a gallery image under a gallery the catalog knows must be one of its
+    versions, else 404 GalleryImageNotFound. Images of galleries the emulator was never told about
+    are taken as they are (nothing to check them against)."""
+    if not isinstance(reference, dict) or state.images.resolve(reference) is not None:
+        return
+    gallery_id = reference.get("id") or reference.get("communityGalleryImageId")
+    gallery_id = gallery_id or reference.get("sharedGalleryImageId")
+    if gallery_id:
+        if state.images.knows_gallery_of(str(gallery_id)):
+            raise ArmError(
+                404,
+                ErrorCode.GALLERY_IMAGE_NOT_FOUND,
+                f"The gallery image {gallery_id} is not available.",
+                target="imageReference",
+            )
+        return
+    if not reference.get("publisher") and not reference.get("offer"):
+        return
+    urn = ":".join(str(reference.get(key) or "") for key in ("publisher", "offer", "sku"))
+    urn += ":" + str(reference.get("version") or "latest")
+    raise ArmError(
+        404,
+        ErrorCode.PLATFORM_IMAGE_NOT_FOUND,
+        f"The platform image '{urn}' is not available. Verify that all fields in the storage profile are "
+        "correct. For more details about storage profile information, please refer to "
+        "https://aka.ms/storageprofile",
+        target="imageReference",
+    )
 
 
 def new_virtual_machine(

@@ -177,6 +177,11 @@ class ImageCatalog:
         _, known = self._galleries.get(key, (facts, ()))
         self._galleries[key] = (facts, tuple(dict.fromkeys((*known, *versions))))
 
+    def knows_gallery_of(self, image_id: str) -> bool:
+        """Whether the gallery ``image_id`` lies in holds any catalogued image definition."""
+        gallery = image_id.lower().split("/images/", 1)[0]
+        return any(definition.split("/images/", 1)[0] == gallery for definition in self._galleries)
+
     def marketplace(self, publisher: str, offer: str, sku: str) -> MarketplaceImage | None:
         return self._marketplace.get((publisher.lower(), offer.lower(), sku.lower()))
 

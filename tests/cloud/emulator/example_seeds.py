@@ -13,6 +13,7 @@ from azure.core.rest import HttpRequest
 
 from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION, ArmEmulator
 from nodewright.cloud.emulator.compute import new_virtual_machine
+from nodewright.cloud.emulator.images import ImageFacts, MarketplaceImage
 from nodewright.cloud.emulator.network import new_network_interface
 from nodewright.cloud.emulator.seed import DEFAULT_IMAGE
 from tests.cloud.emulator.examples import Case, request_for, send
@@ -149,6 +150,7 @@ def _put_as_created(emulator: ArmEmulator, stored: dict[str, Any], path: str | N
         r"^/subscriptions/[^/]+", f"/subscriptions/{DEFAULT_SUBSCRIPTION}", str(stored["id"])
     )
     emulator.estate.add_resource_group(path.split("/")[4])
+    _publish_image(emulator, body)
     _put(emulator, path, _CREATABLE[str(stored["type"]).lower()], body)
 
 
@@ -175,6 +177,26 @@ def _attach_to_machine(emulator: ArmEmulator, stored: dict[str, Any]) -> None:
                 "networkProfile": {"networkInterfaces": [{"id": nic_id, "properties": {"primary": True}}]},
             },
         )
+
+
+def _publish_image(emulator: ArmEmulator, body: dict[str, Any]) -> None:
+    """The marketplace image an example's resource was built from is published (Azure refuses an
+    image it does not have, and the emulator's catalog holds only a few common ones)."""
+    properties = body.get("properties") or {}
+    storage = (properties.get("virtualMachineProfile") or properties).get("storageProfile") or {}
+    reference = storage.get("imageReference") or {}
+    if not reference.get("publisher") or str(reference.get("version", "latest")).lower() == "latest":
+        return
+    os_type = str((storage.get("osDisk") or {}).get("osType") or "Linux")
+    emulator.estate.add_marketplace_image(
+        MarketplaceImage(
+            str(reference["publisher"]),
+            str(reference["offer"]),
+            str(reference["sku"]),
+            (str(reference["version"]),),
+            ImageFacts(os_type=os_type),
+        )
+    )
 
 
 def _put_scale_set(emulator: ArmEmulator, group: str, name: str, subnet_id: str) -> None:

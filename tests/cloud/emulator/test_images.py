@@ -1,12 +1,14 @@
 """What a machine inherits from its image, through the real SDK: OS type and Windows or Linux
 configuration, Trusted Launch for a Generation 2 image and Standard for a Generation 1 image, the
-OS disk's size and name, and the exact version ``latest`` resolved to."""
+OS disk's size and name, and the exact version ``latest`` resolved to; and images that do not
+exist refused as Azure refuses them (404 PlatformImageNotFound, GalleryImageNotFound)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
+from azure.core.exceptions import HttpResponseError
 
 from nodewright.cloud.emulator import ArmEmulator
 from nodewright.cloud.emulator.images import MarketplaceImage
@@ -117,3 +119,67 @@ def test_scale_set_instances_inherit_the_model_and_the_image(
     assert properties["storageProfile"]["imageReference"]["exactVersion"]
     model = clients.compute.virtual_machine_scale_sets.get(estate.group, "win", cls=_raw)
     assert model["properties"]["virtualMachineProfile"]["securityProfile"] == {"securityType": "Standard"}
+
+
+def _error(caught: pytest.ExceptionInfo[HttpResponseError]) -> tuple[int | None, str, str]:
+    error = caught.value.error
+    assert error is not None
+    return caught.value.status_code, str(error.code), str(error.target)
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        pytest.param(
+            {"publisher": "Contoso", "offer": "nothing", "sku": "here", "version": "1.0.0"}, id="unknown-sku"
+        ),
+        pytest.param({**UBUNTU_2404, "version": "24.04.100"}, id="unknown-version"),
+    ],
+)
+def test_vm_with_an_unpublished_marketplace_image_is_not_found(
+    arm_emulator: ArmEmulator, estate: Estate, clients: Clients, image: dict[str, str]
+) -> None:
+    """404 PlatformImageNotFound on imageReference, as Azure answers; no VM is left behind."""
+    with pytest.raises(HttpResponseError) as caught:
+        _create_vm(clients, estate, "unpublished", image)
+    assert _error(caught) == (404, "PlatformImageNotFound", "imageReference")
+    urn = ":".join(image[key] for key in ("publisher", "offer", "sku", "version"))
+    assert f"The platform image '{urn}' is not available" in caught.value.message
+    vm_id = estate.vm_id.rsplit("/", 1)[0] + "/unpublished"
+    assert arm_emulator.state.render(vm_id) is None
+
+
+def test_scale_set_model_image_is_checked_against_marketplace_and_known_galleries(
+    arm_emulator: ArmEmulator, estate: Estate, clients: Clients
+) -> None:
+    """PATCHing the model to an unpublished marketplace version or to a missing version of a gallery
+    the emulator knows is refused (404) and leaves the model as it was; a published version, and an
+    image of a gallery the emulator knows nothing of, are accepted."""
+    gallery = (
+        estate.subnet_id.split("/providers/")[0] + "/providers/Microsoft.Compute/galleries/nodes/images/node"
+    )
+    arm_emulator.estate.add_gallery_image(gallery, ["1.0.0"])
+    operations = clients.compute.virtual_machine_scale_sets
+    refused = [
+        (
+            {"publisher": "Canonical", "offer": "ubuntu-24_04-lts", "sku": "server", "version": "1.2.3"},
+            "PlatformImageNotFound",
+        ),
+        ({"id": gallery + "/versions/9.9.9"}, "GalleryImageNotFound"),
+    ]
+    for image, code in refused:
+        patch = {"properties": {"virtualMachineProfile": {"storageProfile": {"imageReference": image}}}}
+        with pytest.raises(HttpResponseError) as caught:
+            operations.begin_update(estate.group, "vmss-a", patch).result()  # type: ignore[call-overload]
+        assert _error(caught) == (404, code, "imageReference")
+    model = operations.get(estate.group, "vmss-a").virtual_machine_profile
+    assert model is not None
+    assert model.storage_profile is not None
+    assert model.storage_profile.image_reference is not None
+    assert model.storage_profile.image_reference.sku == "server"
+    for image in (
+        {"id": gallery + "/versions/1.0.0"},
+        {"communityGalleryImageId": "/CommunityGalleries/other/images/i/versions/7.0.0"},
+    ):
+        patch = {"properties": {"virtualMachineProfile": {"storageProfile": {"imageReference": image}}}}
+        operations.begin_update(estate.group, "vmss-a", patch).result()  # type: ignore[call-overload]
