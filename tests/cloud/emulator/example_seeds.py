@@ -48,6 +48,8 @@ def seed(emulator: ArmEmulator, case: Case, example: dict[str, Any]) -> None:
         return
     if case.seed == "vm":
         builder.add_virtual_machine(group, names.get("vmName", "vm-0"), subnet_id=subnet_id)
+    elif case.seed == "vm-with-guest":
+        _put_vm_with_guest(emulator, group, names.get("vmName", "vm-0"), subnet_id)
     elif case.seed == "vmss":
         scale_set = names.get("vmScaleSetName") or names.get("virtualMachineScaleSetName") or "vmss"
         _put_scale_set(emulator, group, scale_set, subnet_id)
@@ -270,6 +272,42 @@ def _scale_set_body(group: str, name: str, subnet_id: str) -> dict[str, Any]:
         },
     }
     return body
+
+
+def _put_vm_with_guest(emulator: ArmEmulator, group: str, name: str, subnet_id: str) -> None:
+    """A VM as the instance-view example shows one: a data disk, boot diagnostics kept in a
+    storage account, and an extension (added as a child resource)."""
+    _put_nic(emulator, group, f"{name}-nic", subnet_id)
+    prefix = f"/subscriptions/{DEFAULT_SUBSCRIPTION}/resourceGroups/{group}/providers"
+    body = {
+        "location": "westus",
+        "properties": {
+            "hardwareProfile": {"vmSize": "Standard_D2s_v3"},
+            "storageProfile": {
+                "imageReference": dict(DEFAULT_IMAGE),
+                "osDisk": {"createOption": "FromImage"},
+                "dataDisks": [{"lun": 0, "createOption": "Empty", "diskSizeGB": 64}],
+            },
+            "osProfile": {"computerName": name, "adminUsername": "azureuser"},
+            "diagnosticsProfile": {
+                "bootDiagnostics": {
+                    "enabled": True,
+                    "storageUri": "https://diagnostics.blob.core.windows.net/",
+                }
+            },
+            "networkProfile": {
+                "networkInterfaces": [{"id": f"{prefix}/Microsoft.Network/networkInterfaces/{name}-nic"}]
+            },
+        },
+    }
+    machine_id = f"{prefix}/Microsoft.Compute/virtualMachines/{name}"
+    _put(emulator, machine_id, "2024-11-01", body)
+    extension = {
+        "publisher": "Microsoft.Azure.Monitor",
+        "type": "AzureMonitorLinuxAgent",
+        "typeHandlerVersion": "1.0",
+    }
+    emulator.estate.add_extension(machine_id, "monitor", extension)
 
 
 def _put_scale_set_on_host(emulator: ArmEmulator, group: str, name: str, subnet_id: str) -> None:

@@ -93,7 +93,7 @@ CASES = [
         "VirtualMachines.instance_view",
         "GET",
         COMPUTE + "/virtualMachines/{vmName}/instanceView",
-        seed="vm",
+        seed="vm-with-guest",
     ),
     Case(
         "compute/VirtualMachineScaleSet_List_MinimumSet_Gen.json",
