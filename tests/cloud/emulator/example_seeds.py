@@ -53,6 +53,8 @@ def seed(emulator: ArmEmulator, case: Case, example: dict[str, Any]) -> None:
     elif case.seed == "vmss":
         scale_set = names.get("vmScaleSetName") or names.get("virtualMachineScaleSetName") or "vmss"
         _put_scale_set(emulator, group, scale_set, subnet_id)
+    elif case.seed == "vmss-from-instance" and stored is not None:
+        _put_scale_set_for_instance(emulator, group, names["vmScaleSetName"], subnet_id, stored)
     elif case.seed == "vmss-on-host":
         scale_set = names.get("vmScaleSetName") or names.get("virtualMachineScaleSetName") or "vmss"
         _put_scale_set_on_host(emulator, group, scale_set, subnet_id)
@@ -272,6 +274,33 @@ def _scale_set_body(group: str, name: str, subnet_id: str) -> dict[str, Any]:
         },
     }
     return body
+
+
+# The parts of an instance's properties that come from its scale set's model.
+_MODEL_PARTS = ("hardwareProfile", "storageProfile", "osProfile", "userData", "diagnosticsProfile")
+
+
+def _put_scale_set_for_instance(
+    emulator: ArmEmulator, group: str, name: str, subnet_id: str, instance: dict[str, Any]
+) -> None:
+    """The scale set an example's instance was made from: its model holds the instance's size
+    properties, image, disks, OS settings, user data and diagnostics, and the set its tags."""
+    body = _scale_set_body(group, name, subnet_id)
+    properties = _writable(instance)["properties"]
+    model = {key: properties[key] for key in _MODEL_PARTS if key in properties}
+    model["hardwareProfile"].pop("vmSize", None)
+    storage = model["storageProfile"]
+    os_type = str((storage.get("osDisk") or {}).get("osType") or "Linux")
+    for disk in (storage.get("osDisk") or {}, *(storage.get("dataDisks") or [])):
+        for key in ("name", "managedDisk", "toBeDetached", "osType"):
+            disk.pop(key, None)
+    storage["imageReference"].pop("exactVersion", None)
+    model["osProfile"]["computerNamePrefix"] = model["osProfile"].pop("computerName")
+    body["properties"]["virtualMachineProfile"].update(model)
+    body["tags"] = dict(instance.get("tags") or {})
+    _publish_image(emulator, {"properties": {"storageProfile": {**storage, "osDisk": {"osType": os_type}}}})
+    path = f"/subscriptions/{DEFAULT_SUBSCRIPTION}/resourceGroups/{group}/providers/Microsoft.Compute"
+    _put(emulator, f"{path}/virtualMachineScaleSets/{name}", "2024-11-01", body)
 
 
 def _put_vm_with_guest(emulator: ArmEmulator, group: str, name: str, subnet_id: str) -> None:

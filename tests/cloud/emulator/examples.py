@@ -166,7 +166,7 @@ CASES = [
         "GET",
         VMSS + "/virtualMachines/{instanceId}",
         query=("$expand=userData",),
-        seed="vmss",
+        seed="vmss-from-instance",
         overrides=(("vmScaleSetName", "myvmss"),),
     ),
     Case(
