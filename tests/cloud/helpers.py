@@ -7,6 +7,7 @@ from typing import Any
 
 from nodewright.cloud.config import CloudSettings, CredentialKind, CredentialSettings
 from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION, ArmEmulator
+from nodewright.cloud.emulator.images import MarketplaceImage
 from nodewright.cloud.factory import Cloud, build_cloud
 from nodewright.cloud.throttle import CallObserver
 
@@ -26,3 +27,17 @@ def cloud_for(emulator: ArmEmulator, observer: CallObserver | None = None, **ove
     }
     options.update(overrides)
     return build_cloud(CloudSettings(**options), observer=observer)
+
+
+# Marketplace images the cloud tests name; the emulator refuses unpublished images as Azure does.
+TEST_IMAGES = (
+    MarketplaceImage("p", "o", "s", ("1", *(f"1.0.{patch}" for patch in range(10)))),
+    MarketplaceImage("Canonical", "ubuntu-24_04-lts", "server", ("24.04.0", "24.04.1")),
+    MarketplaceImage("canonical", "ubuntu", "22_04-lts", ("22.04.0",)),
+)
+
+
+def publish_test_images(emulator: ArmEmulator) -> None:
+    """Publish :data:`TEST_IMAGES` in the emulator's image catalog."""
+    for image in TEST_IMAGES:
+        emulator.estate.add_marketplace_image(image)

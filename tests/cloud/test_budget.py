@@ -24,7 +24,7 @@ from nodewright.cloud.emulator.throttling import BucketLimit, RequestLimits
 from nodewright.cloud.errors import ThrottledError
 from nodewright.cloud.models import ImageReference
 from nodewright.cloud.resource_ids import ScaleSetId, parse_scale_set_id
-from tests.cloud.helpers import cloud_for
+from tests.cloud.helpers import cloud_for, publish_test_images
 
 GROUP = "rg-budget"
 
@@ -147,6 +147,7 @@ def _subnet(emulator: ArmEmulator) -> str:
 
 def _scale_set(emulator: ArmEmulator) -> ScaleSetId:
     emulator.estate.add_resource_group(GROUP)
+    publish_test_images(emulator)
     vnet = emulator.estate.add_virtual_network(GROUP, "vnet", subnets={"nodes": "10.3.0.0/24"})
     return parse_scale_set_id(
         emulator.estate.add_scale_set(GROUP, "vmss-a", subnet_id=vnet + "/subnets/nodes")

@@ -25,7 +25,7 @@ from nodewright.cloud.resource_ids import (
     parse_scale_set_id,
 )
 from nodewright.cloud.throttle import InMemoryCallCounter
-from tests.cloud.helpers import cloud_for
+from tests.cloud.helpers import cloud_for, publish_test_images
 
 GROUP = "rg-compute"
 
@@ -45,6 +45,7 @@ class Estate:
 @pytest.fixture
 def estate(arm_emulator: ArmEmulator) -> Iterator[Estate]:
     arm_emulator.estate.add_resource_group(GROUP)
+    publish_test_images(arm_emulator)
     vnet = arm_emulator.estate.add_virtual_network(GROUP, "vnet", subnets={"nodes": "10.240.0.0/16"})
     identities = [arm_emulator.estate.add_identity(GROUP, f"id-{index}") for index in range(4)]
     counter = InMemoryCallCounter()

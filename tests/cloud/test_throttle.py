@@ -20,7 +20,7 @@ from nodewright.cloud.throttle import (
     operation_class,
     operation_name,
 )
-from tests.cloud.helpers import cloud_for
+from tests.cloud.helpers import cloud_for, publish_test_images
 
 
 class FakeClock:
@@ -139,6 +139,7 @@ GROUP = "rg-throttle"
 
 def _scale_set(emulator: ArmEmulator) -> ScaleSetId:
     emulator.estate.add_resource_group(GROUP)
+    publish_test_images(emulator)
     vnet = emulator.estate.add_virtual_network(GROUP, "vnet", subnets={"nodes": "10.2.0.0/24"})
     return parse_scale_set_id(
         emulator.estate.add_scale_set(GROUP, "vmss-a", subnet_id=vnet + "/subnets/nodes")

@@ -41,6 +41,17 @@ State helpers: ``emulator.state.render(arm_id)`` (current JSON of any resource),
 ``state.deny_linked_access(scope)`` (writes linking an identity or gallery image under ``scope``
 answer 403 LinkedAuthorizationFailed), ``estate.snapshot()``.
 
+Images: the state holds an image catalog (:mod:`~nodewright.cloud.emulator.images`) seeded with a
+few common marketplace images; ``estate.add_marketplace_image(MarketplaceImage(...))`` and
+``estate.add_gallery_image(definition_id, versions)`` (or the seed file's ``images``) add more. A
+write naming an unpublished marketplace image or version answers 404 PlatformImageNotFound, and a
+missing version of a catalogued gallery 404 GalleryImageNotFound; images of galleries the catalog
+does not know are accepted. Machines inherit OS type, Windows or Linux settings, Trusted Launch
+(Generation 2) or Standard security, OS disk size and ``exactVersion`` from their image. Instance
+views are derived from state; ``estate.add_extension(machine_id, name, properties)`` gives a VM
+an extension, and ``estate.add_dedicated_host_group(group, name, hosts)`` a host group whose
+machines are placed on its hosts in turn.
+
 Admin HTTP endpoints (no auth): ``GET|POST|DELETE /_emulator/faults`` (POST JSON such as
 ``{"kind": "throttle", "operation": "VirtualMachineScaleSets.update", "times": 2, "retry_after": 1}``;
 kinds ``throttle``, ``server_error``, ``operation_failure``, ``latency``, ``operation_duration``),

@@ -10,18 +10,20 @@ their instances live in :mod:`scale_sets`, which builds on these helpers.
 from __future__ import annotations
 
 import copy
-import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 from nodewright.cloud.emulator.errors import ArmError, ErrorCode
 from nodewright.cloud.emulator.identities import apply_identity
+from nodewright.cloud.emulator.instance_views import instance_view
 from nodewright.cloud.emulator.long_running import OperationError
+from nodewright.cloud.emulator.machine_defaults import with_disk_defaults, with_server_defaults
 from nodewright.cloud.emulator.routing import ArmRequest, ArmResponse, Router, start_operation
-from nodewright.cloud.emulator.state import EmulatorState, Resource, resource_id
+from nodewright.cloud.emulator.state import EmulatorState, Resource, now_iso, resource_id
 
 __all__ = [
+    "check_image_exists",
     "check_linked_image",
     "computer_name",
     "expand_instance_view",
@@ -50,18 +52,6 @@ _READ_ONLY_PROPERTIES = {
 }
 _BASE36 = "0123456789abcdefghijklmnopqrstuvwxyz"
 _REPLACED_AS_A_UNIT = {"imageReference"}
-_POWER_DISPLAY = {
-    "running": "VM running",
-    "starting": "VM starting",
-    "stopping": "VM stopping",
-    "stopped": "VM stopped",
-    "deallocating": "VM deallocating",
-    "deallocated": "VM deallocated",
-}
-
-
-def now_iso() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
 
 
 def computer_name(prefix: str, index: int) -> str:
@@ -130,36 +120,9 @@ def redact_for_response(body: Any, query: dict[str, str]) -> None:
             _strip_secrets(document.get("properties"), keep_user_data=keep_user_data)
 
 
-def with_server_defaults(properties: dict[str, Any]) -> None:
-    """Fill in what Azure fills in on create: the OS disk's ``osType`` (Linux), empty ``dataDisks``
-    and ``secrets``; each NIC's and IP
-    configuration's ``primary`` (the first one), IP version IPv4, accelerated networking off and
-    empty DNS settings in a scale-set model's NIC configurations."""
-    storage = properties.get("storageProfile")
-    if isinstance(storage, dict):
-        storage.setdefault("dataDisks", [])
-        os_disk = storage.setdefault("osDisk", {})
-        if isinstance(os_disk, dict):
-            os_disk.setdefault("osType", "Linux")
-    os_profile = properties.get("osProfile")
-    if isinstance(os_profile, dict):
-        os_profile.setdefault("secrets", [])
-    network_profile = properties.get("networkProfile") or {}
-    for index, reference in enumerate(network_profile.get("networkInterfaces") or []):
-        if isinstance(reference, dict):
-            reference.setdefault("properties", {}).setdefault("primary", index == 0)
-    for index, configuration in enumerate(network_profile.get("networkInterfaceConfigurations") or []):
-        nic = configuration.setdefault("properties", {})
-        nic.setdefault("primary", index == 0)
-        nic.setdefault("enableAcceleratedNetworking", False)
-        nic.setdefault("dnsSettings", {"dnsServers": []})
-        for ip_index, ip_configuration in enumerate(nic.get("ipConfigurations") or []):
-            ip_properties = ip_configuration.setdefault("properties", {})
-            ip_properties.setdefault("primary", ip_index == 0)
-            ip_properties.setdefault("privateIPAddressVersion", "IPv4")
-
-
 def check_linked_image(state: EmulatorState, target_id: str, storage_profile: Any) -> None:
+    """The image a write names must be readable (403 LinkedAuthorizationFailed under a denied
+    scope) and must exist (:func:`check_image_exists`)."""
     if not isinstance(storage_profile, dict):
         return
     image_id = (storage_profile.get("imageReference") or {}).get("id")
@@ -172,30 +135,39 @@ def check_linked_image(state: EmulatorState, target_id: str, storage_profile: An
             "'Microsoft.Compute/galleries/images/versions/read' "
             f"on the linked scope(s) '{image_id}' or the linked scope(s) are invalid.",
         )
+    check_image_exists(state, storage_profile.get("imageReference"))
 
 
-def instance_view(machine: Resource) -> dict[str, Any]:
-    """The instance view of a VM or scale-set instance: provisioning and power statuses."""
-    provisioning = machine.provisioning_state
-    statuses: list[dict[str, Any]] = [
-        {
-            "code": f"ProvisioningState/{provisioning.lower()}",
-            "level": "Error" if provisioning.lower() == "failed" else "Info",
-            "displayStatus": "Provisioning succeeded" if provisioning == "Succeeded" else provisioning,
-            "time": now_iso(),
-        }
-    ]
-    power = "starting" if provisioning.lower() == "creating" else machine.power_state
-    statuses.append(
-        {"code": f"PowerState/{power}", "level": "Info", "displayStatus": _POWER_DISPLAY.get(power, power)}
+def check_image_exists(state: EmulatorState, reference: Any) -> None:
+    """A marketplace image (publisher, offer, sku, version) must be in the catalog, else 404
+    PlatformImageNotFound; a gallery image under a gallery the catalog knows must be one of its
+    versions, else 404 GalleryImageNotFound. Images of galleries the emulator was never told about
+    are taken as they are (nothing to check them against)."""
+    if not isinstance(reference, dict) or state.images.resolve(reference) is not None:
+        return
+    gallery_id = reference.get("id") or reference.get("communityGalleryImageId")
+    gallery_id = gallery_id or reference.get("sharedGalleryImageId")
+    if gallery_id:
+        if state.images.knows_gallery_of(str(gallery_id)):
+            raise ArmError(
+                404,
+                ErrorCode.GALLERY_IMAGE_NOT_FOUND,
+                f"The gallery image {gallery_id} is not available.",
+                target="imageReference",
+            )
+        return
+    if not reference.get("publisher") and not reference.get("offer"):
+        return
+    urn = ":".join(str(reference.get(key) or "") for key in ("publisher", "offer", "sku"))
+    urn += ":" + str(reference.get("version") or "latest")
+    raise ArmError(
+        404,
+        ErrorCode.PLATFORM_IMAGE_NOT_FOUND,
+        f"The platform image '{urn}' is not available. Verify that all fields in the storage profile are "
+        "correct. For more details about storage profile information, please refer to "
+        "https://aka.ms/storageprofile",
+        target="imageReference",
     )
-    os_profile = machine.properties.get("osProfile") or {}
-    return {
-        "computerName": os_profile.get("computerName"),
-        "osName": "ubuntu",
-        "osVersion": "22.04",
-        "statuses": statuses,
-    }
 
 
 def new_virtual_machine(
@@ -217,7 +189,17 @@ def new_virtual_machine(
     properties.setdefault("provisioningState", "Succeeded")
     properties["vmId"] = str(uuid.uuid4())
     properties.setdefault("osProfile", {}).setdefault("computerName", name)
-    with_server_defaults(properties)
+    reference = (properties.get("storageProfile") or {}).get("imageReference")
+    resolved = state.images.resolve(reference)
+    image = state.images.facts(reference)
+    with_server_defaults(properties, image)
+    with_disk_defaults(
+        properties,
+        disk_prefix=name,
+        resource_group_id=f"/subscriptions/{subscription}/resourceGroups/{resource_group}",
+        resolved=resolved,
+        image=image,
+    )
     properties["timeCreated"] = now_iso()
     document: dict[str, Any] = {
         "id": arm_id,
@@ -231,7 +213,7 @@ def new_virtual_machine(
         document["zones"] = list(zones)
     if identity:
         document["identity"] = identity
-    machine = Resource(document)
+    machine = Resource(document, assigned_host=state.place_on_host(properties.get("hostGroup")))
     state.virtual_machines[arm_id.lower()] = machine
     for reference in (properties.get("networkProfile") or {}).get("networkInterfaces") or []:
         nic = state.network_interfaces.get(str(reference.get("id", "")).lower())
@@ -289,7 +271,7 @@ def get_vm(state: EmulatorState, request: ArmRequest) -> ArmResponse:
     machine = _find_vm(state, request)
     response = ArmResponse.of(machine)
     if expand_instance_view(request):
-        response.body["properties"]["instanceView"] = instance_view(machine)
+        response.body["properties"]["instanceView"] = instance_view(state.images, machine)
     return response
 
 
@@ -302,7 +284,7 @@ def list_vms(state: EmulatorState, request: ArmRequest) -> ArmResponse:
 
 
 def vm_instance_view(state: EmulatorState, request: ArmRequest) -> ArmResponse:
-    return ArmResponse(200, instance_view(_find_vm(state, request)))
+    return ArmResponse(200, instance_view(state.images, _find_vm(state, request)))
 
 
 def update_machine(

@@ -1,5 +1,6 @@
 """Microsoft.Network: virtual networks and subnets (with address usage), network interfaces with
-full-PUT semantics and etags, and the read-only NIC view of Uniform scale-set instances.
+full-PUT semantics and etags; the read-only NICs of Uniform scale-set instances are in
+:mod:`scale_set_network`.
 
 IP configurations get real addresses from their subnet's pool (:mod:`addresses`). Limits: 256 IP
 configurations per NIC (``NetworkInterfaceIpConfigurationCountExceedsLimit``, 400: Azure documents
@@ -15,11 +16,13 @@ import random
 import uuid
 from typing import Any
 
+from nodewright.cloud.emulator import scale_set_network
 from nodewright.cloud.emulator.addresses import SubnetAddressPool
 from nodewright.cloud.emulator.errors import IP_CONFIGURATION_LIMIT_PER_NIC, ArmError, ErrorCode
 from nodewright.cloud.emulator.long_running import OperationError
 from nodewright.cloud.emulator.routing import ArmRequest, ArmResponse, Router, start_operation
-from nodewright.cloud.emulator.state import EmulatorState, Resource, ScaleSet, Subnet, resource_id
+from nodewright.cloud.emulator.scale_set_network import instance_network_interfaces
+from nodewright.cloud.emulator.state import EmulatorState, Resource, Subnet, resource_id
 
 __all__ = [
     "instance_network_interfaces",
@@ -298,63 +301,6 @@ def new_network_interface(
     return resource
 
 
-def instance_network_interfaces(
-    state: EmulatorState, scale_set: ScaleSet, instance: Resource
-) -> list[dict[str, Any]]:
-    """The read-only NIC documents of a Uniform scale-set instance, built from its model."""
-    configuration = (instance.properties.get("networkProfileConfiguration") or {}).get(
-        "networkInterfaceConfigurations"
-    ) or []
-    nics = []
-    for nic_configuration in configuration:
-        nic_name = str(nic_configuration.get("name"))
-        nic_id = f"{instance.identifier}/networkInterfaces/{nic_name}"
-        nic_properties = nic_configuration.get("properties") or {}
-        ip_configurations = []
-        for ip_configuration in nic_properties.get("ipConfigurations") or []:
-            owner = f"{nic_id}/ipConfigurations/{ip_configuration.get('name')}"
-            ip_properties = ip_configuration.get("properties") or {}
-            subnet_id = str((ip_properties.get("subnet") or {}).get("id", ""))
-            subnet = state.find_subnet(subnet_id)
-            address = subnet.pool.address_of(owner) if subnet is not None else None
-            ip_configurations.append(
-                {
-                    "id": owner,
-                    "name": ip_configuration.get("name"),
-                    "etag": instance.etag,
-                    "properties": {
-                        "privateIPAddress": address,
-                        "privateIPAllocationMethod": "Dynamic",
-                        "privateIPAddressVersion": ip_properties.get("privateIPAddressVersion", "IPv4"),
-                        "primary": bool(ip_properties.get("primary", False)),
-                        "provisioningState": "Succeeded",
-                        "subnet": {"id": subnet.resource.identifier if subnet is not None else subnet_id},
-                    },
-                }
-            )
-        nics.append(
-            {
-                "id": nic_id,
-                "name": nic_name,
-                "etag": instance.etag,
-                "location": scale_set.resource.document.get("location"),
-                "properties": {
-                    "provisioningState": "Succeeded",
-                    "resourceGuid": str(uuid.uuid5(uuid.NAMESPACE_URL, nic_id.lower())),
-                    "ipConfigurations": ip_configurations,
-                    "primary": bool(nic_properties.get("primary", False)),
-                    "enableAcceleratedNetworking": bool(
-                        nic_properties.get("enableAcceleratedNetworking", False)
-                    ),
-                    "enableIPForwarding": bool(nic_properties.get("enableIPForwarding", False)),
-                    "virtualMachine": {"id": instance.identifier},
-                    "nicType": "Standard",
-                },
-            }
-        )
-    return nics
-
-
 def sync_instance_addresses(state: EmulatorState, instance: Resource) -> None:
     """Allocate addresses for the instance model's IP configurations and free removed ones.
     All-or-nothing (SubnetIsFull leaves the previous allocations). Call under the state lock."""
@@ -460,55 +406,6 @@ def list_network_interfaces(state: EmulatorState, request: ArmRequest) -> ArmRes
     return ArmResponse(200, {"value": values})
 
 
-def _scale_set_instance(state: EmulatorState, request: ArmRequest) -> tuple[ScaleSet, Resource]:
-    group = _group(state, request)
-    scale_set_name = request.parameters["virtualMachineScaleSetName"]
-    arm_id = resource_id(
-        request.parameters["subscriptionId"],
-        group,
-        "Microsoft.Compute",
-        "virtualMachineScaleSets",
-        scale_set_name,
-    )
-    scale_set = state.scale_sets.get(arm_id.lower())
-    if scale_set is None:
-        raise ArmError.resource_not_found("Microsoft.Compute/virtualMachineScaleSets", scale_set_name, group)
-    instance = scale_set.instances.get(request.parameters["virtualmachineIndex"])
-    if instance is None:
-        raise ArmError.resource_not_found(
-            "Microsoft.Compute/virtualMachineScaleSets/virtualMachines",
-            f"{scale_set_name}/{request.parameters['virtualmachineIndex']}",
-            group,
-        )
-    return scale_set, instance
-
-
-def get_scale_set_network_interface(state: EmulatorState, request: ArmRequest) -> ArmResponse:
-    scale_set, instance = _scale_set_instance(state, request)
-    for nic in instance_network_interfaces(state, scale_set, instance):
-        if str(nic["name"]).lower() == request.parameters["networkInterfaceName"].lower():
-            return ArmResponse(200, nic)
-    raise ArmError.resource_not_found(
-        "Microsoft.Network/networkInterfaces",
-        request.parameters["networkInterfaceName"],
-        request.parameters["resourceGroupName"],
-    )
-
-
-def list_scale_set_vm_network_interfaces(state: EmulatorState, request: ArmRequest) -> ArmResponse:
-    scale_set, instance = _scale_set_instance(state, request)
-    return ArmResponse(200, {"value": instance_network_interfaces(state, scale_set, instance)})
-
-
-def reject_scale_set_nic_write(state: EmulatorState, request: ArmRequest) -> ArmResponse:
-    del state
-    raise ArmError(
-        405,
-        ErrorCode.OPERATION_NOT_ALLOWED,
-        " ".join(("Network interfaces of Uniform scale-set instances are read-only:", request.path)),
-    )
-
-
 def _virtual_network(state: EmulatorState, request: ArmRequest) -> Resource:
     group = _group(state, request)
     arm_id = resource_id(
@@ -535,6 +432,8 @@ def get_virtual_network(state: EmulatorState, request: ArmRequest) -> ArmRespons
     network = _virtual_network(state, request)
     document = network.render()
     document["properties"]["subnets"] = [subnet.render() for subnet in _subnets_of(state, network)]
+    document["properties"].setdefault("virtualNetworkPeerings", [])
+    document["properties"].setdefault("enableDdosProtection", False)
     return ArmResponse(200, document, {"ETag": network.etag})
 
 
@@ -584,29 +483,7 @@ def register(router: Router) -> None:
     router.add(
         "DELETE", nics + "/{networkInterfaceName}", "NetworkInterfaces.delete", delete_network_interface
     )
-    instance_nics = (
-        group + "Microsoft.Compute/virtualMachineScaleSets/{virtualMachineScaleSetName}/virtualMachines/"
-        "{virtualmachineIndex}/networkInterfaces"
-    )
-    router.add(
-        "GET",
-        instance_nics,
-        "NetworkInterfaces.list_virtual_machine_scale_set_vm_network_interfaces",
-        list_scale_set_vm_network_interfaces,
-    )
-    router.add(
-        "GET",
-        instance_nics + "/{networkInterfaceName}",
-        "NetworkInterfaces.get_virtual_machine_scale_set_network_interface",
-        get_scale_set_network_interface,
-    )
-    for method in ("PUT", "PATCH", "DELETE"):
-        router.add(
-            method,
-            instance_nics + "/{networkInterfaceName}",
-            "NetworkInterfaces.scale_set_write",
-            reject_scale_set_nic_write,
-        )
+    scale_set_network.register(router)
     networks = group + "Microsoft.Network/virtualNetworks/{virtualNetworkName}"
     router.add("GET", networks, "VirtualNetworks.get", get_virtual_network)
     router.add("GET", networks + "/usages", "VirtualNetworks.list_usage", list_usage)

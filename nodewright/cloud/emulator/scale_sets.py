@@ -2,39 +2,41 @@
 model GET/PATCH/PUT, capacity changes that create and remove instances, the instance list, GET,
 PUT (the per-instance model, including its NIC IP configurations), delete and instance view.
 
-Uniform instances are named ``<scale set>_<instance id>`` with computer names
-``<prefix><instance id in base 36, 6 digits>`` and read-only NICs (:mod:`network`); Flexible
-members are standalone VMs ``<scale set>_<8 hex>`` with their own NIC, listed by name as
-instance ID. Members being created are ``Creating`` and members being removed ``Deleting`` until
-their long-running operation finishes.
+The members themselves are built in :mod:`scale_set_members`. Uniform instances have read-only
+NICs (:mod:`network`); Flexible members are standalone VMs listed by name as instance ID. Members
+being created are ``Creating`` and members being removed ``Deleting`` until their long-running
+operation finishes.
 """
 
 from __future__ import annotations
 
 import copy
-import uuid
 from typing import Any
 
 from nodewright.cloud.emulator import network
 from nodewright.cloud.emulator.compute import (
     check_linked_image,
-    computer_name,
     expand_instance_view,
     group_name,
-    instance_view,
     merge,
-    new_virtual_machine,
-    now_iso,
     resource_location,
     start_compute_operation,
     update_machine,
-    with_server_defaults,
     writable_fields,
 )
 from nodewright.cloud.emulator.errors import ArmError
 from nodewright.cloud.emulator.identities import apply_identity
+from nodewright.cloud.emulator.instance_views import instance_view, scale_set_instance_view
 from nodewright.cloud.emulator.long_running import OperationError
 from nodewright.cloud.emulator.routing import ArmRequest, ArmResponse, Router
+from nodewright.cloud.emulator.scale_set_members import (
+    finish_members,
+    flexible_members,
+    members,
+    new_scale_set,
+    remove_member,
+    scale_to,
+)
 from nodewright.cloud.emulator.state import EmulatorState, Resource, ScaleSet, resource_id
 
 __all__ = ["new_scale_set", "register", "scale_to"]
@@ -42,255 +44,6 @@ __all__ = ["new_scale_set", "register", "scale_to"]
 _NAMESPACE = "Microsoft.Compute"
 _SCALE_SET_TYPE = "Microsoft.Compute/virtualMachineScaleSets"
 _INSTANCE_TYPE = "Microsoft.Compute/virtualMachineScaleSets/virtualMachines"
-
-
-def new_scale_set(
-    state: EmulatorState,
-    *,
-    subscription: str,
-    resource_group: str,
-    name: str,
-    location: str,
-    sku: dict[str, Any],
-    properties: dict[str, Any],
-    identity: dict[str, Any] | None = None,
-    tags: dict[str, str] | None = None,
-) -> ScaleSet:
-    """Store a scale set (no instances yet; call :func:`scale_to`). Call under the state lock."""
-    arm_id = resource_id(subscription, resource_group, _NAMESPACE, "virtualMachineScaleSets", name)
-    properties = copy.deepcopy(properties)
-    properties.setdefault("orchestrationMode", "Uniform")
-    properties.setdefault("provisioningState", "Succeeded")
-    properties["uniqueId"] = str(uuid.uuid4())
-    properties["timeCreated"] = now_iso()
-    profile = properties.get("virtualMachineProfile")
-    if isinstance(profile, dict):
-        with_server_defaults(profile)
-        profile.setdefault("timeCreated", properties["timeCreated"])
-    if str(properties["orchestrationMode"]).lower() == "uniform":
-        properties.setdefault("upgradePolicy", {"mode": "Manual"})
-        properties.setdefault("overprovision", False)
-        properties.setdefault("singlePlacementGroup", True)
-    document: dict[str, Any] = {
-        "id": arm_id,
-        "name": name,
-        "type": _SCALE_SET_TYPE,
-        "location": location,
-        "tags": dict(tags or {}),
-        "sku": {"name": "Standard_D4s_v5", "tier": "Standard", "capacity": 0, **sku},
-        "properties": properties,
-    }
-    if identity:
-        document["identity"] = identity
-    scale_set = ScaleSet(Resource(document))
-    state.scale_sets[arm_id.lower()] = scale_set
-    return scale_set
-
-
-def _flexible_members(state: EmulatorState, scale_set: ScaleSet) -> list[Resource]:
-    key = scale_set.resource.identifier.lower()
-    return [
-        machine
-        for machine in state.virtual_machines.values()
-        if str((machine.properties.get("virtualMachineScaleSet") or {}).get("id", "")).lower() == key
-    ]
-
-
-def _members(state: EmulatorState, scale_set: ScaleSet) -> list[Resource]:
-    """Instances (Uniform) or member VMs (Flexible), in creation order."""
-    if scale_set.flexible:
-        return _flexible_members(state, scale_set)
-    return list(scale_set.instances.values())
-
-
-def _model(scale_set: ScaleSet) -> dict[str, Any]:
-    model: dict[str, Any] = scale_set.resource.properties.setdefault("virtualMachineProfile", {})
-    return model
-
-
-def _new_uniform_instance(state: EmulatorState, scale_set: ScaleSet) -> Resource:
-    index = scale_set.next_index
-    scale_set.next_index += 1
-    model = _model(scale_set)
-    document = scale_set.resource.document
-    arm_id = f"{scale_set.resource.identifier}/virtualMachines/{index}"
-    prefix = (model.get("osProfile") or {}).get("computerNamePrefix") or scale_set.resource.name
-    nic_configurations = copy.deepcopy(
-        (model.get("networkProfile") or {}).get("networkInterfaceConfigurations") or []
-    )
-    os_profile = {
-        key: value
-        for key, value in (model.get("osProfile") or {}).items()
-        if key not in ("computerNamePrefix", "customData")
-    }
-    os_profile["computerName"] = computer_name(str(prefix), index)
-    instance = Resource(
-        {
-            "id": arm_id,
-            "name": f"{scale_set.resource.name}_{index}",
-            "type": _INSTANCE_TYPE,
-            "location": document.get("location"),
-            "instanceId": str(index),
-            "sku": {"name": document["sku"].get("name"), "tier": document["sku"].get("tier", "Standard")},
-            "tags": copy.deepcopy(document.get("tags") or {}),
-            "properties": {
-                "latestModelApplied": True,
-                "vmId": str(uuid.uuid4()),
-                "provisioningState": "Creating",
-                "hardwareProfile": {"vmSize": document["sku"].get("name")},
-                "storageProfile": copy.deepcopy(model.get("storageProfile") or {}),
-                "osProfile": os_profile,
-                "networkProfile": {
-                    "networkInterfaces": [
-                        {
-                            "id": f"{arm_id}/networkInterfaces/{configuration.get('name')}",
-                            "properties": {
-                                "primary": bool((configuration.get("properties") or {}).get("primary"))
-                            },
-                        }
-                        for configuration in nic_configurations
-                    ]
-                },
-                "networkProfileConfiguration": {"networkInterfaceConfigurations": nic_configurations},
-                "timeCreated": now_iso(),
-            },
-        },
-        model_generation=scale_set.model_generation,
-    )
-    if "zones" in document:
-        instance.document["zones"] = list(document["zones"])[:1]
-    network.sync_instance_addresses(state, instance)
-    scale_set.instances[str(index)] = instance
-    return instance
-
-
-def _new_flexible_member(state: EmulatorState, scale_set: ScaleSet) -> Resource:
-    model = _model(scale_set)
-    document = scale_set.resource.document
-    subscription = scale_set.resource.identifier.split("/")[2]
-    group = scale_set.resource.identifier.split("/")[4]
-    name = f"{scale_set.resource.name}_{uuid.uuid4().hex[:8]}"
-    nic_references = []
-    created_nics: list[str] = []
-    try:
-        for configuration in (model.get("networkProfile") or {}).get("networkInterfaceConfigurations") or []:
-            nic_id = resource_id(
-                subscription,
-                group,
-                "Microsoft.Network",
-                "networkInterfaces",
-                f"{name}-{configuration.get('name')}",
-            )
-            body = {
-                "location": document.get("location"),
-                "properties": copy.deepcopy(configuration.get("properties") or {}),
-            }
-            network.new_network_interface(state, nic_id, str(document.get("location")), body, None)
-            created_nics.append(nic_id)
-            nic_references.append(
-                {
-                    "id": nic_id,
-                    "properties": {"primary": bool((configuration.get("properties") or {}).get("primary"))},
-                }
-            )
-    except ArmError:
-        for nic_id in created_nics:
-            state.network_interfaces.pop(nic_id.lower(), None)
-            network.release_owner_prefix(state, f"{nic_id}/ipConfigurations/")
-        raise
-    prefix = (model.get("osProfile") or {}).get("computerNamePrefix") or scale_set.resource.name
-    machine = new_virtual_machine(
-        state,
-        subscription=subscription,
-        resource_group=group,
-        name=name,
-        location=str(document.get("location")),
-        properties={
-            "provisioningState": "Creating",
-            "hardwareProfile": {"vmSize": document["sku"].get("name")},
-            "storageProfile": copy.deepcopy(model.get("storageProfile") or {}),
-            "osProfile": {"computerName": f"{prefix}{uuid.uuid4().hex[:6]}"},
-            "networkProfile": {"networkInterfaces": nic_references},
-            "virtualMachineScaleSet": {"id": scale_set.resource.identifier},
-        },
-        identity=copy.deepcopy(document.get("identity")),
-        tags=copy.deepcopy(document.get("tags") or {}),
-    )
-    machine.model_generation = scale_set.model_generation
-    return machine
-
-
-def _remove_member(state: EmulatorState, scale_set: ScaleSet, member: Resource) -> None:
-    """Delete an instance or member VM (and a Flexible member's NICs) and free its addresses."""
-    if scale_set.flexible:
-        state.virtual_machines.pop(member.identifier.lower(), None)
-        for reference in (member.properties.get("networkProfile") or {}).get("networkInterfaces") or []:
-            nic_id = str(reference.get("id", ""))
-            state.network_interfaces.pop(nic_id.lower(), None)
-            network.release_owner_prefix(state, f"{nic_id}/ipConfigurations/")
-    else:
-        scale_set.instances.pop(str(member.document.get("instanceId")), None)
-        network.release_owner_prefix(state, f"{member.identifier}/networkInterfaces/")
-
-
-def _live_members(state: EmulatorState, scale_set: ScaleSet) -> list[Resource]:
-    return [member for member in _members(state, scale_set) if member.provisioning_state != "Deleting"]
-
-
-def scale_to(
-    state: EmulatorState, scale_set: ScaleSet, capacity: int
-) -> tuple[list[Resource], list[Resource]]:
-    """Create or mark for deletion members until ``capacity`` are live; returns (created, deleting).
-    New members are ``Creating``, removed ones ``Deleting``; finish them with :func:`_finish_members`.
-    All-or-nothing on SubnetIsFull. Call under the state lock."""
-    live = _live_members(state, scale_set)
-    created: list[Resource] = []
-    deleting: list[Resource] = []
-    try:
-        while len(live) + len(created) < capacity:
-            if scale_set.flexible:
-                created.append(_new_flexible_member(state, scale_set))
-            else:
-                created.append(_new_uniform_instance(state, scale_set))
-    except ArmError:
-        for member in created:
-            _remove_member(state, scale_set, member)
-        raise
-    if len(live) > capacity:
-        deleting = sorted(live, key=_member_order, reverse=True)[: len(live) - capacity]
-        for member in deleting:
-            member.provisioning_state = "Deleting"
-            member.touch()
-    scale_set.resource.document["sku"]["capacity"] = capacity
-    return created, deleting
-
-
-def _member_order(member: Resource) -> tuple[int, str]:
-    instance_id = str(member.document.get("instanceId", ""))
-    return (
-        (int(instance_id), "")
-        if instance_id.isdigit()
-        else (0, str(member.properties.get("timeCreated", "")))
-    )
-
-
-def _finish_members(
-    state: EmulatorState,
-    scale_set: ScaleSet,
-    created: list[Resource],
-    deleting: list[Resource],
-    *,
-    succeeded: bool,
-) -> None:
-    for member in created:
-        member.provisioning_state = "Succeeded" if succeeded else "Failed"
-        member.touch()
-    for member in deleting:
-        if succeeded:
-            _remove_member(state, scale_set, member)
-        else:
-            member.provisioning_state = "Failed"
-            member.touch()
 
 
 def _scale_set_name(request: ArmRequest) -> str:
@@ -317,7 +70,7 @@ def _find_scale_set(state: EmulatorState, request: ArmRequest) -> ScaleSet:
 
 def _find_member(state: EmulatorState, scale_set: ScaleSet, instance_id: str, group: str) -> Resource:
     if scale_set.flexible:
-        for member in _flexible_members(state, scale_set):
+        for member in flexible_members(state, scale_set):
             if member.name.lower() == instance_id.lower():
                 return member
     else:
@@ -327,14 +80,18 @@ def _find_member(state: EmulatorState, scale_set: ScaleSet, instance_id: str, gr
     raise ArmError.resource_not_found(_INSTANCE_TYPE, f"{scale_set.resource.name}/{instance_id}", group)
 
 
-def _render_member(scale_set: ScaleSet, member: Resource, *, with_instance_view: bool) -> dict[str, Any]:
+def _render_member(
+    state: EmulatorState, scale_set: ScaleSet, member: Resource, *, with_instance_view: bool
+) -> dict[str, Any]:
     document = member.render()
     if scale_set.flexible:
         document["instanceId"] = member.name
     else:
         document["properties"]["latestModelApplied"] = member.model_generation == scale_set.model_generation
     if with_instance_view:
-        document["properties"]["instanceView"] = instance_view(member)
+        document["properties"]["instanceView"] = instance_view(
+            state.images, member, None if scale_set.flexible else scale_set
+        )
     return document
 
 
@@ -390,12 +147,12 @@ def _update_scale_set(
 
     def succeed() -> None:
         resource.provisioning_state = "Succeeded"
-        _finish_members(state, scale_set, created, deleting, succeeded=True)
+        finish_members(state, scale_set, created, deleting, succeeded=True)
 
     def fail(error: OperationError) -> None:
         del error
         for member in created:
-            _remove_member(state, scale_set, member)
+            remove_member(state, scale_set, member)
         for member in deleting:
             member.provisioning_state = "Succeeded"
         resource.document = previous
@@ -450,12 +207,12 @@ def create_or_update_scale_set(state: EmulatorState, request: ArmRequest) -> Arm
 
     def succeed() -> None:
         scale_set.resource.provisioning_state = "Succeeded"
-        _finish_members(state, scale_set, created, [], succeeded=True)
+        finish_members(state, scale_set, created, [], succeeded=True)
 
     def fail(error: OperationError) -> None:
         del error
         scale_set.resource.provisioning_state = "Failed"
-        _finish_members(state, scale_set, created, [], succeeded=False)
+        finish_members(state, scale_set, created, [], succeeded=False)
 
     headers = start_compute_operation(state, request, resource_location(scale_set.resource), succeed, fail)
     return ArmResponse.of(scale_set.resource, 201, headers)
@@ -469,8 +226,8 @@ def delete_scale_set(state: EmulatorState, request: ArmRequest) -> ArmResponse:
     scale_set.resource.provisioning_state = "Deleting"
 
     def succeed() -> None:
-        for member in _members(state, scale_set):
-            _remove_member(state, scale_set, member)
+        for member in members(state, scale_set):
+            remove_member(state, scale_set, member)
         state.scale_sets.pop(scale_set.resource.identifier.lower(), None)
 
     def fail(error: OperationError) -> None:
@@ -484,31 +241,9 @@ def delete_scale_set(state: EmulatorState, request: ArmRequest) -> ArmResponse:
     )
 
 
-def scale_set_instance_view(state: EmulatorState, request: ArmRequest) -> ArmResponse:
+def get_scale_set_instance_view(state: EmulatorState, request: ArmRequest) -> ArmResponse:
     scale_set = _find_scale_set(state, request)
-    summary: dict[str, int] = {}
-    for member in _members(state, scale_set):
-        code = f"ProvisioningState/{member.provisioning_state.lower()}"
-        summary[code] = summary.get(code, 0) + 1
-    provisioning = scale_set.resource.provisioning_state
-    return ArmResponse(
-        200,
-        {
-            "virtualMachine": {
-                "statusesSummary": [{"code": code, "count": count} for code, count in summary.items()]
-            },
-            "statuses": [
-                {
-                    "code": f"ProvisioningState/{provisioning.lower()}",
-                    "level": "Info",
-                    "displayStatus": "Provisioning succeeded"
-                    if provisioning == "Succeeded"
-                    else provisioning,
-                    "time": now_iso(),
-                }
-            ],
-        },
-    )
+    return ArmResponse(200, scale_set_instance_view(scale_set, members(state, scale_set)))
 
 
 def _delete_members(
@@ -526,7 +261,7 @@ def _delete_members(
 
     def succeed() -> None:
         for member in members:
-            _remove_member(state, scale_set, member)
+            remove_member(state, scale_set, member)
 
     def fail(error: OperationError) -> None:
         del error
@@ -557,7 +292,8 @@ def list_instances(state: EmulatorState, request: ArmRequest) -> ArmResponse:
     scale_set = _find_scale_set(state, request)
     expand = expand_instance_view(request)
     values = [
-        _render_member(scale_set, member, with_instance_view=expand) for member in _members(state, scale_set)
+        _render_member(state, scale_set, member, with_instance_view=expand)
+        for member in members(state, scale_set)
     ]
     return ArmResponse(200, {"value": values})
 
@@ -566,16 +302,15 @@ def get_instance(state: EmulatorState, request: ArmRequest) -> ArmResponse:
     group = group_name(state, request)
     scale_set = _find_scale_set(state, request)
     member = _find_member(state, scale_set, request.parameters["instanceId"], group)
-    body = _render_member(scale_set, member, with_instance_view=expand_instance_view(request))
+    body = _render_member(state, scale_set, member, with_instance_view=expand_instance_view(request))
     return ArmResponse(200, body, {"ETag": member.etag})
 
 
 def instance_instance_view(state: EmulatorState, request: ArmRequest) -> ArmResponse:
     group = group_name(state, request)
     scale_set = _find_scale_set(state, request)
-    return ArmResponse(
-        200, instance_view(_find_member(state, scale_set, request.parameters["instanceId"], group))
-    )
+    member = _find_member(state, scale_set, request.parameters["instanceId"], group)
+    return ArmResponse(200, instance_view(state.images, member, None if scale_set.flexible else scale_set))
 
 
 def update_instance(state: EmulatorState, request: ArmRequest) -> ArmResponse:
@@ -610,7 +345,7 @@ def update_instance(state: EmulatorState, request: ArmRequest) -> ArmResponse:
         member.touch()
 
     headers = start_compute_operation(state, request, resource_location(member), succeed, fail)
-    response_body = _render_member(scale_set, member, with_instance_view=False)
+    response_body = _render_member(state, scale_set, member, with_instance_view=False)
     return ArmResponse(200, response_body, {"ETag": member.etag, **headers})
 
 
@@ -635,7 +370,7 @@ def register(router: Router) -> None:
     router.add("DELETE", one, "VirtualMachineScaleSets.delete", delete_scale_set)
     router.add("POST", one + "/delete", "VirtualMachineScaleSets.delete_instances", delete_instances)
     router.add(
-        "GET", one + "/instanceView", "VirtualMachineScaleSets.get_instance_view", scale_set_instance_view
+        "GET", one + "/instanceView", "VirtualMachineScaleSets.get_instance_view", get_scale_set_instance_view
     )
     instances = one + "/virtualMachines"
     router.add("GET", instances, "VirtualMachineScaleSetVMs.list", list_instances)

@@ -6,6 +6,11 @@ Seed format (every key optional except names)::
     location: eastus
     operationDurationSeconds: 0          # how long every long-running operation takes
     deniedLinkedScopes: [<ID prefix>]    # writes linking these answer 403 LinkedAuthorizationFailed
+    images:                              # besides the built-in catalog (images.MARKETPLACE_IMAGES)
+      marketplace:                       # an unknown publisher/offer/sku/version: 404 PlatformImageNotFound
+        - {publisher: Contoso, offer: node, sku: gen2, versions: [1.0.0], osType: Linux, hyperVGeneration: V2}
+      galleryImages:                     # another version in a known gallery: 404 GalleryImageNotFound
+        - {id: /subscriptions/.../galleries/g/images/i, versions: [1.0.0], osType: Linux}
     resourceGroups:
       - name: rg-nodes
         location: eastus
@@ -40,7 +45,8 @@ from typing import Any
 
 import yaml
 
-from nodewright.cloud.emulator import compute, identities, network, scale_sets
+from nodewright.cloud.emulator import compute, extensions, identities, network, scale_sets
+from nodewright.cloud.emulator.images import ImageFacts, MarketplaceImage
 from nodewright.cloud.emulator.state import DEFAULT_LOCATION, DEFAULT_SUBSCRIPTION, EmulatorState, resource_id
 
 __all__ = ["DEFAULT_IMAGE", "EstateBuilder", "load_seed_file"]
@@ -51,6 +57,17 @@ DEFAULT_IMAGE: dict[str, str] = {
     "sku": "server",
     "version": "latest",
 }
+
+
+def _image_facts(image: dict[str, Any]) -> ImageFacts:
+    defaults = ImageFacts()
+    return ImageFacts(
+        os_type=str(image.get("osType") or defaults.os_type),
+        hyper_v_generation=str(image.get("hyperVGeneration") or defaults.hyper_v_generation),
+        os_name=str(image.get("osName") or defaults.os_name),
+        os_version=str(image.get("osVersion") or defaults.os_version),
+        os_disk_size_gb=int(image.get("osDiskSizeGB") or defaults.os_disk_size_gb),
+    )
 
 
 def load_seed_file(path: Path) -> dict[str, Any]:
@@ -289,6 +306,43 @@ class EstateBuilder:
                 member.provisioning_state = "Succeeded"
             return scale_set.resource.identifier
 
+    def add_extension(
+        self, machine_id: str, name: str, properties: dict[str, Any], *, tags: dict[str, str] | None = None
+    ) -> str:
+        """An extension on a VM or scale-set instance (``publisher``, ``type``,
+        ``typeHandlerVersion``, ``settings``...); returns the extension's ID."""
+        with self.state.locked():
+            machine = self.state.machine(machine_id)
+            if machine is None:
+                raise KeyError(machine_id)
+            return str(extensions.add_extension(machine, name, properties, tags)["id"])
+
+    def add_dedicated_host_group(
+        self, resource_group: str, name: str, hosts: list[str], *, subscription: str | None = None
+    ) -> str:
+        """A dedicated host group with automatic placement and its hosts; machines whose
+        ``hostGroup`` names it are placed on the hosts in turn. Returns the group's ID."""
+        group_id = resource_id(
+            subscription or self.subscription, resource_group, "Microsoft.Compute", "hostGroups", name
+        )
+        self.state.add_dedicated_hosts(group_id, [f"{group_id}/hosts/{host}" for host in hosts])
+        return group_id
+
+    def add_gallery_image(
+        self, definition_id: str, versions: list[str], facts: ImageFacts | None = None
+    ) -> str:
+        """A gallery image definition (``.../galleries/G/images/I`` or a community or shared
+        gallery's) with its versions; a write naming another version of a gallery the catalog
+        knows then answers 404 GalleryImageNotFound. Returns the definition ID."""
+        with self.state.locked():
+            self.state.images.add_gallery_image(definition_id, facts or ImageFacts(), tuple(versions))
+        return definition_id
+
+    def add_marketplace_image(self, image: MarketplaceImage) -> None:
+        """Publish a marketplace image (adds versions to a SKU already known)."""
+        with self.state.locked():
+            self.state.images.add_marketplace_image(image)
+
     # Seed documents ----------------------------------------------------------------------------
 
     def apply(self, seed: dict[str, Any]) -> None:
@@ -298,6 +352,7 @@ class EstateBuilder:
         if "operationDurationSeconds" in seed:
             with self.state.locked():
                 self.state.operation_duration = float(seed["operationDurationSeconds"])
+        self._apply_estate_wide(seed)
         for group in seed.get("resourceGroups") or []:
             group_name = str(group["name"])
             self.add_resource_group(
@@ -354,8 +409,28 @@ class EstateBuilder:
                     vm_size=str(scale_set.get("vmSize", "Standard_D4s_v5")),
                     subscription=subscription,
                 )
+
+    def _apply_estate_wide(self, seed: dict[str, Any]) -> None:
+        """Denied linked scopes and the images published besides the built-in catalog."""
         for scope in seed.get("deniedLinkedScopes") or []:
             self.state.deny_linked_access(str(scope))
+        images = seed.get("images") or {}
+        for image in images.get("marketplace") or []:
+            self.add_marketplace_image(
+                MarketplaceImage(
+                    str(image["publisher"]),
+                    str(image["offer"]),
+                    str(image["sku"]),
+                    tuple(str(version) for version in image.get("versions") or ()),
+                    _image_facts(image),
+                )
+            )
+        for image in images.get("galleryImages") or []:
+            self.add_gallery_image(
+                str(image["id"]),
+                [str(version) for version in image.get("versions") or ()],
+                _image_facts(image),
+            )
 
     @staticmethod
     def _subnet_reference(subscription: str, group: str, reference: str) -> str:

@@ -1,5 +1,5 @@
 """The emulator's in-memory estate: resource groups, VMs, scale sets and their instances, NICs,
-virtual networks with subnets (and their address pools), and user-assigned identities.
+virtual networks with subnets (and their address pools), user-assigned identities and the image catalog.
 
 Everything is stored as ARM JSON documents keyed by lower-cased resource ID, behind one re-entrant
 lock. :meth:`EmulatorState.locked` takes the lock and first finishes any long-running operation
@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from typing import Any
 
 from nodewright.cloud.emulator.addresses import SubnetAddressPool
 from nodewright.cloud.emulator.errors import ArmError
+from nodewright.cloud.emulator.images import ImageCatalog
 from nodewright.cloud.emulator.long_running import LongRunningOperations
 
 __all__ = [
@@ -28,11 +30,17 @@ __all__ = [
     "Resource",
     "ScaleSet",
     "Subnet",
+    "now_iso",
     "resource_id",
 ]
 
 DEFAULT_SUBSCRIPTION = "00000000-0000-4000-8000-000000000001"
 DEFAULT_LOCATION = "eastus"
+
+
+def now_iso() -> str:
+    """The current time as ARM writes timestamps (UTC, microseconds)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
 
 
 def resource_id(subscription: str, resource_group: str, namespace: str, *type_and_names: str) -> str:
@@ -64,7 +72,8 @@ def etag_matches(condition: str, etag: str) -> bool:
 
 @dataclass
 class Resource:
-    """One stored ARM resource: its JSON document, etag and (for machines) power state."""
+    """One stored ARM resource: its JSON document, etag and (for machines) power state and the
+    dedicated host it was placed on."""
 
     document: dict[str, Any]
     weak_etag: bool = False
@@ -72,6 +81,7 @@ class Resource:
     power_state: str = "running"
     model_generation: int = 0
     etag_in_body: bool = True
+    assigned_host: str | None = None
 
     def __post_init__(self) -> None:
         if not self.etag:
@@ -164,6 +174,9 @@ class EmulatorState:
         self.subnets: dict[str, Subnet] = {}
         self.identities: dict[str, Resource] = {}
         self.denied_linked_scopes: list[str] = []
+        self.images = ImageCatalog()
+        self.dedicated_hosts: dict[str, list[str]] = {}
+        self._placements: dict[str, int] = {}
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[EmulatorState]:
@@ -200,6 +213,27 @@ class EmulatorState:
     def linked_access_denied(self, linked_id: str) -> bool:
         key = linked_id.lower()
         return any(key == scope or key.startswith(scope + "/") for scope in self.denied_linked_scopes)
+
+    # Dedicated hosts ---------------------------------------------------------------------------
+
+    def add_dedicated_hosts(self, host_group_id: str, host_ids: list[str]) -> None:
+        """A dedicated host group with automatic placement and its hosts (resource IDs)."""
+        with self.locked():
+            self.dedicated_hosts.setdefault(host_group_id.lower().rstrip("/"), []).extend(host_ids)
+
+    def place_on_host(self, host_group: Any) -> str | None:
+        """The host of ``host_group`` (a ``{"id": ...}`` reference) a new machine is placed on:
+        round robin over the group's hosts; None without a group or for a group the emulator does
+        not know."""
+        group_id = (
+            str((host_group or {}).get("id", "")).lower().rstrip("/") if isinstance(host_group, dict) else ""
+        )
+        hosts = self.dedicated_hosts.get(group_id) if group_id else None
+        if not hosts:
+            return None
+        placed = self._placements.get(group_id, 0)
+        self._placements[group_id] = placed + 1
+        return hosts[placed % len(hosts)]
 
     # Lookups -----------------------------------------------------------------------------------
 

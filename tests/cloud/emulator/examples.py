@@ -1,7 +1,7 @@
 """Replaying Azure's published request/response examples against the emulator (for
-``test_examples``): where the examples live, how each becomes a request, how the emulator is
-seeded for it, and how an answer is compared with the example's (status, LRO headers, presence and
-JSON type of every field).
+``test_examples``): where the examples live, how each becomes a request, and how an answer is
+compared with the example's (status, LRO headers, presence and JSON type of every field). How the
+emulator is seeded for each example is in :mod:`tests.cloud.emulator.example_seeds`.
 
 The examples are read from ``shared/reference/azure-rest-api-examples`` beside the project (a CI
 clone has ``shared/`` beside it too); they are never copied into the repository.
@@ -17,9 +17,8 @@ from typing import Any
 
 from azure.core.rest import HttpRequest
 
-from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION, ArmEmulator
-from nodewright.cloud.emulator.network import new_network_interface
-from tests.cloud.emulator.sdk_clients import Clients, sdk_clients
+from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION
+from tests.cloud.emulator.sdk_clients import Clients
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = PROJECT_ROOT.parent / "shared" / "reference" / "azure-rest-api-examples"
@@ -94,7 +93,7 @@ CASES = [
         "VirtualMachines.instance_view",
         "GET",
         COMPUTE + "/virtualMachines/{vmName}/instanceView",
-        seed="vm",
+        seed="vm-with-guest",
     ),
     Case(
         "compute/VirtualMachineScaleSet_List_MinimumSet_Gen.json",
@@ -103,7 +102,16 @@ CASES = [
         COMPUTE + "/virtualMachineScaleSets",
         seed="vmss",
     ),
-    Case("compute/VirtualMachineScaleSet_Get.json", "VirtualMachineScaleSets.get", "GET", VMSS, seed="vmss"),
+    # Azure documents that a scale set's userData comes back only with $expand=userData; the
+    # example shows it, so the replay asks for it as a client wanting it would.
+    Case(
+        "compute/VirtualMachineScaleSet_Get.json",
+        "VirtualMachineScaleSets.get",
+        "GET",
+        VMSS,
+        query=("$expand=userData",),
+        seed="vmss",
+    ),
     Case(
         "compute/VirtualMachineScaleSet_Create_WithSshAuthentication.json",
         "VirtualMachineScaleSets.create_or_update",
@@ -158,7 +166,7 @@ CASES = [
         "GET",
         VMSS + "/virtualMachines/{instanceId}",
         query=("$expand=userData",),
-        seed="vmss",
+        seed="vmss-from-instance",
         overrides=(("vmScaleSetName", "myvmss"),),
     ),
     Case(
@@ -183,7 +191,7 @@ CASES = [
         "VirtualMachineScaleSetVMs.get_instance_view",
         "GET",
         VMSS + "/virtualMachines/{instanceId}/instanceView",
-        seed="vmss",
+        seed="vmss-on-host",
     ),
     Case(
         "network/NetworkInterfaceList.json",
@@ -405,178 +413,3 @@ def send(clients: Clients, request: HttpRequest) -> Answer:
     response = clients.compute._client.send_request(request)
     text = response.text()
     return Answer(response.status_code, dict(response.headers), json.loads(text) if text else None)
-
-
-def seeded_names(example: dict[str, Any]) -> dict[str, str]:
-    return {key: str(value) for key, value in example["parameters"].items() if isinstance(value, (str, int))}
-
-
-def seed(emulator: ArmEmulator, case: Case, example: dict[str, Any]) -> None:
-    """Create what the example assumes exists, under the example's names."""
-    names = seeded_names(example)
-    builder = emulator.estate
-    group = names["resourceGroupName"]
-    builder.add_resource_group(group)
-    if case.seed in ("group", "nothing"):
-        return
-    vnet_name = names.get("virtualNetworkName", "vnet")
-    vnet = builder.add_virtual_network(
-        group, vnet_name, subnets={names.get("subnetName", "default"): "10.0.0.0/16"}
-    )
-    subnet_id = vnet + "/subnets/" + names.get("subnetName", "default")
-    _seed_references(emulator, example, group, subnet_id)
-    stored = _stored_in_example(example)
-    if case.file in CREATED_FROM_EXAMPLE and stored is not None:
-        _seed_references(emulator, {"parameters": stored}, group, subnet_id)
-        path = request_for(case, example, "").url.split("?")[0] if case.path.endswith("}") else None
-        _put_as_created(emulator, stored, path)
-        return
-    if case.seed == "vm":
-        builder.add_virtual_machine(group, names.get("vmName", "vm-0"), subnet_id=subnet_id)
-    elif case.seed == "vmss":
-        scale_set = names.get("vmScaleSetName") or names.get("virtualMachineScaleSetName") or "vmss"
-        capacity = 2
-        builder.add_scale_set(group, scale_set, subnet_id=subnet_id, capacity=capacity)
-    elif case.seed == "nic":
-        builder.add_virtual_machine(group, "vm-0", subnet_id=subnet_id)
-        name = names.get("networkInterfaceName")
-        if name:
-            _put_nic(emulator, group, name, subnet_id)
-    elif case.seed == "identity":
-        builder.add_identity(group, names["resourceName"])
-
-
-# What Azure fills in itself (read-only): never sent when the example's resource is created, so the
-# emulator must produce each of these on its own for the answer to match.
-READ_ONLY = frozenset(
-    {
-        "etag",
-        "provisioningState",
-        "vmId",
-        "timeCreated",
-        "uniqueId",
-        "resourceGuid",
-        "macAddress",
-        "instanceView",
-        "principalId",
-        "clientId",
-        "tenantId",
-        "privateIPAddress",
-        "virtualMachine",
-        "hostedWorkloads",
-        "tapConfigurations",
-        "nicType",
-        "vnetEncryptionSupported",
-        "primary",
-        "systemData",
-    }
-)
-TOP_LEVEL_READ_ONLY = frozenset({"id", "type", "name"})
-
-
-def _writable(document: Any, depth: int = 0) -> Any:
-    if isinstance(document, list):
-        return [_writable(item, depth + 1) for item in document]
-    if not isinstance(document, dict):
-        return document
-    kept = {}
-    for key, value in document.items():
-        if key in READ_ONLY or (depth == 0 and key in TOP_LEVEL_READ_ONLY):
-            continue
-        kept[key] = _writable(value, depth + 1)
-    return kept
-
-
-# GETs and lists whose example resource can be created as it is through the emulator's own PUT
-# (its read-only fields left out): the answer must then carry every field the example shows.
-CREATED_FROM_EXAMPLE = frozenset(
-    {
-        "compute/VirtualMachine_Get_WithVMSizeProperties.json",
-        "compute/VirtualMachine_Update_WithInstanceProfile.json",
-        "compute/VirtualMachineScaleSet_Get.json",
-        "network/NetworkInterfaceList.json",
-        "network/NetworkInterfaceGet.json",
-        "msi/IdentityGet.json",
-        "msi/IdentityListByResourceGroup.json",
-    }
-)
-
-_CREATABLE = {
-    "microsoft.compute/virtualmachines": "2024-11-01",
-    "microsoft.compute/virtualmachinescalesets": "2024-11-01",
-    "microsoft.network/networkinterfaces": "2024-05-01",
-    "microsoft.managedidentity/userassignedidentities": "2023-01-31",
-}
-
-
-def _stored_in_example(example: dict[str, Any]) -> dict[str, Any] | None:
-    """The resource an example GET (or list) answers with: the first one in it."""
-    body = (example["responses"].get("200") or {}).get("body")
-    if not isinstance(body, dict):
-        return None
-    if isinstance(body.get("value"), list):
-        return body["value"][0] if body["value"] else None
-    return body if "id" in body else None
-
-
-def _put_as_created(emulator: ArmEmulator, stored: dict[str, Any], path: str | None) -> None:
-    """Create the example's resource through the emulator's own PUT, read-only fields left out."""
-    body = _writable(stored)
-    configurations = (body.get("properties") or {}).get("ipConfigurations")
-    if isinstance(configurations, list):
-        for configuration in configurations:
-            configuration.get("properties", {}).pop("privateIPAddress", None)
-    path = path or re.sub(
-        r"^/subscriptions/[^/]+", f"/subscriptions/{DEFAULT_SUBSCRIPTION}", str(stored["id"])
-    )
-    emulator.estate.add_resource_group(path.split("/")[4])
-    clients = sdk_clients(emulator, retry_total=0)
-    version = _CREATABLE[str(stored["type"]).lower()]
-    answer = send(clients, HttpRequest("PUT", f"{emulator.endpoint}{path}?api-version={version}", json=body))
-    if answer.status >= 300:
-        raise AssertionError(f"Seeding {path} failed: {answer.status} {json.dumps(answer.body)[-300:]}")
-
-
-def _put_nic(emulator: ArmEmulator, group: str, name: str, subnet_id: str) -> None:
-    with emulator.state.locked() as state:
-        arm_id = (
-            f"/subscriptions/{DEFAULT_SUBSCRIPTION}/resourceGroups/{group}"
-            f"/providers/Microsoft.Network/networkInterfaces/{name}"
-        )
-        new_network_interface(
-            state,
-            arm_id,
-            "westus",
-            {
-                "properties": {
-                    "ipConfigurations": [{"name": "ipconfig1", "properties": {"subnet": {"id": subnet_id}}}]
-                }
-            },
-            None,
-        )
-
-
-_REFERENCE = re.compile(
-    r"/subscriptions/[^/]+/resourceGroups/(?P<group>[^/]+)/providers/"
-    r"(?:Microsoft\.Network/virtualNetworks/(?P<vnet>[^/]+)/subnets/(?P<subnet>[^/\"]+)"
-    r"|Microsoft\.ManagedIdentity/userAssignedIdentities/(?P<identity>[^/\"]+)"
-    r"|Microsoft\.Network/networkInterfaces/(?P<nic>[^/\"]+))",
-    re.IGNORECASE,
-)
-
-
-def _seed_references(emulator: ArmEmulator, example: dict[str, Any], group: str, subnet_id: str) -> None:
-    """Subnets, identities and NICs the request body names must exist (Azure checks them)."""
-    body = json.dumps(example["parameters"])
-    builder = emulator.estate
-    for match in _REFERENCE.finditer(body):
-        reference_group = match.group("group")
-        builder.add_resource_group(reference_group)
-        if match.group("vnet"):
-            builder.add_virtual_network(
-                reference_group, match.group("vnet"), subnets={match.group("subnet"): "10.1.0.0/16"}
-            )
-        elif match.group("identity"):
-            builder.add_identity(reference_group, match.group("identity"))
-        elif match.group("nic"):
-            _put_nic(emulator, reference_group, match.group("nic"), subnet_id)

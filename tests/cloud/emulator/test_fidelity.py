@@ -54,7 +54,7 @@ def test_vm_never_returns_admin_password_or_custom_data(
         "properties": {
             "hardwareProfile": {"vmSize": "Standard_D2s_v5"},
             "storageProfile": {
-                "imageReference": {"publisher": "p", "offer": "o", "sku": "s", "version": "1"}
+                "imageReference": {"publisher": "Canonical", "offer": "ubuntu-24_04-lts", "sku": "server"}
             },
             "osProfile": {
                 "computerName": "secret",
