@@ -15,12 +15,8 @@ from nodewright.api.aadpodidentity.v1 import (
     AzureIdentityStatus,
     IdentityType,
 )
-from nodewright.controllers.identity.conditions import (
-    ConditionStatus,
-    format_time,
-    parse_time,
-    with_condition,
-)
+from nodewright.controllers.identity.conditions import ConditionStatus, with_condition
+from nodewright.runtime.times import format_time, parse_time
 
 __all__ = [
     "RECHECK_INTERVAL",

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from nodewright.controllers.node_image.grouping import MIRROR_POD_ANNOTATION
+from nodewright.runtime.times import parse_time
 
 __all__ = [
     "DrainPlan",
@@ -62,16 +63,6 @@ class DrainPlan:
         return not self.evict and not self.blocked and not self.terminating
 
 
-def _parse_time(value: object) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else None
-
-
 def _expression_matches(expression: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
     key = expression.get("key", "")
     operator = expression.get("operator")
@@ -108,7 +99,7 @@ def _skip_reason(pod: Mapping[str, Any], now: datetime) -> SkipReason | Literal[
     if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
         return SkipReason.FINISHED
     if metadata.get("deletionTimestamp"):
-        deletion = _parse_time(metadata.get("deletionTimestamp"))
+        deletion = parse_time(metadata.get("deletionTimestamp"))
         if deletion is not None and deletion > now:
             return "wait"
         return SkipReason.TERMINATING
