@@ -18,8 +18,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from nodewright.api.acn.v1alpha import NodeNetworkConfig
-from nodewright.api.base import Resource
 from nodewright.api.nodewright.v1alpha1 import AutoscalingStrategy, NodeImage, PendingNode, ScalingGroup
+from nodewright.controllers.kinds import kind_of
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
 from nodewright.runtime.informer import Store
@@ -37,15 +37,9 @@ __all__ = [
     "StaleCacheError",
     "controller_reference",
     "is_controlled_by",
-    "kind_of",
     "no_checkpoint",
     "utc_now",
 ]
-
-
-def kind_of(model: type[Resource]) -> Kind:
-    """The runtime ``Kind`` of a CRD model."""
-    return Kind(model.API_VERSION, model.KIND, model.PLURAL, model.NAMESPACED)
 
 
 NODE_IMAGE = kind_of(NodeImage)
