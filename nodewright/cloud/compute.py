@@ -13,7 +13,7 @@ PUT it back). Every method does I/O and may raise a ``CloudError``; each call is
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from azure.core import MatchConditions
@@ -28,12 +28,7 @@ from nodewright.cloud.identity_updates import (
     apply_patch,
     plan_identity_patches,
 )
-from nodewright.cloud.ip_configurations import (
-    MAX_IP_CONFIGURATIONS_PER_NIC,
-    changed,
-    with_configurations_added,
-    with_configurations_removed,
-)
+from nodewright.cloud.ip_configurations import changed
 from nodewright.cloud.locks import KeyedLocks
 from nodewright.cloud.models import (
     IdentityRejection,
@@ -124,13 +119,11 @@ class ComputeService:
         observer: CallObserver | None = None,
         backoff: TargetBackoff | None = None,
         max_identities_per_request: int = MAX_IDENTITIES_PER_REQUEST,
-        max_ip_configurations_per_nic: int = MAX_IP_CONFIGURATIONS_PER_NIC,
     ) -> None:
         self._compute = compute
         self._observer: CallObserver = observer or NullObserver()
         self.backoff = backoff
         self.max_identities_per_request = max_identities_per_request
-        self.max_ip_configurations_per_nic = max_ip_configurations_per_nic
         self._scale_set_locks = KeyedLocks()
         self._machine_locks = KeyedLocks()
 
@@ -526,30 +519,6 @@ class ComputeService:
                 write=True,
             )
             return True
-
-    def add_scale_set_instance_ip_configurations(
-        self, instance: ScaleSetInstanceId, nic_name: str, names: Sequence[str], subnet_id: str | None = None
-    ) -> bool:
-        """Append secondary IP configurations (ARM picks the addresses) to an instance's NIC."""
-        return self.edit_scale_set_instance_ip_configurations(
-            instance,
-            nic_name,
-            lambda configurations: with_configurations_added(
-                configurations,
-                names,
-                subnet_id,
-                scale_set_instance=True,
-                limit=self.max_ip_configurations_per_nic,
-            ),
-        )
-
-    def remove_scale_set_instance_ip_configurations(
-        self, instance: ScaleSetInstanceId, nic_name: str, names: Sequence[str]
-    ) -> bool:
-        """Remove secondary IP configurations from an instance's NIC (the array is sent without them)."""
-        return self.edit_scale_set_instance_ip_configurations(
-            instance, nic_name, lambda configurations: with_configurations_removed(configurations, names)
-        )
 
 
 def _instance_sort_key(instance_id: str) -> tuple[int, str]:

@@ -33,13 +33,14 @@ from nodewright.controllers.node_network_config import (
 from nodewright.controllers.node_network_config.cloud import MachineNicLocator
 from nodewright.devenv.cns_nodesubnet import NodeSubnetConsumer, nic_addresses_in_emulator
 from nodewright.devenv.nodesim import SIMULATED_LABEL, NodeSimulator, machines_in_emulator
-from nodewright.ipam import addresses_of, find_address_conflicts
+from nodewright.ipam import addresses_of
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
 from nodewright.runtime.kinds import EVENT, NODE, POD
 from tests.cloud.helpers import cloud_for
 from tests.conftest import Cluster
 from tests.controllers.node_network_config.node_agent import PodAddressAgent
+from tests.ipam.address_book import find_address_conflicts
 from tests.runtime.manager_helpers import RunningManager, make_manager
 
 RESOURCE_GROUP = "rg-ipam"
