@@ -131,14 +131,7 @@ def plan_drain(
     ``stuck`` when it is not done ``timeout`` after ``drain_started``.
     """
     budgets = list(pod_disruption_budgets)
-    allowed: dict[PodKey, int] = {}
-    for budget in budgets:
-        metadata = budget.get("metadata") or {}
-        status = budget.get("status") or {}
-        key = PodKey(metadata.get("namespace", ""), metadata.get("name", ""))
-        current = int(status.get("observedGeneration", 0)) >= int(metadata.get("generation", 0))
-        allowed[key] = int(status.get("disruptionsAllowed", 0)) if current else 0
-
+    allowed = _disruptions_allowed(budgets)
     plan = DrainPlan()
     for pod in sorted(pods, key=_pod_key):
         key = _pod_key(pod)
@@ -152,13 +145,7 @@ def plan_drain(
         if (pod.get("status") or {}).get("phase") == "Pending":
             plan.evict.append(key)
             continue
-        labels = (pod.get("metadata") or {}).get("labels") or {}
-        covering = [
-            b
-            for b in budgets
-            if (b.get("metadata") or {}).get("namespace", "") == key.namespace
-            and selector_matches((b.get("spec") or {}).get("selector"), labels)
-        ]
+        covering = _covering_budgets(budgets, pod, key.namespace)
         if not covering:
             plan.evict.append(key)
             continue
@@ -177,6 +164,31 @@ def plan_drain(
             plan.blocked[key] = f"PodDisruptionBudget {budget_key.name} allows no disruption now"
     plan.stuck = not plan.done and drain_started is not None and now - drain_started >= timeout
     return plan
+
+
+def _disruptions_allowed(budgets: Iterable[Mapping[str, Any]]) -> dict[PodKey, int]:
+    """Each budget's ``disruptionsAllowed``; 0 for a budget whose status is older than its spec."""
+    allowed: dict[PodKey, int] = {}
+    for budget in budgets:
+        metadata = budget.get("metadata") or {}
+        status = budget.get("status") or {}
+        key = PodKey(metadata.get("namespace", ""), metadata.get("name", ""))
+        current = int(status.get("observedGeneration", 0)) >= int(metadata.get("generation", 0))
+        allowed[key] = int(status.get("disruptionsAllowed", 0)) if current else 0
+    return allowed
+
+
+def _covering_budgets(
+    budgets: Iterable[Mapping[str, Any]], pod: Mapping[str, Any], namespace: str
+) -> list[Mapping[str, Any]]:
+    """The budgets of the pod's namespace whose selector matches its labels."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    return [
+        budget
+        for budget in budgets
+        if (budget.get("metadata") or {}).get("namespace", "") == namespace
+        and selector_matches((budget.get("spec") or {}).get("selector"), labels)
+    ]
 
 
 def _pod_key(pod: Mapping[str, Any]) -> PodKey:
