@@ -34,7 +34,6 @@ KNOWN_DEBT: frozenset[str] = frozenset(
         "nodewright/controllers/node_image/conditions.py::rollout_conditions",
         "nodewright/controllers/node_image/pending_node.py::PendingNodeReconciler.reconcile",
         "nodewright/controllers/node_image/scale_out.py::plan_scale_out",
-        "nodewright/ipam/allocation.py::plan_allocation",
         "nodewright/runtime/metrics.py::Metrics.__init__",
     }
 )
