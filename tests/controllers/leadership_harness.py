@@ -22,7 +22,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ import yaml
 from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION, ArmEmulator
 from nodewright.devenv.controlplane import free_port
 from nodewright.runtime.fence import is_mutating
+from tests.waiting import wait_for
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 MUTATING_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
@@ -49,16 +49,6 @@ rules:
   users: [manager-a, manager-b]
 - level: None
 """
-
-
-def wait_until(condition: Any, timeout: float, message: str, step: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"{message}: not within {timeout} s"
-        time.sleep(step)
 
 
 def manager_config(
@@ -181,7 +171,7 @@ class ManagerProcess:
                 values.append(value)
             return value is not None
 
-        wait_until(answered, timeout, f"{self.user} scraped", 0.2)
+        wait_for(answered, timeout, f"{self.user} scraped", interval=0.2)
         return values[-1]
 
     def master_status(self, previous: float = 0.0) -> float:
@@ -192,6 +182,10 @@ class ManagerProcess:
             return value
         alive = self.process is not None and self.process.poll() is None
         return previous if alive else 0.0
+
+    def leads(self) -> bool:
+        """Whether the replica reports itself leader (leader_election_master_status is 1)."""
+        return self.master_status() == 1.0
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace")

@@ -13,7 +13,6 @@ import contextlib
 import dataclasses
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,18 +43,6 @@ from tests.ipam.address_book import find_address_conflicts
 from tests.runtime.manager_helpers import RunningManager, make_manager
 
 RESOURCE_GROUP = "rg-ipam"
-
-
-def wait_until(condition: Callable[[], Any], timeout: float = 30.0, message: str = "condition") -> Any:
-    """Poll ``condition`` until it returns something truthy; fail naming ``message`` on timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{message} not met within {timeout} s")
-        time.sleep(0.1)
 
 
 @dataclass
