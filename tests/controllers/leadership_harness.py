@@ -51,6 +51,12 @@ rules:
 """
 
 
+def wait_until(condition: Any, timeout: float, message: str, step: float = 0.05) -> Any:
+    """``tests.waiting.wait_for`` under the name and the loosely typed condition (lambdas that bind
+    loop variables as defaults) these tests use."""
+    return wait_for(condition, timeout, message, interval=step)
+
+
 def manager_config(
     name: str, namespace: str, emulator: ArmEmulator, group: str, scale_set: str
 ) -> dict[str, Any]:
@@ -171,7 +177,7 @@ class ManagerProcess:
                 values.append(value)
             return value is not None
 
-        wait_for(answered, timeout, f"{self.user} scraped", interval=0.2)
+        wait_until(answered, timeout, f"{self.user} scraped", 0.2)
         return values[-1]
 
     def master_status(self, previous: float = 0.0) -> float:
@@ -182,10 +188,6 @@ class ManagerProcess:
             return value
         alive = self.process is not None and self.process.poll() is None
         return previous if alive else 0.0
-
-    def leads(self) -> bool:
-        """Whether the replica reports itself leader (leader_election_master_status is 1)."""
-        return self.master_status() == 1.0
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace")

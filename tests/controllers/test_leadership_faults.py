@@ -32,8 +32,8 @@ from tests.controllers.leadership_harness import (
     TcpProxy,
     Writes,
     manager_config,
+    wait_until,
 )
-from tests.waiting import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -85,9 +85,9 @@ def start_pair(
     """manager-a leads (started first), manager-b is a synced standby."""
     a, b = rig("a", leader_server), rig("b")
     a.start()
-    wait_for(lambda: a.master_status() == 1.0, START_TIMEOUT, "manager-a leads")
+    wait_until(lambda: a.master_status() == 1.0, START_TIMEOUT, "manager-a leads")
     b.start()
-    wait_for(b.ready, START_TIMEOUT, "manager-b synced as standby")
+    wait_until(b.ready, START_TIMEOUT, "manager-b synced as standby")
     assert b.scrape('leader_election_master_status{name="fault-lease"}') == 0.0
     assert b.scrape("nodewright_leader ") == 0.0
     assert a.scrape("nodewright_leader ") == 1.0
@@ -106,8 +106,8 @@ def test_failover_after_sigkill_reconciles_from_a_warm_cache(
     killed_at = time.time()
     a.signal(signal.SIGKILL)
     a.wait_exit(10)
-    wait_for(lambda: b.master_status() == 1.0, 15, "manager-b leads")
-    acquisition = wait_for(
+    wait_until(lambda: b.master_status() == 1.0, 15, "manager-b leads")
+    acquisition = wait_until(
         lambda: [w for w in writes.acquisitions() if w.by == "manager-b" and w.at > killed_at], 10, "takeover"
     )[0]
 
@@ -116,7 +116,7 @@ def test_failover_after_sigkill_reconciles_from_a_warm_cache(
             w.at for w in writes.after("manager-b", acquisition.at, math.inf) if "leases/" not in w.what
         )
 
-    first = wait_for(first_work, 10, "manager-b reconciled")[0]
+    first = wait_until(first_work, 10, "manager-b reconciled")[0]
     lists = writes.lists("manager-b", "configmaps")
     before_takeover = [at for at in lists if at < acquisition.at]
     between = [at for at in lists if acquisition.at <= at <= first]
@@ -159,7 +159,7 @@ def test_partitioned_leader_stops_before_the_standby_takes_over(
         time.sleep(1.0)
         frozen_at = time.time()
         proxy.freeze()
-        wait_for(lambda: b.master_status() == 1.0, 20, "manager-b leads")
+        wait_until(lambda: b.master_status() == 1.0, 20, "manager-b leads")
         code = a.wait_exit(20)
         time.sleep(0.5)
         sampling.set()
@@ -215,13 +215,13 @@ def test_paused_leader_writes_nothing_after_the_takeover(
         time.sleep(rng.uniform(0.2, 1.0))  # somewhere in the middle of the workload's writes
         paused_at = time.monotonic()
         leader.signal(signal.SIGSTOP)
-        wait_for(standby.leads, 20, "standby leads")
+        wait_until(lambda standby=standby: standby.master_status() == 1.0, 20, "standby leads")
         time.sleep(rng.uniform(0.0, 0.7))
         pauses.append(time.monotonic() - paused_at)
         leader.signal(signal.SIGCONT)
         assert leader.wait_exit(20) != 0
         leader.start()
-        wait_for(leader.ready, START_TIMEOUT, "restarted replica synced as standby")
+        wait_until(leader.ready, START_TIMEOUT, "restarted replica synced as standby")
         leader, standby = standby, leader
     elapsed = time.monotonic() - started
     time.sleep(0.5)
