@@ -1,4 +1,8 @@
-"""One way for tests to wait: poll a condition until it holds, or fail naming what was awaited."""
+"""One way for tests to wait: poll a condition until it holds, or fail naming what was awaited.
+
+``wait_for`` is the general loop. ``eventually`` is the same loop with the reconciler tests'
+defaults: a reconcile through a real API server and the ARM emulator, on a shared machine, gets
+30 s unless the call site says otherwise, polled every 0.1 s."""
 
 from __future__ import annotations
 
@@ -6,7 +10,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["wait_for"]
+__all__ = ["RECONCILE_TIMEOUT", "eventually", "wait_for"]
+
+RECONCILE_TIMEOUT = 30.0
+"""The default deadline of ``eventually``, in seconds."""
 
 
 def wait_for(
@@ -22,3 +29,11 @@ def wait_for(
         if time.monotonic() > deadline:
             raise AssertionError(f"{message} not met within {timeout} s")
         time.sleep(interval)
+
+
+def eventually(
+    condition: Callable[[], Any], timeout: float = RECONCILE_TIMEOUT, message: str = "condition"
+) -> Any:
+    """``wait_for`` polled every 0.1 s with a 30 s default deadline: what the reconciler tests
+    (identity, federation, node image, node network config) wait with."""
+    return wait_for(condition, timeout, message, interval=0.1)

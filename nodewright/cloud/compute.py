@@ -6,14 +6,15 @@ retried, what landed re-read on failure); a scale set's model image (get and set
 one and identify the new instance; delete an instance; instance view to ``NodeState``; an
 instance's image; and secondary IP configurations of a uniform scale-set instance (GET the
 instance, edit its ``networkInterfaceConfigurations``, clear ``storageProfile.imageReference``,
-PUT it back). Every method does I/O and may raise a ``CloudError``; each call is counted on the
-``CallObserver``. ``network`` uses the scale-set instance path; ``factory`` builds this service.
+PUT it back). Every method does I/O and may raise a ``CloudError``; each call goes through
+``GuardedCalls`` (counted on the ``CallObserver``, held back while its target backs off), which
+``network`` shares. ``network`` uses the scale-set instance path; ``factory`` builds this service.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from azure.core import MatchConditions
@@ -28,12 +29,7 @@ from nodewright.cloud.identity_updates import (
     apply_patch,
     plan_identity_patches,
 )
-from nodewright.cloud.ip_configurations import (
-    MAX_IP_CONFIGURATIONS_PER_NIC,
-    changed,
-    with_configurations_added,
-    with_configurations_removed,
-)
+from nodewright.cloud.ip_configurations import changed
 from nodewright.cloud.locks import KeyedLocks
 from nodewright.cloud.models import (
     IdentityRejection,
@@ -114,6 +110,28 @@ def _status_codes(instance_view: Any) -> list[str]:
     return [status.code for status in (instance_view.statuses or []) if status.code]
 
 
+class GuardedCalls:
+    """The SDK call wrapper that ``ComputeService`` and ``NetworkService`` share: every call goes
+    through ``backoff.guarded_call`` (refused while its target backs off, counted on the
+    observer, azure-core errors translated to ``CloudError`` naming the target, the backoff
+    updated from the outcome)."""
+
+    def __init__(self, observer: CallObserver | None, backoff: TargetBackoff | None) -> None:
+        self.observer: CallObserver = observer or NullObserver()
+        self.backoff = backoff
+
+    def __call__(
+        self, operation: str, function: Callable[[], T], target: object | None = None, *, write: bool = False
+    ) -> T:
+        """Run one SDK call (see the class docstring); ``write`` selects the write backoff."""
+        return guarded_call(self.observer, self.backoff, operation, function, target, write=write)
+
+    def check_write(self, target: object) -> None:
+        """Refuse a read-modify-write at once while its write backs off (no read is wasted)."""
+        if self.backoff is not None:
+            self.backoff.check(str(target), "write")
+
+
 class ComputeService:
     """Compute operations for nodewright (see the module docstring)."""
 
@@ -124,26 +142,12 @@ class ComputeService:
         observer: CallObserver | None = None,
         backoff: TargetBackoff | None = None,
         max_identities_per_request: int = MAX_IDENTITIES_PER_REQUEST,
-        max_ip_configurations_per_nic: int = MAX_IP_CONFIGURATIONS_PER_NIC,
     ) -> None:
         self._compute = compute
-        self._observer: CallObserver = observer or NullObserver()
-        self.backoff = backoff
+        self._call = GuardedCalls(observer, backoff)
         self.max_identities_per_request = max_identities_per_request
-        self.max_ip_configurations_per_nic = max_ip_configurations_per_nic
         self._scale_set_locks = KeyedLocks()
         self._machine_locks = KeyedLocks()
-
-    def _call(
-        self, operation: str, function: Callable[[], T], target: object | None = None, *, write: bool = False
-    ) -> T:
-        """Run one SDK call: counted, errors translated, held back while ``target`` backs off."""
-        return guarded_call(self._observer, self.backoff, operation, function, target, write=write)
-
-    def _check_write_backoff(self, target: object) -> None:
-        """Refuse a read-modify-write at once while its write backs off (no read is wasted)."""
-        if self.backoff is not None:
-            self.backoff.check(str(target), "write")
 
     # Identities -------------------------------------------------------------------------------
 
@@ -203,7 +207,7 @@ class ComputeService:
         """
         wanted = {identity_id.lower() for identity_id in add}
         unwanted = {identity_id.lower() for identity_id in remove}
-        self._check_write_backoff(target)
+        self._call.check_write(target)
         with self._scale_set_locks.hold(str(target)):
             if current is None:
                 current = self.get_identities(target)
@@ -477,7 +481,7 @@ class ComputeService:
         """Apply ``edit`` to the instance model's IP configurations of NIC ``nic_name`` and PUT the
         instance (with its etag, image reference cleared). Returns whether anything changed.
         Serialised per instance. Raises ``NotFoundError`` when the NIC is not in the model."""
-        self._check_write_backoff(instance)
+        self._call.check_write(instance)
         with self._machine_locks.hold(str(instance)):
             model = self._call(
                 "compute.get_scale_set_instance",
@@ -526,30 +530,6 @@ class ComputeService:
                 write=True,
             )
             return True
-
-    def add_scale_set_instance_ip_configurations(
-        self, instance: ScaleSetInstanceId, nic_name: str, names: Sequence[str], subnet_id: str | None = None
-    ) -> bool:
-        """Append secondary IP configurations (ARM picks the addresses) to an instance's NIC."""
-        return self.edit_scale_set_instance_ip_configurations(
-            instance,
-            nic_name,
-            lambda configurations: with_configurations_added(
-                configurations,
-                names,
-                subnet_id,
-                scale_set_instance=True,
-                limit=self.max_ip_configurations_per_nic,
-            ),
-        )
-
-    def remove_scale_set_instance_ip_configurations(
-        self, instance: ScaleSetInstanceId, nic_name: str, names: Sequence[str]
-    ) -> bool:
-        """Remove secondary IP configurations from an instance's NIC (the array is sent without them)."""
-        return self.edit_scale_set_instance_ip_configurations(
-            instance, nic_name, lambda configurations: with_configurations_removed(configurations, names)
-        )
 
 
 def _instance_sort_key(instance_id: str) -> tuple[int, str]:

@@ -6,7 +6,7 @@ a standalone NIC is a full PUT guarded by its etag (``If-Match``), retried from 
 another writer got there first; a uniform scale-set instance's NIC is changed through
 ``ComputeService`` (ARM refuses writes to those NICs) and its addresses read back from the NIC
 view. Also a subnet's CIDR and usage (virtual network usage API). Every method does I/O and may
-raise a ``CloudError``; calls are counted on the ``CallObserver``.
+raise a ``CloudError``; calls go through ``compute.GuardedCalls``, as ``ComputeService``'s do.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from __future__ import annotations
 import ipaddress
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from azure.mgmt.network import NetworkManagementClient
 from azure.mgmt.network import models as network_models
 
-from nodewright.cloud.backoff import TargetBackoff, guarded_call
-from nodewright.cloud.compute import ComputeService
+from nodewright.cloud.backoff import TargetBackoff
+from nodewright.cloud.compute import ComputeService, GuardedCalls
 from nodewright.cloud.errors import PreconditionFailedError
 from nodewright.cloud.ip_configurations import (
     MAX_IP_CONFIGURATIONS_PER_NIC,
@@ -31,11 +31,9 @@ from nodewright.cloud.ip_configurations import (
 from nodewright.cloud.locks import KeyedLocks
 from nodewright.cloud.models import IpConfigurationInfo, NicInfo, SubnetInfo
 from nodewright.cloud.resource_ids import NetworkInterfaceId, parse_network_interface_id, parse_subnet_id
-from nodewright.cloud.throttle import CallObserver, NullObserver
+from nodewright.cloud.throttle import CallObserver
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 AZURE_RESERVED_ADDRESSES_PER_SUBNET = 5
 
@@ -82,17 +80,10 @@ class NetworkService:
     ) -> None:
         self._network = network
         self._compute = compute
-        self._observer: CallObserver = observer or NullObserver()
-        self.backoff = backoff
+        self._call = GuardedCalls(observer, backoff)
         self.conflict_retries = conflict_retries
         self.max_ip_configurations_per_nic = max_ip_configurations_per_nic
         self._nic_locks = KeyedLocks()
-
-    def _call(
-        self, operation: str, function: Callable[[], T], target: object | None = None, *, write: bool = False
-    ) -> T:
-        """Run one SDK call: counted, errors translated, held back while ``target`` backs off."""
-        return guarded_call(self._observer, self.backoff, operation, function, target, write=write)
 
     def get_network_interface(self, nic: str | NetworkInterfaceId) -> NicInfo:
         """Read a NIC: standalone, or a uniform scale-set instance's (read-only) NIC view."""
@@ -161,8 +152,7 @@ class NetworkService:
                 raise RuntimeError("scale-set instance NICs need a ComputeService")
             self._compute.edit_scale_set_instance_ip_configurations(instance, nic_id.name, edit)
             return self.get_network_interface(nic_id)
-        if self.backoff is not None:
-            self.backoff.check(str(nic_id), "write")  # no read is wasted while the write backs off
+        self._call.check_write(nic_id)
         with self._nic_locks.hold(nic_id.key):
             attempt = 0
             while True:

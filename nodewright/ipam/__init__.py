@@ -1,4 +1,4 @@
-"""ipam: pure IP-pool arithmetic and allocation bookkeeping for NodeNetworkConfig pools; no I/O.
+"""ipam: pure IP-pool arithmetic and allocation planning for NodeNetworkConfig pools; no I/O.
 
 - ``scaler``: the pool target (Azure CNS v2: batch-aligned, buffer, max; exhaustion mode).
 - ``request``: the node's half, spec.requestedIPCount and ipsNotInUse (#962 and #4891 ruled out).
@@ -7,7 +7,6 @@
 - ``leaks``: first-seen times and the grace period for leaked IP configurations.
 - ``backoff``: per-NIC batch halving on capacity errors and exponential backoff.
 - ``subnet``: subnet exhaustion with hysteresis.
-- ``bookkeeping``: name -> address -> pod books, and the cluster-wide duplicate-address check.
 - ``blocks``: /28 prefix blocks (experimental): addresses per entry, blocks in use.
 
 Imports nothing internal (enforced by import-linter). The node_network_config reconciler in
@@ -32,13 +31,6 @@ from nodewright.ipam.blocks import (
     blocks_for,
     blocks_in_use,
 )
-from nodewright.ipam.bookkeeping import (
-    AddressBook,
-    AddressConflict,
-    NoFreeAddressError,
-    SecondaryIp,
-    find_address_conflicts,
-)
 from nodewright.ipam.leaks import DEFAULT_LEAK_GRACE_SECONDS, LeakTracker
 from nodewright.ipam.release import choose_ips_to_release
 from nodewright.ipam.request import PoolRequest, compute_request
@@ -58,17 +50,13 @@ __all__ = [
     "DEFAULT_MAX_IP_COUNT",
     "MAX_IP_CONFIGURATIONS_PER_NIC",
     "MAX_SECONDARY_IPS_PER_NIC",
-    "AddressBook",
-    "AddressConflict",
     "AllocationPlan",
     "LeakTracker",
     "NicGuard",
     "NicIpConfiguration",
-    "NoFreeAddressError",
     "PoolRequest",
     "PoolScaler",
     "RequestedCount",
-    "SecondaryIp",
     "accounted_after",
     "address_count",
     "addresses_of",
@@ -77,7 +65,6 @@ __all__ = [
     "blocks_in_use",
     "choose_ips_to_release",
     "compute_request",
-    "find_address_conflicts",
     "plan_allocation",
     "pool_target",
     "status_assignments",

@@ -23,7 +23,7 @@ imports nothing internal.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from nodewright.ipam.scaler import MAX_SECONDARY_IPS_PER_NIC
@@ -119,19 +119,9 @@ def plan_allocation(
     by_name = {configuration.name: configuration for configuration in nic}
 
     def in_use(name: str) -> bool:
-        address = by_name[name].address
-        return address is not None and address in in_use_addresses
+        return _in_use(by_name[name], in_use_addresses)
 
-    release: list[str] = []
-    refused: list[str] = []
-    unknown: list[str] = []
-    for name in dict.fromkeys(ips_not_in_use):
-        if name not in by_name:
-            unknown.append(name)
-        elif in_use(name):
-            refused.append(name)
-        else:
-            release.append(name)
+    release, refused, unknown = _sort_release_requests(ips_not_in_use, by_name, in_use_addresses)
     if requested is None:
         return AllocationPlan(refused=tuple(refused), unknown=tuple(unknown))
 
@@ -167,6 +157,30 @@ def plan_allocation(
         unknown=tuple(unknown),
         short_by=needed - add_count,
     )
+
+
+def _in_use(configuration: NicIpConfiguration, in_use_addresses: Collection[str]) -> bool:
+    return configuration.address is not None and configuration.address in in_use_addresses
+
+
+def _sort_release_requests(
+    ips_not_in_use: Sequence[str],
+    by_name: Mapping[str, NicIpConfiguration],
+    in_use_addresses: Collection[str],
+) -> tuple[list[str], list[str], list[str]]:
+    """The node's ipsNotInUse, once each in order, as (to release, refused because a pod uses the
+    address, unknown to the NIC)."""
+    release: list[str] = []
+    refused: list[str] = []
+    unknown: list[str] = []
+    for name in dict.fromkeys(ips_not_in_use):
+        if name not in by_name:
+            unknown.append(name)
+        elif _in_use(by_name[name], in_use_addresses):
+            refused.append(name)
+        else:
+            release.append(name)
+    return release, refused, unknown
 
 
 def accounted_after(plan: AllocationPlan, accounted: Collection[str], added: Collection[str]) -> set[str]:

@@ -13,7 +13,6 @@ Side effects: a daemon thread; writes to the API server through the ``Client``.
 from __future__ import annotations
 
 import contextlib
-import datetime
 import queue
 import socket
 import threading
@@ -27,6 +26,7 @@ from nodewright.runtime.client import Client
 from nodewright.runtime.fence import FencedWriteError
 from nodewright.runtime.kinds import EVENT
 from nodewright.runtime.logs import get_logger
+from nodewright.runtime.times import now_text
 
 __all__ = ["EventRecorder"]
 
@@ -101,7 +101,7 @@ class EventRecorder:
                 type=type,
                 reason=reason,
                 message=message[:MESSAGE_LIMIT],
-                timestamp=_now(),
+                timestamp=now_text(),
             )
             self._queue.put_nowait(pending)
         except queue.Full:
@@ -201,7 +201,3 @@ class EventRecorder:
             del self._recorded[key]
         if len(self._recorded) > 4096:
             self._recorded.clear()
-
-
-def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -42,6 +42,7 @@ from nodewright.runtime.fence import DEFAULT_MARGIN, WriteFence
 from nodewright.runtime.kinds import LEASE
 from nodewright.runtime.logs import get_logger
 from nodewright.runtime.metrics import Metrics
+from nodewright.runtime.times import format_micro_time
 
 __all__ = ["LeaderElector", "default_identity"]
 
@@ -68,10 +69,6 @@ class _Attempt:
     done: threading.Event = field(default_factory=threading.Event)
     outcome: Outcome = "failed"
     finished_at: float = 0.0
-
-
-def _micro_time(moment: datetime.datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class LeaderElector:
@@ -174,7 +171,7 @@ class LeaderElector:
                 lease = self.client.get(LEASE, self.name, self.namespace)
                 if lease.get("spec", {}).get("holderIdentity") != self.identity:
                     return False
-                now = _micro_time(datetime.datetime.now(datetime.UTC))
+                now = format_micro_time(datetime.datetime.now(datetime.UTC))
                 lease["spec"].update(
                     {"holderIdentity": "", "leaseDurationSeconds": 1, "acquireTime": now, "renewTime": now}
                 )
@@ -273,7 +270,7 @@ class LeaderElector:
         spec: dict[str, Any] = {
             "holderIdentity": self.identity,
             "leaseDurationSeconds": max(1, math.ceil(self.lease_duration)),
-            "renewTime": _micro_time(now),
+            "renewTime": format_micro_time(now),
         }
         try:
             lease = self.client.get(LEASE, self.name, self.namespace, timeout=timeout)
@@ -287,10 +284,10 @@ class LeaderElector:
         if holder and holder != self.identity and not expired:
             return "taken"
         if holder == self.identity:
-            spec["acquireTime"] = current.get("acquireTime") or _micro_time(now)
+            spec["acquireTime"] = current.get("acquireTime") or format_micro_time(now)
             spec["leaseTransitions"] = current.get("leaseTransitions") or 0
         else:
-            spec["acquireTime"] = _micro_time(now)
+            spec["acquireTime"] = format_micro_time(now)
             spec["leaseTransitions"] = (current.get("leaseTransitions") or 0) + 1
         lease["spec"] = {**current, **spec}
         try:
@@ -301,7 +298,7 @@ class LeaderElector:
         return "held"
 
     def _create(self, spec: dict[str, Any], now: datetime.datetime, timeout: float) -> Outcome:
-        spec.update(acquireTime=_micro_time(now), leaseTransitions=0)
+        spec.update(acquireTime=format_micro_time(now), leaseTransitions=0)
         body = {"metadata": {"name": self.name, "namespace": self.namespace}, "spec": spec}
         try:
             self.client.create(LEASE, body, self.namespace, timeout=timeout)

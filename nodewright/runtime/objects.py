@@ -8,13 +8,13 @@ client-backed ``ensure_finalizer`` and ``drop_finalizer`` patch the API server w
 
 from __future__ import annotations
 
-import datetime
 from typing import Any, Literal
 
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
 from nodewright.runtime.kinds import Kind
 from nodewright.runtime.retry import retry_on_conflict
+from nodewright.runtime.times import now_text
 
 __all__ = [
     "add_finalizer",
@@ -191,10 +191,6 @@ def replace_status(client: Client, kind: Kind, obj: dict[str, Any], status: dict
 
 
 # ---- conditions ---------------------------------------------------------------------------
-def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def get_condition(conditions: list[dict[str, Any]] | None, type: str) -> dict[str, Any] | None:
     """The condition of ``type``, or None."""
     for condition in conditions or []:
@@ -223,7 +219,7 @@ def set_condition(  # noqa: PLR0917 - positional like apimachinery's SetStatusCo
             "status": status,
             "reason": reason,
             "message": message,
-            "lastTransitionTime": _now(),
+            "lastTransitionTime": now_text(),
         }
         if observed_generation is not None:
             condition["observedGeneration"] = observed_generation
@@ -232,7 +228,7 @@ def set_condition(  # noqa: PLR0917 - positional like apimachinery's SetStatusCo
     changed = False
     if existing.get("status") != status:
         existing["status"] = status
-        existing["lastTransitionTime"] = _now()
+        existing["lastTransitionTime"] = now_text()
         changed = True
     for field, value in (("reason", reason), ("message", message)):
         if existing.get(field) != value:

@@ -26,8 +26,9 @@ from nodewright.runtime.config import parse_config
 from nodewright.runtime.kinds import Kind
 from nodewright.runtime.manager import Manager
 from tests.conftest import Cluster
-from tests.controllers.identity.helpers import World, wait_for, world_for
+from tests.controllers.identity.helpers import World, world_for
 from tests.runtime.manager_helpers import RunningManager
+from tests.waiting import eventually
 
 PROJECT = Path(__file__).resolve().parents[2]
 KUBECTL = Path(os.environ.get("NODEWRIGHT_CACHE", Path.home() / ".cache" / "nodewright")) / "bin" / "kubectl"
@@ -285,23 +286,23 @@ def test_every_reconciler_works_under_the_generated_roles(restricted_manager: tu
         return bool(requested) and assigned >= requested
 
     try:
-        wait_for(
+        eventually(
             lambda: web.lower() in world.identities_on(scale_set),
             timeout=60,
             message="identity on the scale set",
         )
-        wait_for(
+        eventually(
             lambda: [a.status.status for a in world.assigned()] == ["Assigned"],
             message="AzureAssignedIdentity Assigned",
         )
-        wait_for(pool_filled, timeout=60, message="NodeNetworkConfig pool filled from the NIC")
+        eventually(pool_filled, timeout=60, message="NodeNetworkConfig pool filled from the NIC")
 
         def rolled_out() -> bool:
             status = world.client.get(NODE_IMAGE, image_name).get("status") or {}
             nodes = world.nodes_of(rolled)
             return status.get("upToDateNodes") == status.get("totalNodes") == 1 and old_node not in nodes
 
-        wait_for(rolled_out, timeout=120, message="the scale set's node replaced by one on the new image")
+        eventually(rolled_out, timeout=120, message="the scale set's node replaced by one on the new image")
         assert running.error is None
         assert manager.is_leader()
     finally:

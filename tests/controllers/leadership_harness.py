@@ -22,7 +22,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ import yaml
 from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION, ArmEmulator
 from nodewright.devenv.controlplane import free_port
 from nodewright.runtime.fence import is_mutating
+from tests.waiting import wait_for
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 MUTATING_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
@@ -52,13 +52,9 @@ rules:
 
 
 def wait_until(condition: Any, timeout: float, message: str, step: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"{message}: not within {timeout} s"
-        time.sleep(step)
+    """``tests.waiting.wait_for`` under the name and the loosely typed condition (lambdas that bind
+    loop variables as defaults) these tests use."""
+    return wait_for(condition, timeout, message, interval=step)
 
 
 def manager_config(

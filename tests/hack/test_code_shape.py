@@ -28,14 +28,11 @@ KNOWN_DEBT: frozenset[str] = frozenset(
         "nodewright/cloud/emulator/seed.py::EstateBuilder.add_scale_set",
         "nodewright/cloud/emulator/seed.py::EstateBuilder.apply",
         "nodewright/cloud/emulator/server.py::ArmEmulator._dispatch",
-        "nodewright/controllers/identity/identity_info_rules.py::identity_info_status",
         "nodewright/controllers/identity/validation.py::validate",
         "nodewright/controllers/node_image/__init__.py::install",
         "nodewright/controllers/node_image/conditions.py::rollout_conditions",
-        "nodewright/controllers/node_image/draining.py::plan_drain",
         "nodewright/controllers/node_image/pending_node.py::PendingNodeReconciler.reconcile",
         "nodewright/controllers/node_image/scale_out.py::plan_scale_out",
-        "nodewright/ipam/allocation.py::plan_allocation",
         "nodewright/runtime/metrics.py::Metrics.__init__",
     }
 )

@@ -14,20 +14,18 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from nodewright.ipam import (
-    AddressBook,
     LeakTracker,
     NicGuard,
     NicIpConfiguration,
-    NoFreeAddressError,
     PoolScaler,
     accounted_after,
     compute_request,
-    find_address_conflicts,
     plan_allocation,
     pool_target,
     status_assignments,
     validate_requested_count,
 )
+from tests.ipam.address_book import AddressBook, NoFreeAddressError, find_address_conflicts
 from tests.ipam.strategies import STATEFUL, address
 
 NODES = ("node-a", "node-b")

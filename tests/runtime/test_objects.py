@@ -60,7 +60,7 @@ def test_set_condition_moves_transition_time_only_on_status_change(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     clock = iter(["2024-01-01T00:00:00Z", "2024-01-01T00:00:01Z", "2024-01-01T00:00:02Z"])
-    monkeypatch.setattr(objects, "_now", lambda: next(clock))
+    monkeypatch.setattr(objects, "now_text", lambda: next(clock))
     conditions: list[dict[str, Any]] = []
     assert objects.set_condition(conditions, "Ready", "False", "Starting", "wait", 1)
     assert not objects.set_condition(conditions, "Ready", "False", "Starting", "wait", 1)

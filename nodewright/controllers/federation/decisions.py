@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from nodewright.cloud.msi import FEDERATION_AUDIENCE, MAX_FEDERATED_CREDENTIALS, FederatedCredential
+from nodewright.runtime.times import format_time
 
 __all__ = [
     "CLIENT_ID_ANNOTATION",
@@ -104,11 +105,7 @@ class AccountOutcome:
             and previous.get("status") == self.status
             and previous.get("reason") == self.reason
         )
-        since = (
-            str(previous.get("lastTransitionTime"))
-            if same and previous
-            else now.strftime("%Y-%m-%dT%H:%M:%SZ")
-        )
+        since = str(previous.get("lastTransitionTime")) if same and previous else format_time(now)
         condition = {
             "type": "Federated",
             "status": self.status,

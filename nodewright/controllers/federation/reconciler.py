@@ -47,6 +47,7 @@ from nodewright.runtime.events import EventRecorder
 from nodewright.runtime.kinds import Kind
 from nodewright.runtime.logs import get_logger
 from nodewright.runtime.reconcile import Request, Result
+from nodewright.runtime.times import parse_time
 
 __all__ = ["SERVICE_ACCOUNT", "FederationCloud", "FederationReconciler"]
 
@@ -157,11 +158,8 @@ class FederationReconciler:
                 continue
             metadata = account.get("metadata") or {}
             status = _status_of(account) or {}
-            since = None
-            if status.get("reason") == "Propagating":
-                since = datetime.strptime(str(status["lastTransitionTime"]), "%Y-%m-%dT%H:%M:%SZ").replace(
-                    tzinfo=UTC
-                )
+            propagating = status.get("reason") == "Propagating"
+            since = parse_time(status.get("lastTransitionTime")) if propagating else None
             info = AccountInfo(
                 namespace=str(metadata.get("namespace") or ""),
                 name=str(metadata.get("name") or ""),

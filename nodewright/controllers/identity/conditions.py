@@ -1,33 +1,18 @@
 """Status conditions in the metav1.Condition shape for the identity reconcilers: setting one
-condition in a list the way apimachinery's ``SetStatusCondition`` does, and the timestamp format.
-Pure; no I/O."""
+condition in a list the way apimachinery's ``SetStatusCondition`` does. Pure; no I/O."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Literal
 
 from nodewright.api.meta import Condition
+from nodewright.runtime.times import format_time
 
-__all__ = ["ConditionStatus", "format_time", "parse_time", "with_condition"]
+__all__ = ["ConditionStatus", "with_condition"]
 
 ConditionStatus = Literal["True", "False", "Unknown"]
-
-
-def format_time(moment: datetime) -> str:
-    """RFC 3339 in UTC, seconds precision, as Kubernetes writes times."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(value: str) -> datetime | None:
-    """The time ``format_time`` wrote; None for an empty or malformed value."""
-    if not value:
-        return None
-    try:
-        return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-    except ValueError:
-        return None
 
 
 def with_condition(

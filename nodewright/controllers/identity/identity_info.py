@@ -37,6 +37,7 @@ from nodewright.runtime.client import Client
 from nodewright.runtime.events import EventRecorder
 from nodewright.runtime.logs import get_logger
 from nodewright.runtime.reconcile import Request, Result, TerminalError
+from nodewright.runtime.times import parse_time
 
 __all__ = ["AzureIdentityReconciler", "IdentityLookupService"]
 
@@ -146,8 +147,7 @@ class AzureIdentityReconciler:
             self.recorder.event(obj, "Warning", "ClientIDMismatch", current.message)
 
     def _come_back(self, identity: AzureIdentity, now: datetime) -> Result:
-        recheck = identity.status.next_recheck_time
-        if not recheck:
+        due = parse_time(identity.status.next_recheck_time)
+        if due is None:
             return Result()
-        due = datetime.strptime(recheck, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
         return Result(requeue_after=max(1.0, (due - now).total_seconds()))

@@ -15,12 +15,8 @@ from nodewright.api.aadpodidentity.v1 import (
     AzureIdentityStatus,
     IdentityType,
 )
-from nodewright.controllers.identity.conditions import (
-    ConditionStatus,
-    format_time,
-    parse_time,
-    with_condition,
-)
+from nodewright.controllers.identity.conditions import ConditionStatus, with_condition
+from nodewright.runtime.times import format_time, parse_time
 
 __all__ = [
     "RECHECK_INTERVAL",
@@ -117,31 +113,7 @@ def identity_info_status(
         if lookup.outcome == "not_found":
             next_recheck = format_time(next_recheck_time(now, jitter))
         set_condition(CONDITION_RESOLVED, "False", _LOOKUP_REASONS[lookup.outcome], retrieval_error)
-    spec_client_id = identity.spec.client_id
-    if not client_id:
-        set_condition(
-            CONDITION_CLIENT_ID_CURRENT,
-            "Unknown",
-            "NotResolved",
-            "the identity's clientId in Azure is not known",
-        )
-    elif not spec_client_id:
-        set_condition(
-            CONDITION_CLIENT_ID_CURRENT,
-            "False",
-            "NotSet",
-            f"spec.clientID is empty; the identity's clientId is {client_id}",
-        )
-    elif spec_client_id.lower() != client_id.lower():
-        set_condition(
-            CONDITION_CLIENT_ID_CURRENT,
-            "False",
-            "Differs",
-            f"spec.clientID {spec_client_id} differs from the identity's clientId {client_id} in Azure "
-            "(was it deleted and recreated under the same name?); token requests for the old one fail",
-        )
-    else:
-        set_condition(CONDITION_CLIENT_ID_CURRENT, "True", "Matches", "spec.clientID is current")
+    set_condition(CONDITION_CLIENT_ID_CURRENT, *_client_id_current(identity.spec.client_id, client_id))
     return AzureIdentityStatus(
         metadata=old.metadata,
         available_replicas=old.available_replicas,
@@ -152,3 +124,20 @@ def identity_info_status(
         observed_generation=generation,
         conditions=conditions,
     )
+
+
+def _client_id_current(spec_client_id: str, client_id: str) -> tuple[ConditionStatus, str, str]:
+    """The ClientIDCurrent condition's status, reason and message: whether spec.clientID is the
+    identity's real clientId (``client_id``, empty while it is not known)."""
+    if not client_id:
+        return "Unknown", "NotResolved", "the identity's clientId in Azure is not known"
+    if not spec_client_id:
+        return "False", "NotSet", f"spec.clientID is empty; the identity's clientId is {client_id}"
+    if spec_client_id.lower() != client_id.lower():
+        return (
+            "False",
+            "Differs",
+            f"spec.clientID {spec_client_id} differs from the identity's clientId {client_id} in Azure "
+            "(was it deleted and recreated under the same name?); token requests for the old one fail",
+        )
+    return "True", "Matches", "spec.clientID is current"

@@ -37,11 +37,10 @@ from nodewright.api.aadpodidentity.v1 import (
     AzureIdentityBinding,
     AzurePodIdentityException,
 )
-from nodewright.api.base import Resource
 from nodewright.cloud.identity_updates import MAX_IDENTITIES_PER_REQUEST
 from nodewright.controllers.identity.decisions import AssignmentPolicy
+from nodewright.controllers.kinds import kind_of
 from nodewright.runtime.config import ConfigError
-from nodewright.runtime.kinds import Kind
 
 __all__ = [
     "AZURE_ASSIGNED_IDENTITY",
@@ -49,14 +48,8 @@ __all__ = [
     "AZURE_IDENTITY_BINDING",
     "AZURE_POD_IDENTITY_EXCEPTION",
     "IdentityOptions",
-    "kind_of",
     "parse_options",
 ]
-
-
-def kind_of(model: type[Resource]) -> Kind:
-    """The runtime ``Kind`` of a CRD model."""
-    return Kind(model.API_VERSION, model.KIND, model.PLURAL, model.NAMESPACED)
 
 
 AZURE_IDENTITY = kind_of(AzureIdentity)

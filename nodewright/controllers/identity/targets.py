@@ -13,7 +13,7 @@ import dataclasses
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from nodewright.api.aadpodidentity.v1 import (
     ASSIGNED_STATUS_ASSIGNED,
@@ -35,6 +35,7 @@ from nodewright.controllers.identity.decisions import (
     Problem,
     identity_resource_key,
 )
+from nodewright.runtime.times import format_time
 
 __all__ = [
     "AssignmentOutcome",
@@ -253,7 +254,7 @@ class Rejection:
 
     def describe(self) -> str:
         """The condition message: ARM's words, the attempt count and the next attempt."""
-        when = self.retry_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        when = format_time(self.retry_at)
         return f"{self.code}: {self.message} (attempt {self.attempts}; next attempt after {when})"
 
 

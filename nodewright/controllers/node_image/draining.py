@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from nodewright.controllers.node_image.grouping import MIRROR_POD_ANNOTATION
+from nodewright.runtime.times import parse_time
 
 __all__ = [
     "DrainPlan",
@@ -62,16 +63,6 @@ class DrainPlan:
         return not self.evict and not self.blocked and not self.terminating
 
 
-def _parse_time(value: object) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else None
-
-
 def _expression_matches(expression: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
     key = expression.get("key", "")
     operator = expression.get("operator")
@@ -108,7 +99,7 @@ def _skip_reason(pod: Mapping[str, Any], now: datetime) -> SkipReason | Literal[
     if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
         return SkipReason.FINISHED
     if metadata.get("deletionTimestamp"):
-        deletion = _parse_time(metadata.get("deletionTimestamp"))
+        deletion = parse_time(metadata.get("deletionTimestamp"))
         if deletion is not None and deletion > now:
             return "wait"
         return SkipReason.TERMINATING
@@ -140,14 +131,7 @@ def plan_drain(
     ``stuck`` when it is not done ``timeout`` after ``drain_started``.
     """
     budgets = list(pod_disruption_budgets)
-    allowed: dict[PodKey, int] = {}
-    for budget in budgets:
-        metadata = budget.get("metadata") or {}
-        status = budget.get("status") or {}
-        key = PodKey(metadata.get("namespace", ""), metadata.get("name", ""))
-        current = int(status.get("observedGeneration", 0)) >= int(metadata.get("generation", 0))
-        allowed[key] = int(status.get("disruptionsAllowed", 0)) if current else 0
-
+    allowed = _disruptions_allowed(budgets)
     plan = DrainPlan()
     for pod in sorted(pods, key=_pod_key):
         key = _pod_key(pod)
@@ -161,13 +145,7 @@ def plan_drain(
         if (pod.get("status") or {}).get("phase") == "Pending":
             plan.evict.append(key)
             continue
-        labels = (pod.get("metadata") or {}).get("labels") or {}
-        covering = [
-            b
-            for b in budgets
-            if (b.get("metadata") or {}).get("namespace", "") == key.namespace
-            and selector_matches((b.get("spec") or {}).get("selector"), labels)
-        ]
+        covering = _covering_budgets(budgets, pod, key.namespace)
         if not covering:
             plan.evict.append(key)
             continue
@@ -186,6 +164,31 @@ def plan_drain(
             plan.blocked[key] = f"PodDisruptionBudget {budget_key.name} allows no disruption now"
     plan.stuck = not plan.done and drain_started is not None and now - drain_started >= timeout
     return plan
+
+
+def _disruptions_allowed(budgets: Iterable[Mapping[str, Any]]) -> dict[PodKey, int]:
+    """Each budget's ``disruptionsAllowed``; 0 for a budget whose status is older than its spec."""
+    allowed: dict[PodKey, int] = {}
+    for budget in budgets:
+        metadata = budget.get("metadata") or {}
+        status = budget.get("status") or {}
+        key = PodKey(metadata.get("namespace", ""), metadata.get("name", ""))
+        current = int(status.get("observedGeneration", 0)) >= int(metadata.get("generation", 0))
+        allowed[key] = int(status.get("disruptionsAllowed", 0)) if current else 0
+    return allowed
+
+
+def _covering_budgets(
+    budgets: Iterable[Mapping[str, Any]], pod: Mapping[str, Any], namespace: str
+) -> list[Mapping[str, Any]]:
+    """The budgets of the pod's namespace whose selector matches its labels."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    return [
+        budget
+        for budget in budgets
+        if (budget.get("metadata") or {}).get("namespace", "") == namespace
+        and selector_matches((budget.get("spec") or {}).get("selector"), labels)
+    ]
 
 
 def _pod_key(pod: Mapping[str, Any]) -> PodKey:

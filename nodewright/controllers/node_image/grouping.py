@@ -21,6 +21,7 @@ from nodewright.api.nodewright.v1alpha1 import (
 )
 from nodewright.cloud.models import ImageReference
 from nodewright.cloud.resource_ids import InvalidResourceIdError, parse_resource_id
+from nodewright.runtime.times import parse_time
 
 __all__ = [
     "CONTROL_PLANE_LABEL",
@@ -123,15 +124,6 @@ def same_image(node_image: str, desired: ImageReference) -> bool:
 # ---- nodes and grouping -------------------------------------------------------------------------
 
 
-def _timestamp(value: object) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value)
-    except ValueError:
-        return None
-
-
 @dataclass(frozen=True)
 class ClusterNode:
     """What the rollout needs to know of a Kubernetes Node."""
@@ -161,7 +153,7 @@ class ClusterNode:
             labels=dict(metadata.get("labels") or {}),
             ready=ready,
             unschedulable=bool(spec.get("unschedulable", False)),
-            created=_timestamp(metadata.get("creationTimestamp")),
+            created=parse_time(metadata.get("creationTimestamp")),
         )
 
     @property

@@ -26,7 +26,6 @@ from nodewright.controllers.node_image.resources import (
     PENDING_NODE,
     Checkpoint,
     Clock,
-    format_time,
     no_checkpoint,
     utc_now,
 )
@@ -40,6 +39,7 @@ from nodewright.runtime.objects import replace_status
 from nodewright.runtime.rbac import PolicyRule
 from nodewright.runtime.reconcile import Request, Result, TerminalError
 from nodewright.runtime.retry import retry_on_conflict
+from nodewright.runtime.times import format_time
 
 __all__ = ["RBAC_RULES", "PendingNodeCloud", "PendingNodeReconciler"]
 

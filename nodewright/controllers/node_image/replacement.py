@@ -38,12 +38,12 @@ from nodewright.controllers.node_image.decisions import (
     replacement_step,
 )
 from nodewright.controllers.node_image.heir_network import heir_pool_shortfall
-from nodewright.controllers.node_image.resources import format_time, parse_time
 from nodewright.controllers.node_image.rollout_state import READY_SEEN_ANNOTATION
 from nodewright.controllers.node_image.rollout_writes import RolloutWrites
 from nodewright.runtime import errors
 from nodewright.runtime.kinds import NODE, POD
 from nodewright.runtime.logs import get_logger
+from nodewright.runtime.times import format_time, parse_time
 
 __all__ = ["QUARANTINED", "NodeReplacement", "RemovalContext", "ReplacementPass"]
 

@@ -18,8 +18,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from nodewright.api.acn.v1alpha import NodeNetworkConfig
-from nodewright.api.base import Resource
 from nodewright.api.nodewright.v1alpha1 import AutoscalingStrategy, NodeImage, PendingNode, ScalingGroup
+from nodewright.controllers.kinds import kind_of
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
 from nodewright.runtime.informer import Store
@@ -36,18 +36,10 @@ __all__ = [
     "ReadYourWrites",
     "StaleCacheError",
     "controller_reference",
-    "format_time",
     "is_controlled_by",
-    "kind_of",
     "no_checkpoint",
-    "parse_time",
     "utc_now",
 ]
-
-
-def kind_of(model: type[Resource]) -> Kind:
-    """The runtime ``Kind`` of a CRD model."""
-    return Kind(model.API_VERSION, model.KIND, model.PLURAL, model.NAMESPACED)
 
 
 NODE_IMAGE = kind_of(NodeImage)
@@ -72,22 +64,6 @@ Clock = Callable[[], datetime]
 def utc_now() -> datetime:
     """The current time, timezone-aware, to the second (as Kubernetes stores times)."""
     return datetime.now(UTC).replace(microsecond=0)
-
-
-def format_time(value: datetime) -> str:
-    """RFC 3339 in UTC as metav1.Time writes it: ``2026-11-29T16:00:00Z``."""
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_time(value: object) -> datetime | None:
-    """An RFC 3339 time from an annotation or field; ``None`` when missing or malformed."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else None
 
 
 def controller_reference(owner: dict[str, Any]) -> dict[str, Any]:

@@ -43,7 +43,6 @@ from nodewright.controllers.node_image.resources import (
     Clock,
     ReadYourWrites,
     controller_reference,
-    format_time,
     no_checkpoint,
     utc_now,
 )
@@ -55,6 +54,7 @@ from nodewright.runtime.informer import Store
 from nodewright.runtime.kinds import NODE, Kind
 from nodewright.runtime.logs import get_logger
 from nodewright.runtime.objects import replace_status, set_condition
+from nodewright.runtime.times import format_time
 
 __all__ = ["SCALE_OUT_ANNOTATION", "NodeImageCloud", "NodeImageStores", "RolloutWrites"]
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import datetime
 import time
 import uuid
 from collections.abc import Callable
@@ -84,6 +83,7 @@ from nodewright.runtime.kinds import NODE, POD
 from nodewright.runtime.logs import get_logger
 from nodewright.runtime.objects import add_finalizer
 from nodewright.runtime.reconcile import Request, Result
+from nodewright.runtime.times import now_text
 
 __all__ = ["POD_NODE_INDEX", "EventSink", "NodeNetworkConfigReconciler", "NodeNetworkConfigStores"]
 
@@ -129,10 +129,6 @@ class _View:
         return {a.name for c in self.config.status.network_containers[:1] for a in c.ip_assignments}
 
 
-def _utc_now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def usable_maximum(settings: NodeNetworkConfigSettings) -> int:
     """The most secondary IPs a node may hold: the scaler's maximum, within one NIC's capacity."""
     return min(settings.scaler.max_ip_count, MAX_SECONDARY_IPS_PER_NIC)
@@ -163,7 +159,7 @@ class NodeNetworkConfigReconciler:
         events: EventSink,
         settings: NodeNetworkConfigSettings,
         clock: Callable[[], float] = time.monotonic,
-        wall_clock: Callable[[], str] = _utc_now,
+        wall_clock: Callable[[], str] = now_text,
         new_name: Callable[[], str] = lambda: str(uuid.uuid4()),
     ) -> None:
         self._client = client

@@ -13,7 +13,7 @@ from typing import Any
 
 from nodewright.api.acn.v1alpha import NodeNetworkConfig
 from nodewright.api.acn.v1alpha1 import ClusterSubnetState
-from nodewright.runtime.kinds import Kind
+from nodewright.controllers.kinds import kind_of
 
 __all__ = [
     "CLUSTER_SUBNET_STATE",
@@ -30,18 +30,8 @@ __all__ = [
     "uses_pod_network",
 ]
 
-NODE_NETWORK_CONFIG = Kind(
-    NodeNetworkConfig.API_VERSION,
-    NodeNetworkConfig.KIND,
-    NodeNetworkConfig.PLURAL,
-    NodeNetworkConfig.NAMESPACED,
-)
-CLUSTER_SUBNET_STATE = Kind(
-    ClusterSubnetState.API_VERSION,
-    ClusterSubnetState.KIND,
-    ClusterSubnetState.PLURAL,
-    ClusterSubnetState.NAMESPACED,
-)
+NODE_NETWORK_CONFIG = kind_of(NodeNetworkConfig)
+CLUSTER_SUBNET_STATE = kind_of(ClusterSubnetState)
 
 FINALIZER = "nodewright.io/node-network-config"
 """Held on every NodeNetworkConfig we manage until its IPs are released from the NIC."""

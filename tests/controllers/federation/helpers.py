@@ -19,8 +19,9 @@ from nodewright.runtime import errors
 from nodewright.runtime.client import Client
 from nodewright.runtime.config import parse_config
 from nodewright.runtime.manager import Manager
-from tests.controllers.identity.helpers import World, wait_for
+from tests.controllers.identity.helpers import World
 from tests.runtime.manager_helpers import RunningManager
+from tests.waiting import eventually
 
 ISSUER = "https://kubernetes.default.svc.cluster.local"
 TENANT = "11111111-1111-1111-1111-111111111111"
@@ -91,7 +92,7 @@ class Federation:
         manager = Manager(parse_config(data, "test"), kubeconfig=str(self.world.cluster.kubeconfig))
         manager.setup_reconcilers()
         self.running = RunningManager(manager)
-        wait_for(manager.started.is_set, timeout=30, message="manager started")
+        eventually(manager.started.is_set, timeout=30, message="manager started")
         return manager
 
     def stop(self) -> None:

@@ -17,7 +17,7 @@ from nodewright.controllers.identity.options import AZURE_IDENTITY
 from nodewright.runtime.kinds import EVENT
 from tests.cloud.helpers import cloud_for
 from tests.controllers.federation.helpers import ISSUER, TENANT, Federation
-from tests.controllers.identity.helpers import wait_for
+from tests.waiting import eventually
 
 
 def test_credentials_follow_service_accounts(federation: Federation) -> None:
@@ -37,12 +37,12 @@ def test_credentials_follow_service_accounts(federation: Federation) -> None:
     federation.account("app", "web")
     federation.start()
     subject = subject_of(federation.world.namespace, "app")
-    wait_for(
+    eventually(
         lambda: any(s == subject for _, s, _ in federation.credentials(web).values()), message="FIC created"
     )
     (name,) = [n for n, (_, s, _) in federation.credentials(web).items() if s == subject]
     assert federation.credentials(web)[name] == (ISSUER, subject, ["api://AzureADTokenExchange"])
-    wait_for(lambda: federation.status("app").get("reason") == "Ready", message="Ready after propagation")
+    eventually(lambda: federation.status("app").get("reason") == "Ready", message="Ready after propagation")
     annotations = federation.annotations("app")
     assert annotations[CLIENT_ID_ANNOTATION] == service.get_identity(web).client_id
     assert annotations[TENANT_ID_ANNOTATION] == TENANT
@@ -54,11 +54,11 @@ def test_credentials_follow_service_accounts(federation: Federation) -> None:
         {"metadata": {"annotations": {IDENTITY_ANNOTATION: batch}}},
         federation.world.namespace,
     )
-    wait_for(lambda: name not in federation.credentials(web), message="FIC removed from the old identity")
-    wait_for(
+    eventually(lambda: name not in federation.credentials(web), message="FIC removed from the old identity")
+    eventually(
         lambda: any(s == subject for _, s, _ in federation.credentials(batch).values()), message="FIC moved"
     )
-    wait_for(
+    eventually(
         lambda: (
             federation.annotations("app").get(CLIENT_ID_ANNOTATION) == service.get_identity(batch).client_id
         ),
@@ -66,8 +66,8 @@ def test_credentials_follow_service_accounts(federation: Federation) -> None:
     )
 
     federation.client.delete(SERVICE_ACCOUNT, "app", federation.world.namespace)
-    wait_for(lambda: federation.credentials(batch) == {}, message="FIC deleted with the account")
-    wait_for(lambda: federation.get_account("app") is None, message="finalizer released")
+    eventually(lambda: federation.credentials(batch) == {}, message="FIC deleted with the account")
+    eventually(lambda: federation.get_account("app") is None, message="finalizer released")
     assert set(federation.credentials(web)) == {"hand-made"}, "the foreign credential is left alone"
 
 
@@ -78,8 +78,8 @@ def test_the_twenty_first_account_on_one_identity_is_refused(federation: Federat
     for index in range(21):
         federation.account(f"sa-{index:02d}", shared)
     federation.start(propagation=0)
-    wait_for(lambda: len(federation.credentials(shared)) == 20, timeout=60, message="20 credentials")
-    wait_for(
+    eventually(lambda: len(federation.credentials(shared)) == 20, timeout=60, message="20 credentials")
+    eventually(
         lambda: federation.status("sa-20").get("reason") == "CredentialLimitReached",
         timeout=60,
         message="refused",
@@ -109,7 +109,7 @@ def test_faults_converge_without_storms_and_a_restart_leaves_no_orphan(federatio
     for name in ("a", "b", "c"):
         federation.account(name, web)
     federation.start(propagation=0)
-    wait_for(lambda: len(federation.credentials(web)) == 3, timeout=60, message="three credentials")
+    eventually(lambda: len(federation.credentials(web)) == 3, timeout=60, message="three credentials")
     puts = federation.emulator.requests.entries("FederatedIdentityCredentials.create_or_update")
     assert len(puts) <= 3 + 2 + 1, f"no storm: {len(puts)} PUTs for 3 credentials and 2 throttles"
     federation.stop()
@@ -117,7 +117,7 @@ def test_faults_converge_without_storms_and_a_restart_leaves_no_orphan(federatio
     faults.server_error("FederatedIdentityCredentials.create_or_update", times=10_000, status=500)
     federation.account("d", web)
     federation.start(propagation=0)
-    wait_for(
+    eventually(
         lambda: RECORD_ANNOTATION in federation.annotations("d"), message="intent recorded before the PUT"
     )
     federation.stop()
@@ -128,10 +128,10 @@ def test_faults_converge_without_storms_and_a_restart_leaves_no_orphan(federatio
     federation.client.delete(SERVICE_ACCOUNT, "a", federation.world.namespace)
     faults.clear()
     federation.start(propagation=0)
-    wait_for(
+    eventually(
         lambda: federation.get_account("d") is None and federation.get_account("a") is None,
         message="released",
     )
-    wait_for(lambda: len(federation.credentials(web)) == 2, message="a's credential deleted")
+    eventually(lambda: len(federation.credentials(web)) == 2, message="a's credential deleted")
     subjects = {s for _, s, _ in federation.credentials(web).values()}
     assert subjects == {subject_of(federation.world.namespace, n) for n in ("b", "c")}

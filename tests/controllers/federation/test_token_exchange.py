@@ -14,7 +14,7 @@ from nodewright.cloud.msi import FEDERATION_AUDIENCE
 from tests.cloud.helpers import cloud_for
 from tests.cloud.test_federated_credentials import exchange
 from tests.controllers.federation.helpers import ISSUER, Federation
-from tests.controllers.identity.helpers import wait_for
+from tests.waiting import eventually
 
 
 def service_account_token(api: pykube.HTTPClient, namespace: str, name: str) -> str:
@@ -52,7 +52,7 @@ def test_a_service_account_token_is_exchanged_once_its_credential_exists(
     assert "AADSTS70021" in body["error_description"]
 
     federation.start(propagation=0.5)
-    wait_for(lambda: federation.status("app").get("reason") == "Ready", message="Ready")
+    eventually(lambda: federation.status("app").get("reason") == "Ready", message="Ready")
     status, body = exchange(federation.emulator, client_id, service_account_token(kube_api, namespace, "app"))
     assert status == 200, body
     assert body["access_token"]

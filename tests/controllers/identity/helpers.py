@@ -5,9 +5,8 @@ reads the assertions use (assigned identities, a target's identities, Events).""
 from __future__ import annotations
 
 import contextlib
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,17 +31,7 @@ from nodewright.runtime.config import parse_config
 from nodewright.runtime.kinds import EVENT, NODE, POD
 from nodewright.runtime.manager import Manager
 from tests.runtime.manager_helpers import RunningManager
-
-
-def wait_for(condition: Callable[[], Any], timeout: float = 30.0, message: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"{message} not met within {timeout} s")
-        time.sleep(0.1)
+from tests.waiting import eventually
 
 
 @dataclass
@@ -211,7 +200,7 @@ class World:
         manager = Manager(parse_config(data, "test"), kubeconfig=str(self.cluster.kubeconfig))
         manager.setup_reconcilers()
         self.running = RunningManager(manager)
-        wait_for(manager.started.is_set, timeout=30, message="manager started")
+        eventually(manager.started.is_set, timeout=30, message="manager started")
         return manager
 
     def stop(self) -> None:

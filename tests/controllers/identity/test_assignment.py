@@ -29,7 +29,8 @@ from nodewright.controllers.identity.options import (
 from nodewright.runtime.kinds import NODE
 from nodewright.runtime.kinds import POD as POD_KIND
 from tests.cloud.helpers import cloud_for
-from tests.controllers.identity.helpers import World, wait_for
+from tests.controllers.identity.helpers import World
+from tests.waiting import eventually
 
 
 def condition(
@@ -81,7 +82,7 @@ def test_pods_on_vm_and_scale_set_nodes_get_and_release_identities(world: World)
     world.pod("uses-kubelet", pool_nodes[0], "kubelet")
 
     world.start_manager()
-    wait_for(
+    eventually(
         lambda: all_assigned(world, {"web-0", "web-1", "web-vm", "uses-kubelet"}), message="all Assigned"
     )
     assert world.identities_on(scale_set) == {web.lower(), kubelet.lower()}
@@ -95,24 +96,24 @@ def test_pods_on_vm_and_scale_set_nodes_get_and_release_identities(world: World)
     assert by_pod["web-0"].metadata["labels"] == {"nodename": pool_nodes[0]}
     assert by_pod["web-0"].name == f"web-0-{world.namespace}-web"
     assert by_pod["web-0"].namespace == "default"
-    wait_for(lambda: world.events(reason="binding applied"), message="binding applied event")
+    eventually(lambda: world.events(reason="binding applied"), message="binding applied event")
 
     world.delete_pod("web-0")
-    wait_for(lambda: "web-0" not in statuses(world), message="web-0 released")
+    eventually(lambda: "web-0" not in statuses(world), message="web-0 released")
     assert world.identities_on(scale_set) == {web.lower(), kubelet.lower()}, "web-1 on another node needs it"
 
     world.delete_pod("web-1")
     world.delete_pod("uses-kubelet")
-    wait_for(
+    eventually(
         lambda: world.identities_on(scale_set) == {kubelet.lower()}, message="web removed from the scale set"
     )
-    wait_for(lambda: set(statuses(world)) == {"web-vm"}, message="released objects deleted")
+    eventually(lambda: set(statuses(world)) == {"web-vm"}, message="released objects deleted")
     assert world.identities_on(vm) == {web.lower()}
-    wait_for(lambda: world.events(reason="binding removed"), message="binding removed event")
+    eventually(lambda: world.events(reason="binding removed"), message="binding removed event")
 
     world.delete_pod("web-vm")
-    wait_for(lambda: world.identities_on(vm) == set(), message="web removed from the VM")
-    wait_for(lambda: statuses(world) == {}, message="no assignments left")
+    eventually(lambda: world.identities_on(vm) == set(), message="web removed from the VM")
+    eventually(lambda: statuses(world) == {}, message="no assignments left")
 
 
 def test_throttled_scale_set_is_not_called_before_retry_after(world: World) -> None:
@@ -130,7 +131,7 @@ def test_throttled_scale_set_is_not_called_before_retry_after(world: World) -> N
     world.emulator.faults.throttle("VirtualMachineScaleSets.update", times=1, retry_after=2)
 
     world.start_manager()
-    wait_for(lambda: all_assigned(world, {"p-0", "p-1", "p-2"}), message="all Assigned")
+    eventually(lambda: all_assigned(world, {"p-0", "p-1", "p-2"}), message="all Assigned")
     assert world.identities_on(scale_set) == {identity_id.lower() for identity_id in ids}
     writes = world.emulator.requests.entries("VirtualMachineScaleSets.update")
     assert [entry.status for entry in writes] == [429, 200], "one throttled PATCH, then one that landed"
@@ -158,7 +159,7 @@ def test_one_bad_identity_does_not_block_the_others(world: World) -> None:
         world.pod(name, node, name)
 
     world.start_manager(repairInterval=0.5, rejectedIdentityFirstRetry=60)
-    wait_for(lambda: statuses(world).get("good") == ASSIGNED_STATUS_ASSIGNED, message="good Assigned")
+    eventually(lambda: statuses(world).get("good") == ASSIGNED_STATUS_ASSIGNED, message="good Assigned")
     assert world.identities_on(scale_set) == {good.lower()}
 
     def rejected() -> dict[str, tuple[str, str]]:
@@ -166,14 +167,14 @@ def test_one_bad_identity_does_not_block_the_others(world: World) -> None:
             a.spec.pod: condition(a, CONDITION_ASSIGNED) for a in world.assigned() if a.spec.pod != "good"
         }
 
-    wait_for(
+    eventually(
         lambda: (
             rejected() == {"denied": ("False", "IdentityRejected"), "missing": ("False", "IdentityNotFound")}
         ),
         message="bad identities rejected",
     )
     assert statuses(world)["denied"] == ASSIGNED_STATUS_CREATED
-    wait_for(
+    eventually(
         lambda: len(world.events(reason="binding apply error")) >= 2, message="binding apply error events"
     )
     messages = " ".join(e["message"] for e in world.events(reason="binding apply error"))
@@ -216,7 +217,7 @@ def test_bad_input_is_reported_and_others_are_unaffected(world: World) -> None:
     world.pod("on-bare-node", bare_node, "good")
 
     world.start_manager()
-    wait_for(lambda: statuses(world).get("good") == ASSIGNED_STATUS_ASSIGNED, message="good Assigned")
+    eventually(lambda: statuses(world).get("good") == ASSIGNED_STATUS_ASSIGNED, message="good Assigned")
     assert "malformed" not in statuses(world), "an invalid identity is never assigned"
 
     def binding_condition(name: str) -> tuple[str, str]:
@@ -225,14 +226,14 @@ def test_bad_input_is_reported_and_others_are_unaffected(world: World) -> None:
             CONDITION_IDENTITY_FOUND,
         )
 
-    wait_for(
+    eventually(
         lambda: binding_condition("ghost-binding") == ("False", "IdentityNotFound"), message="ghost binding"
     )
-    wait_for(
+    eventually(
         lambda: binding_condition("malformed-binding") == ("False", "IdentityInvalid"),
         message="malformed binding",
     )
-    wait_for(lambda: binding_condition("good-binding") == ("True", "Found"), message="good binding")
+    eventually(lambda: binding_condition("good-binding") == ("True", "Found"), message="good binding")
 
     def identity_condition(name: str) -> tuple[str, str]:
         return condition(
@@ -240,8 +241,8 @@ def test_bad_input_is_reported_and_others_are_unaffected(world: World) -> None:
             CONDITION_RESOLVED,
         )
 
-    wait_for(lambda: identity_condition("absent") == ("False", "NotFound"), message="absent identity")
-    wait_for(
+    eventually(lambda: identity_condition("absent") == ("False", "NotFound"), message="absent identity")
+    eventually(
         lambda: identity_condition("malformed") == ("False", "InvalidResourceID"),
         message="malformed identity",
     )
@@ -252,7 +253,7 @@ def test_bad_input_is_reported_and_others_are_unaffected(world: World) -> None:
     def bare() -> AzureAssignedIdentity | None:
         return next((a for a in world.assigned() if a.spec.pod == "on-bare-node"), None)
 
-    wait_for(
+    eventually(
         lambda: (
             (found := bare()) is not None
             and condition(found, CONDITION_ASSIGNED) == ("False", "NodeNotResolvable")
@@ -279,7 +280,7 @@ def test_more_than_150_identities_land_in_chunks(world: World) -> None:
     world.pod("many", node, "many")
 
     world.start_manager(resolveIdentityInfo=False)
-    wait_for(
+    eventually(
         lambda: (
             len(world.assigned()) == 160
             and all(a.status.status == ASSIGNED_STATUS_ASSIGNED for a in world.assigned())
@@ -303,16 +304,18 @@ def test_identities_removed_out_of_band_are_re_added_and_foreign_ones_left_alone
     world.binding("web-binding", "web", "web")
     world.pod("web", node, "web")
     world.start_manager(repairInterval=0.5)
-    wait_for(lambda: all_assigned(world, {"web"}), message="Assigned")
+    eventually(lambda: all_assigned(world, {"web"}), message="Assigned")
 
     compute = cloud_for(world.emulator).compute
     target = parse_scale_set_id(scale_set)
     compute.update_identities(target, add=[foreign], remove=[web])
     assert world.identities_on(scale_set) == {foreign.lower()}
-    wait_for(lambda: world.identities_on(scale_set) == {web.lower(), foreign.lower()}, message="web re-added")
+    eventually(
+        lambda: world.identities_on(scale_set) == {web.lower(), foreign.lower()}, message="web re-added"
+    )
 
     world.delete_pod("web")
-    wait_for(lambda: world.identities_on(scale_set) == {foreign.lower()}, message="web removed")
+    eventually(lambda: world.identities_on(scale_set) == {foreign.lower()}, message="web removed")
     time.sleep(1.5)
     assert world.identities_on(scale_set) == {foreign.lower()}, "never removes what it did not add"
 
@@ -334,14 +337,14 @@ def test_stale_client_id_is_flagged_and_the_identity_still_assigned(world: World
     def status() -> AzureIdentity:
         return AzureIdentity.from_object(world.client.get(AZURE_IDENTITY, "web", world.namespace))
 
-    wait_for(
+    eventually(
         lambda: condition(status(), CONDITION_CLIENT_ID_CURRENT) == ("False", "Differs"), message="flagged"
     )
     assert status().status.client_id == real
     assert status().status.principal_id
     assert condition(status(), CONDITION_RESOLVED) == ("True", "Found")
-    wait_for(lambda: world.events(reason="ClientIDMismatch"), message="ClientIDMismatch event")
-    wait_for(lambda: all_assigned(world, {"web"}), message="still Assigned")
+    eventually(lambda: world.events(reason="ClientIDMismatch"), message="ClientIDMismatch event")
+    eventually(lambda: all_assigned(world, {"web"}), message="still Assigned")
 
 
 def test_published_example_manifests_work_unchanged(world: World) -> None:
@@ -386,7 +389,7 @@ def test_published_example_manifests_work_unchanged(world: World) -> None:
     def nmi_view() -> list[dict[str, Any]]:
         return world.client.list(AZURE_ASSIGNED_IDENTITY, "default", label_selector=f"nodename={node}").items
 
-    wait_for(
+    eventually(
         lambda: [a for a in nmi_view() if (a.get("status") or {}).get("status") == "Assigned"],
         message="NMI sees it",
     )

@@ -15,7 +15,8 @@ from nodewright.api.aadpodidentity.v1 import (
     AzureAssignedIdentity,
 )
 from nodewright.runtime.kinds import NODE
-from tests.controllers.identity.helpers import World, wait_for
+from tests.controllers.identity.helpers import World
+from tests.waiting import eventually
 
 
 def reason_of(assigned: AzureAssignedIdentity) -> str:
@@ -51,12 +52,12 @@ def test_missing_identity_has_a_reason_an_event_and_a_bounded_backoff(world: Wor
     world.pod("late", node, "late")
 
     world.start_manager(repairInterval=0.3, rejectedIdentityFirstRetry=1, rejectedIdentityRetry=4)
-    wait_for(lambda: reason_of(by_pod(world).get("late") or AzureAssignedIdentity()) == "IdentityNotFound")
+    eventually(lambda: reason_of(by_pod(world).get("late") or AzureAssignedIdentity()) == "IdentityNotFound")
     assert by_pod(world)["good"].status.status == ASSIGNED_STATUS_ASSIGNED
     late = by_pod(world)["late"]
     assert late.status.status == ASSIGNED_STATUS_CREATED
     assert "attempt" in next(c.message for c in late.status.conditions if c.type == CONDITION_ASSIGNED)
-    wait_for(
+    eventually(
         lambda: any("was not found" in e["message"] for e in world.events(reason="binding apply error")),
         message="Warning Event naming the missing identity",
     )
@@ -78,7 +79,7 @@ def test_missing_identity_has_a_reason_an_event_and_a_bounded_backoff(world: Wor
     assert all(gap < 4.0 + 3.0 for gap in gaps), f"the cap bounds the wait: {gaps}"
 
     world.identity(group, "late")  # the identity now exists in Azure
-    wait_for(
+    eventually(
         lambda: by_pod(world)["late"].status.status == ASSIGNED_STATUS_ASSIGNED,
         timeout=20,
         message="late identity assigned on a later attempt",
@@ -99,13 +100,13 @@ def test_pod_on_missing_node_has_a_reason_then_its_object_is_collected(world: Wo
     world.pod("stranded", ghost, "web")
 
     world.start_manager(rejectedIdentityFirstRetry=0.5, rejectedIdentityRetry=1, missingNodeAttempts=3)
-    wait_for(lambda: reason_of(by_pod(world).get("stranded") or AzureAssignedIdentity()) == "NodeNotFound")
+    eventually(lambda: reason_of(by_pod(world).get("stranded") or AzureAssignedIdentity()) == "NodeNotFound")
     assert by_pod(world)["stranded"].status.status == ASSIGNED_STATUS_CREATED
-    wait_for(
+    eventually(
         lambda: any("does not exist" in e["message"] for e in world.events(reason="binding apply error")),
         message="Warning Event on the pod",
     )
-    wait_for(lambda: "stranded" not in by_pod(world), timeout=20, message="object collected")
+    eventually(lambda: "stranded" not in by_pod(world), timeout=20, message="object collected")
     collected = world.events(reason="NodeNotFound")
     assert len(collected) == 1, "one Event when the object is collected"
     assert collected[0]["involvedObject"]["name"] == "stranded"
@@ -114,7 +115,7 @@ def test_pod_on_missing_node_has_a_reason_then_its_object_is_collected(world: Wo
 
     world.client.create(NODE, {"metadata": {"name": ghost}, "spec": {"providerID": f"azure://{vm}"}})
     try:
-        wait_for(
+        eventually(
             lambda: (
                 (found := by_pod(world).get("stranded")) is not None
                 and found.status.status == ASSIGNED_STATUS_ASSIGNED
@@ -139,7 +140,7 @@ def test_objects_whose_node_is_gone_are_collected_and_the_identity_removed(world
     world.binding("web-binding", "web", "web")
     world.pod("web-0", node, "web")
     world.start_manager(rejectedIdentityFirstRetry=0.5, rejectedIdentityRetry=1, missingNodeAttempts=2)
-    wait_for(
+    eventually(
         lambda: by_pod(world).get("web-0") is not None and by_pod(world)["web-0"].status.status == "Assigned"
     )
     assert world.identities_on(scale_set) == {web.lower()}
@@ -147,6 +148,6 @@ def test_objects_whose_node_is_gone_are_collected_and_the_identity_removed(world
     assert world.simulator is not None
     world.simulator.stop()  # it would bring the Node of the running instance back
     world.client.delete(NODE, node)
-    wait_for(lambda: world.identities_on(scale_set) == set(), timeout=20, message="identity removed")
-    wait_for(lambda: "web-0" not in by_pod(world), timeout=20, message="object collected")
+    eventually(lambda: world.identities_on(scale_set) == set(), timeout=20, message="identity removed")
+    eventually(lambda: "web-0" not in by_pod(world), timeout=20, message="object collected")
     assert_every_created_has_a_reason(world)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 import uuid
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
@@ -42,6 +41,7 @@ from nodewright.runtime.config import parse_config
 from nodewright.runtime.kinds import EVENT, NODE, POD_DISRUPTION_BUDGET, Kind
 from nodewright.runtime.manager import Manager
 from tests.cloud.helpers import cloud_for
+from tests.waiting import eventually
 
 OLD_IMAGE = "/CommunityGalleries/nodewright-test/images/node/versions/1.0.0"
 NEW_IMAGE = "/CommunityGalleries/nodewright-test/images/node/versions/2.0.0"
@@ -318,15 +318,7 @@ class RolloutBench:
         items = self.client.list(EVENT, "default", field_selector=f"reason={reason}").items
         return [e for e in items if self.suffix in e["involvedObject"].get("name", "")]
 
-    @staticmethod
-    def wait_for(condition: Callable[[], Any], timeout: float = 30.0, message: str = "condition") -> Any:
-        deadline = time.monotonic() + timeout
-        while True:
-            value = condition()
-            if value:
-                return value
-            assert time.monotonic() < deadline, f"{message} not met within {timeout} s"
-            time.sleep(0.1)
+    wait_for = staticmethod(eventually)
 
     # ---- teardown -----------------------------------------------------------------------------
 

@@ -13,7 +13,6 @@ import contextlib
 import dataclasses
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,28 +32,17 @@ from nodewright.controllers.node_network_config import (
 from nodewright.controllers.node_network_config.cloud import MachineNicLocator
 from nodewright.devenv.cns_nodesubnet import NodeSubnetConsumer, nic_addresses_in_emulator
 from nodewright.devenv.nodesim import SIMULATED_LABEL, NodeSimulator, machines_in_emulator
-from nodewright.ipam import addresses_of, find_address_conflicts
+from nodewright.ipam import addresses_of
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
 from nodewright.runtime.kinds import EVENT, NODE, POD
 from tests.cloud.helpers import cloud_for
 from tests.conftest import Cluster
 from tests.controllers.node_network_config.node_agent import PodAddressAgent
+from tests.ipam.address_book import find_address_conflicts
 from tests.runtime.manager_helpers import RunningManager, make_manager
 
 RESOURCE_GROUP = "rg-ipam"
-
-
-def wait_until(condition: Callable[[], Any], timeout: float = 30.0, message: str = "condition") -> Any:
-    """Poll ``condition`` until it returns something truthy; fail naming ``message`` on timeout."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{message} not met within {timeout} s")
-        time.sleep(0.1)
 
 
 @dataclass

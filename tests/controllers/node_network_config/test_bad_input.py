@@ -19,7 +19,8 @@ from nodewright.ipam import MAX_SECONDARY_IPS_PER_NIC, PoolScaler
 from nodewright.runtime import errors
 from nodewright.runtime.kinds import EVENT, NODE
 from nodewright.runtime.retry import retry_on_conflict
-from tests.controllers.node_network_config.harness import IpamHarness, event_reasons, wait_until
+from tests.controllers.node_network_config.harness import IpamHarness, event_reasons
+from tests.waiting import eventually
 
 
 def _set_spec(ipam: IpamHarness, node: str, **spec: Any) -> None:
@@ -45,10 +46,10 @@ def _cns_node(ipam: IpamHarness, initial: int = 16) -> str:
     ipam.configure(demand_from_pods=False)
     ipam.add_scale_set(capacity=1)
     ipam.start()
-    node = str(wait_until(ipam.node_names, message="a simulated node")[0])
-    wait_until(lambda: ipam.config(node) is not None, message="NodeNetworkConfig created")
+    node = str(eventually(ipam.node_names, message="a simulated node")[0])
+    eventually(lambda: ipam.config(node) is not None, message="NodeNetworkConfig created")
     _set_spec(ipam, node, requestedIPCount=initial)
-    wait_until(lambda: len(ipam.assignments(ipam.config(node))) == initial, message=f"{initial} IPs")
+    eventually(lambda: len(ipam.assignments(ipam.config(node))) == initial, message=f"{initial} IPs")
     return node
 
 
@@ -75,12 +76,12 @@ def test_requested_count_above_the_nodes_maximum(ipam: IpamHarness) -> None:
     ipam.configure(scaler=PoolScaler(batch_size=4, request_threshold_percent=50, max_ip_count=20))
     node = _cns_node(ipam, initial=8)
     _set_spec(ipam, node, requestedIPCount=40)
-    wait_until(
+    eventually(
         lambda: _condition(ipam.config(node)) == ("False", "RequestedIPCountAboveMaximum"),
         message="condition set",
     )
-    wait_until(lambda: "RequestedIPCountAboveMaximum" in event_reasons(ipam, node), message="Event recorded")
-    wait_until(lambda: len(ipam.assignments(ipam.config(node))) == 20, timeout=60, message="filled to 20")
+    eventually(lambda: "RequestedIPCountAboveMaximum" in event_reasons(ipam, node), message="Event recorded")
+    eventually(lambda: len(ipam.assignments(ipam.config(node))) == 20, timeout=60, message="filled to 20")
     time.sleep(1.0)
     assert len(ipam.secondary(node)) == 20
     config = ipam.config(node)
@@ -95,7 +96,7 @@ def test_a_node_network_config_that_cannot_be_created_is_reported_on_the_node(ip
     ipam.configure(namespace=f"missing-{ipam.owner}")
     ipam.add_scale_set(capacity=1)
     ipam.start(agent=False)
-    node = str(wait_until(ipam.node_names, message="a simulated node")[0])
+    node = str(eventually(ipam.node_names, message="a simulated node")[0])
 
     def refused() -> bool:
         items = ipam.client.list(EVENT, "default").items
@@ -105,7 +106,7 @@ def test_a_node_network_config_that_cannot_be_created_is_reported_on_the_node(ip
             for e in items
         )
 
-    wait_until(refused, timeout=30, message="Event on the Node")
+    eventually(refused, timeout=30, message="Event on the Node")
 
 
 def test_unknown_and_in_use_names_in_ips_not_in_use(ipam: IpamHarness) -> None:
@@ -113,23 +114,23 @@ def test_unknown_and_in_use_names_in_ips_not_in_use(ipam: IpamHarness) -> None:
     A name whose IP a pod uses: kept (Event ReleaseRefused); a free listed one is released."""
     node = _cns_node(ipam)
     _set_spec(ipam, node, ipsNotInUse=["no-such-ip-1", "no-such-ip-2"])
-    wait_until(
+    eventually(
         lambda: _condition(ipam.config(node)) == ("False", "UnknownIPsNotInUse"), message="condition set"
     )
-    wait_until(lambda: "UnknownIPsNotInUse" in event_reasons(ipam, node), message="Event recorded")
+    eventually(lambda: "UnknownIPsNotInUse" in event_reasons(ipam, node), message="Event recorded")
     assert len(ipam.secondary(node)) == 16
 
     [pod] = ipam.create_pods(node, 1)
-    address = wait_until(lambda: ipam.pod_addresses(node).get(pod), message="pod addressed")
+    address = eventually(lambda: ipam.pod_addresses(node).get(pod), message="pod addressed")
     assignments = ipam.assignments(ipam.config(node))
     used = next(name for name, ip in assignments if ip == address)
     free = next(name for name, ip in assignments if ip != address)
     _set_spec(ipam, node, requestedIPCount=15, ipsNotInUse=[used, free])
-    wait_until(lambda: free not in ipam.secondary(node), message="the free IP released")
-    wait_until(lambda: "ReleaseRefused" in event_reasons(ipam, node), message="refusal recorded")
+    eventually(lambda: free not in ipam.secondary(node), message="the free IP released")
+    eventually(lambda: "ReleaseRefused" in event_reasons(ipam, node), message="refusal recorded")
     assert used in ipam.secondary(node)
     assert ipam.pod_addresses(node)[pod] == address
-    wait_until(
+    eventually(
         lambda: free not in {n for n, _ in ipam.assignments(ipam.config(node))}, message="status caught up"
     )
     ipam.check_invariants()
@@ -144,13 +145,13 @@ def test_node_without_provider_id(ipam: IpamHarness) -> None:
     ipam.client.create(
         NODE, {"metadata": {"name": name, "labels": {SIMULATED_LABEL: ipam.owner}}, "spec": {}}
     )
-    wait_until(
+    eventually(
         lambda: _condition(ipam.config(name)) == ("False", "MissingProviderID"), message="condition set"
     )
     config = ipam.config(name)
     assert config is not None
     assert config.status.status == "Error"
-    wait_until(lambda: "MissingProviderID" in event_reasons(ipam, name), message="Event recorded")
+    eventually(lambda: "MissingProviderID" in event_reasons(ipam, name), message="Event recorded")
 
 
 def test_network_interface_missing_in_azure(ipam: IpamHarness) -> None:
@@ -162,12 +163,12 @@ def test_network_interface_missing_in_azure(ipam: IpamHarness) -> None:
     with ipam.emulator.state.locked() as state:
         state.network_interfaces.pop(nic_id.lower())
     ipam.start(agent=False)
-    node = wait_until(ipam.node_names, message="the VM's node")[0]
-    wait_until(
+    node = eventually(ipam.node_names, message="the VM's node")[0]
+    eventually(
         lambda: _condition(ipam.config(node)) == ("False", "NetworkInterfaceNotFound"),
         message="condition set",
     )
-    wait_until(lambda: "NetworkInterfaceNotFound" in event_reasons(ipam, node), message="Event recorded")
+    eventually(lambda: "NetworkInterfaceNotFound" in event_reasons(ipam, node), message="Event recorded")
     reads_before = ipam.emulator.requests.count("NetworkInterfaces.get")
     time.sleep(6.0)
     reads = ipam.emulator.requests.count("NetworkInterfaces.get") - reads_before

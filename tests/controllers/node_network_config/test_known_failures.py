@@ -7,7 +7,8 @@ from __future__ import annotations
 import time
 
 from nodewright.ipam import PoolScaler
-from tests.controllers.node_network_config.harness import IpamHarness, wait_until
+from tests.controllers.node_network_config.harness import IpamHarness
+from tests.waiting import eventually
 
 SCALER = PoolScaler(batch_size=16, request_threshold_percent=50, max_ip_count=250)
 
@@ -25,10 +26,10 @@ def _spec(ipam: IpamHarness, node: str) -> tuple[int, list[str], set[str]]:
 def _start_with_pods(ipam: IpamHarness, count: int) -> tuple[str, list[str]]:
     ipam.add_scale_set(capacity=1)
     ipam.start()
-    node = wait_until(ipam.node_names, message="a simulated node")[0]
+    node = eventually(ipam.node_names, message="a simulated node")[0]
     pods = ipam.create_pods(node, count)
-    wait_until(lambda: len(ipam.pod_addresses(node)) == count, message="pods addressed")
-    wait_until(lambda: _spec(ipam, node)[0] == 32 and len(_spec(ipam, node)[2]) == 32, message="32 IPs")
+    eventually(lambda: len(ipam.pod_addresses(node)) == count, message="pods addressed")
+    eventually(lambda: _spec(ipam, node)[0] == 32 and len(_spec(ipam, node)[2]) == 32, message="32 IPs")
     return node, pods
 
 
@@ -40,7 +41,7 @@ def test_scale_up_right_after_scale_down_keeps_ips_not_in_use(ipam: IpamHarness)
     ipam.configure(scaler=SCALER, release_settle_seconds=3.0)
     node, pods = _start_with_pods(ipam, 20)
     ipam.delete_pods(pods[:15])
-    marked = wait_until(lambda: _spec(ipam, node)[1], message="IPs marked for release")
+    marked = eventually(lambda: _spec(ipam, node)[1], message="IPs marked for release")
     assert len(marked) == 16
     time.sleep(1.0)  # the node agent has seen the marks; the release is still 2 s away
     pods = pods[15:] + ipam.create_pods(node, 15)
@@ -75,12 +76,12 @@ def test_stale_ips_not_in_use_are_cleared_when_the_target_is_unchanged(ipam: Ipa
     ipam.configure(scaler=SCALER, release_settle_seconds=1.0)
     node, pods = _start_with_pods(ipam, 20)
     ipam.delete_pods(pods[:15])
-    requested, listed, _ = wait_until(
+    requested, listed, _ = eventually(
         lambda: (spec := _spec(ipam, node))[1] and spec, message="IPs marked for release"
     )
     assert requested == 16
     assert len(listed) == 16
-    wait_until(lambda: _spec(ipam, node)[1] == [], message="ipsNotInUse cleared")
+    eventually(lambda: _spec(ipam, node)[1] == [], message="ipsNotInUse cleared")
     requested_after, _, in_status = _spec(ipam, node)
     assert requested_after == 16
     assert len(in_status) == 16

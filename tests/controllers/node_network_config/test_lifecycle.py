@@ -14,7 +14,8 @@ from nodewright.controllers.node_network_config import CLUSTER_SUBNET_STATE
 from nodewright.ipam import PoolScaler
 from nodewright.runtime import errors
 from nodewright.runtime.kinds import NODE
-from tests.controllers.node_network_config.harness import IpamHarness, wait_until
+from tests.controllers.node_network_config.harness import IpamHarness
+from tests.waiting import eventually
 
 SCALER = PoolScaler(batch_size=16, request_threshold_percent=50, max_ip_count=250)
 
@@ -29,21 +30,21 @@ def test_deleted_nodes_are_finalized_and_their_ips_released(ipam: IpamHarness) -
     IP configuration is removed from the NIC."""
     ipam.add_scale_set(capacity=2)
     ipam.start()
-    first, second = wait_until(lambda: len(ipam.node_names()) == 2 and ipam.node_names(), message="two nodes")
+    first, second = eventually(lambda: len(ipam.node_names()) == 2 and ipam.node_names(), message="two nodes")
     for node in (first, second):
-        wait_until(_pool_of(ipam, node, 16), message=f"{node} pool")
+        eventually(_pool_of(ipam, node, 16), message=f"{node} pool")
     ipam.check_invariants()
 
     provider_id = ipam.client.get(NODE, second)["spec"]["providerID"]
     ipam.cloud.compute.delete_instance(parse_provider_id(provider_id))
-    wait_until(lambda: ipam.config(second) is None, message="the deleted machine's NodeNetworkConfig gone")
+    eventually(lambda: ipam.config(second) is None, message="the deleted machine's NodeNetworkConfig gone")
 
     nic_id = ipam.nic_of(first)
     ipam.create_pods(first, 3)
-    wait_until(lambda: len(ipam.pod_addresses(first)) == 3, message="pods addressed")
+    eventually(lambda: len(ipam.pod_addresses(first)) == 3, message="pods addressed")
     ipam.stop_simulator()
     ipam.client.delete(NODE, first)
-    wait_until(lambda: ipam.config(first) is None, message="the deleted node's NodeNetworkConfig gone")
+    eventually(lambda: ipam.config(first) is None, message="the deleted node's NodeNetworkConfig gone")
     assert ipam.cloud.network.get_network_interface(nic_id).secondary_ip_configurations == ()
 
 
@@ -55,21 +56,21 @@ def test_leaked_ip_configurations_are_adopted_or_collected(ipam: IpamHarness) ->
     )
     ipam.add_scale_set(capacity=1)
     ipam.start()
-    node = wait_until(ipam.node_names, message="a node")[0]
-    wait_until(lambda: len(ipam.assignments(ipam.config(node))) == 16, message="first batch")
+    node = eventually(ipam.node_names, message="a node")[0]
+    eventually(lambda: len(ipam.assignments(ipam.config(node))) == 16, message="first batch")
     nic_id = ipam.nic_of(node)
 
     ipam.cloud.network.add_secondary_ip_configurations(nic_id, ["leaked-ip-1"])
     started = time.monotonic()
-    wait_until(lambda: "leaked-ip-1" not in ipam.secondary(node), timeout=30, message="leak collected")
+    eventually(lambda: "leaked-ip-1" not in ipam.secondary(node), timeout=30, message="leak collected")
     assert time.monotonic() - started >= 2.5, "released before its grace period"
     assert "leaked-ip-1" not in {name for name, _ in ipam.assignments(ipam.config(node))}
 
     ipam.cloud.network.add_secondary_ip_configurations(nic_id, ["leaked-ip-2"])
     ipam.create_pods(node, 12)
-    wait_until(lambda: len(ipam.assignments(ipam.config(node))) == 32, message="second batch")
+    eventually(lambda: len(ipam.assignments(ipam.config(node))) == 32, message="second batch")
     assert "leaked-ip-2" in {name for name, _ in ipam.assignments(ipam.config(node))}
-    wait_until(lambda: len(ipam.pod_addresses(node)) == 12, message="pods addressed")
+    eventually(lambda: len(ipam.pod_addresses(node)) == 12, message="pods addressed")
     time.sleep(3.5)
     ipam.check_invariants()
 
@@ -83,10 +84,10 @@ def test_exhausted_subnet(ipam: IpamHarness) -> None:
     ipam.configure(scaler=SCALER, subnet_check_interval_seconds=300)
     ipam.add_scale_set(capacity=1)
     ipam.start()
-    node = wait_until(ipam.node_names, message="a node")[0]
-    wait_until(lambda: len(ipam.assignments(ipam.config(node))) == 16, message="first batch")
+    node = eventually(ipam.node_names, message="a node")[0]
+    eventually(lambda: len(ipam.assignments(ipam.config(node))) == 16, message="first batch")
     ipam.create_pods(node, 20)
-    wait_until(lambda: len(ipam.pod_addresses(node)) == 20, timeout=60, message="20 pods addressed")
+    eventually(lambda: len(ipam.pod_addresses(node)) == 20, timeout=60, message="20 pods addressed")
 
     def subnet_state() -> ClusterSubnetState | None:
         try:
@@ -96,11 +97,14 @@ def test_exhausted_subnet(ipam: IpamHarness) -> None:
         except errors.NotFound:
             return None
 
-    state = wait_until(
+    state = eventually(
         lambda: (s := subnet_state()) is not None and s.status is not None and s.status.exhausted and s
     )
     assert state.status.timestamp
-    wait_until(lambda: ipam.config(node).spec.requested_ip_count == 21, message="exhaustion mode: demand + 1")  # type: ignore[union-attr]
+    eventually(
+        lambda: ipam.config(node).spec.requested_ip_count == 21,  # type: ignore[union-attr]
+        message="exhaustion mode: demand + 1",
+    )
     assert ipam.calls.count(kind="call", operation="network.get_subnet") >= 1
     assert ipam.calls.count(kind="call", outcome="subnet_full") >= 1
     ipam.check_invariants()

@@ -9,7 +9,8 @@ from __future__ import annotations
 import time
 
 from nodewright.ipam import PoolScaler, pool_target
-from tests.controllers.node_network_config.harness import IpamHarness, wait_until
+from tests.controllers.node_network_config.harness import IpamHarness
+from tests.waiting import eventually
 
 SCALER = PoolScaler(batch_size=8, request_threshold_percent=50, max_ip_count=250)
 TWENTY = pool_target(20, SCALER)  # 24: batch-aligned with half a batch spare
@@ -27,19 +28,19 @@ def test_nodesubnet_grows_with_pods_and_never_releases_by_default(ipam: IpamHarn
     ipam.configure(consumer="nodesubnet", scaler=SCALER)
     ipam.add_scale_set(capacity=1)
     ipam.start(agent=False)
-    node = wait_until(ipam.node_names, message="a simulated node")[0]
-    wait_until(lambda: len(ipam.assignments(ipam.config(node))) == 8, message="first batch")
+    node = eventually(ipam.node_names, message="a simulated node")[0]
+    eventually(lambda: len(ipam.assignments(ipam.config(node))) == 8, message="first batch")
     consumer = ipam.start_nodesubnet_consumer()
     pods = ipam.create_pods(node, 20)
-    wait_until(lambda: len(ipam.pod_addresses(node)) == 20, timeout=60, message="pods addressed")
-    wait_until(lambda: len(ipam.secondary(node)) == TWENTY, timeout=30, message="pool at target")
+    eventually(lambda: len(ipam.pod_addresses(node)) == 20, timeout=60, message="pods addressed")
+    eventually(lambda: len(ipam.secondary(node)) == TWENTY, timeout=30, message="pool at target")
     config = ipam.config(node)
     assert config is not None
     assert config.spec.requested_ip_count == TWENTY
     assert set(ipam.pod_addresses(node).values()) <= set(ipam.secondary(node).values())
     writes = _writes(ipam)
     ipam.delete_pods(pods)
-    wait_until(lambda: not ipam.pods(), timeout=30, message="pods gone")
+    eventually(lambda: not ipam.pods(), timeout=30, message="pods gone")
     time.sleep(4.0)
     assert len(ipam.secondary(node)) == TWENTY, "an IP was released with release: never"
     assert _writes(ipam) == writes, "an ARM write after the pods left"
@@ -67,27 +68,27 @@ def test_nodesubnet_idle_release_waits_for_discovery_and_keeps_used_ips(ipam: Ip
     )
     ipam.add_scale_set(capacity=1)
     ipam.start(agent=False)
-    node = wait_until(ipam.node_names, message="a simulated node")[0]
-    wait_until(lambda: len(ipam.assignments(ipam.config(node))) == 8, message="first batch")
+    node = eventually(ipam.node_names, message="a simulated node")[0]
+    eventually(lambda: len(ipam.assignments(ipam.config(node))) == 8, message="first batch")
     consumer = ipam.start_nodesubnet_consumer(minimum=0.5, maximum=2.0)
     pods = ipam.create_pods(node, 20)
-    wait_until(lambda: len(ipam.pod_addresses(node)) == 20, timeout=60, message="pods addressed")
-    wait_until(lambda: len(ipam.secondary(node)) == TWENTY, timeout=30, message="grown to the target")
+    eventually(lambda: len(ipam.pod_addresses(node)) == 20, timeout=60, message="pods addressed")
+    eventually(lambda: len(ipam.secondary(node)) == TWENTY, timeout=30, message="grown to the target")
     staying = pods[:2]
     ipam.delete_pods(pods[2:])
     left_at = time.monotonic()
     kept = {ipam.pod_addresses(node)[p] for p in staying}
-    wait_until(lambda: len(ipam.secondary(node)) == 8, timeout=60, message="shrunk to the target")
+    eventually(lambda: len(ipam.secondary(node)) == 8, timeout=60, message="shrunk to the target")
     assert time.monotonic() - left_at >= 3.0, "released before the idle period"
     assert kept <= set(ipam.secondary(node).values()), "an IP in use was released"
     assert consumer.refused_updates() == 0, "CNS saw an assigned IP vanish"
     # CNS keeps handing out released IPs until its next fetch: the risk release: idle accepts.
     # Pods that arrive after that fetch get only addresses still on the NIC.
-    wait_until(
+    eventually(
         lambda: consumer.known(node) == set(ipam.secondary(node).values()), timeout=10, message="fetched"
     )
     more = ipam.create_pods(node, 4)
-    wait_until(
+    eventually(
         lambda: all(p in ipam.pod_addresses(node) for p in more), timeout=60, message="new pods addressed"
     )
     assert consumer.stale_handouts == 0

@@ -15,7 +15,8 @@ from nodewright.runtime import errors
 from nodewright.runtime.client import Client
 from nodewright.runtime.kinds import CONFIG_MAP, NODE
 from nodewright.runtime.retry import retry_on_conflict
-from tests.controllers.node_network_config.harness import IpamHarness, wait_until
+from tests.controllers.node_network_config.harness import IpamHarness
+from tests.waiting import eventually
 
 SCALER = PoolScaler(batch_size=16, request_threshold_percent=50, max_ip_count=250)
 
@@ -70,15 +71,15 @@ def test_every_change_reaches_a_watcher_that_filters_like_cns(ipam: IpamHarness)
     ipam.configure(scaler=SCALER, release_settle_seconds=0.5)
     ipam.add_scale_set(capacity=1)
     ipam.start()
-    node = wait_until(ipam.node_names, message="a simulated node")[0]
-    wait_until(lambda: len(ipam.assignments(ipam.config(node))) == 16, message="first batch")
+    node = eventually(ipam.node_names, message="a simulated node")[0]
+    eventually(lambda: len(ipam.assignments(ipam.config(node))) == 16, message="first batch")
     watcher = ControlledByWatcher(ipam.client, ipam.namespace)
     watcher.start()
     try:
         pods = ipam.create_pods(node, 20)
-        wait_until(lambda: watcher.seen(assigned=32, requested=32), timeout=60, message="scale up seen")
+        eventually(lambda: watcher.seen(assigned=32, requested=32), timeout=60, message="scale up seen")
         ipam.delete_pods(pods[:18])
-        wait_until(lambda: watcher.seen(assigned=16, requested=16), timeout=60, message="scale down seen")
+        eventually(lambda: watcher.seen(assigned=16, requested=16), timeout=60, message="scale down seen")
     finally:
         watcher.stop()
     assert watcher.dropped == [], "an event CNS's filter would drop"
@@ -96,8 +97,8 @@ def test_a_node_network_config_without_controller_reference_is_migrated(ipam: Ip
     given the controller reference on its next reconcile, other owners kept."""
     ipam.add_scale_set(capacity=1)
     ipam.start(agent=False)
-    node = wait_until(ipam.node_names, message="a simulated node")[0]
-    wait_until(lambda: ipam.config(node) is not None, message="NodeNetworkConfig created")
+    node = eventually(ipam.node_names, message="a simulated node")[0]
+    eventually(lambda: ipam.config(node) is not None, message="NodeNetworkConfig created")
     node_object = ipam.client.get(NODE, node)
     # A real object: kube-controller-manager's garbage collector drops references to absent owners.
     keeper = ipam.client.create(CONFIG_MAP, {"metadata": {"name": "keeper", "namespace": ipam.namespace}})
@@ -121,7 +122,7 @@ def test_a_node_network_config_without_controller_reference_is_migrated(ipam: Ip
         ipam.client.update(NODE_NETWORK_CONFIG, raw)
 
     retry_on_conflict(make_legacy)
-    wait_until(lambda: is_controlled_by(ipam.raw_config(node), node_object), timeout=30, message="migrated")
+    eventually(lambda: is_controlled_by(ipam.raw_config(node), node_object), timeout=30, message="migrated")
     references = ipam.raw_config(node)["metadata"]["ownerReferences"]
     assert other_owner["uid"] in {r["uid"] for r in references}
     assert len([r for r in references if r["kind"] == "Node"]) == 1

@@ -8,7 +8,8 @@ import time
 from collections.abc import Callable
 
 from nodewright.ipam import PoolScaler, pool_target
-from tests.controllers.node_network_config.harness import IpamHarness, wait_until
+from tests.controllers.node_network_config.harness import IpamHarness
+from tests.waiting import eventually
 
 SCALER = PoolScaler(batch_size=16, request_threshold_percent=50, max_ip_count=250)
 
@@ -41,8 +42,8 @@ def test_pool_follows_pods_up_and_down(ipam: IpamHarness) -> None:
     ipam.configure(scaler=SCALER, release_settle_seconds=0.5)
     ipam.add_scale_set(capacity=1)
     ipam.start()
-    node = wait_until(ipam.node_names, message="a simulated node")[0]
-    wait_until(lambda: _settled(ipam, node, 0), message="the empty node's first batch")
+    node = eventually(ipam.node_names, message="a simulated node")[0]
+    eventually(lambda: _settled(ipam, node, 0), message="the empty node's first batch")
     assert ipam.agent is not None
     pods: list[str] = []
     requests_seen: list[int] = []
@@ -51,8 +52,8 @@ def test_pool_follows_pods_up_and_down(ipam: IpamHarness) -> None:
         assert before >= len(pods) + 10, f"wave {wave}: only {before} IPs ready for {len(pods) + 10} pods"
         pods += ipam.create_pods(node, 10)
         count = len(pods)
-        wait_until(_addressed(ipam, node, count), message=f"wave {wave} addressed")
-        wait_until(_settled_at(ipam, node, count), message=f"wave {wave} settled")
+        eventually(_addressed(ipam, node, count), message=f"wave {wave} addressed")
+        eventually(_settled_at(ipam, node, count), message=f"wave {wave} settled")
         config = ipam.config(node)
         assert config is not None
         requests_seen.append(config.spec.requested_ip_count)
@@ -67,7 +68,7 @@ def test_pool_follows_pods_up_and_down(ipam: IpamHarness) -> None:
         name: address for name, address in ipam.pod_addresses(node).items() if name in staying
     }
     ipam.delete_pods(leaving)
-    wait_until(lambda: _settled(ipam, node, 5), message="scale-down settled")
+    eventually(lambda: _settled(ipam, node, 5), message="scale-down settled")
     on_nic_after = ipam.secondary(node)
     released = {on_nic_before[name] for name in set(on_nic_before) - set(on_nic_after)}
     assert len(on_nic_after) == 16
@@ -87,9 +88,9 @@ def test_each_selected_node_gets_a_node_network_config(ipam: IpamHarness) -> Non
     ipam.add_scale_set(capacity=2)
     ipam.add_virtual_machine()  # a standalone VM: its NIC is written directly (etag-guarded PUT)
     ipam.start(agent=False)
-    nodes = wait_until(lambda: len(ipam.node_names()) == 3 and ipam.node_names(), message="three nodes")
+    nodes = eventually(lambda: len(ipam.node_names()) == 3 and ipam.node_names(), message="three nodes")
     for node in nodes:
-        wait_until(_first_batch(ipam, node), message=f"{node} first batch")
+        eventually(_first_batch(ipam, node), message=f"{node} first batch")
         config = ipam.config(node)
         assert config is not None
         container = config.status.network_containers[0]
@@ -116,18 +117,18 @@ def test_scale_down_waits_until_the_surplus_has_lasted(ipam: IpamHarness) -> Non
     ipam.configure(scaler=SCALER, release_settle_seconds=0.5, scale_down_delay_seconds=4.0)
     ipam.add_scale_set(capacity=1)
     ipam.start()
-    node = wait_until(ipam.node_names, message="a simulated node")[0]
+    node = eventually(ipam.node_names, message="a simulated node")[0]
     pods = ipam.create_pods(node, 20)
-    wait_until(_settled_at(ipam, node, 20), timeout=60, message="grown for 20 pods")
+    eventually(_settled_at(ipam, node, 20), timeout=60, message="grown for 20 pods")
     ipam.delete_pods(pods[2:])
     left_at = time.monotonic()
-    wait_until(lambda: len(ipam.pods()) == 2, message="pods gone")
+    eventually(lambda: len(ipam.pods()) == 2, message="pods gone")
     while time.monotonic() - left_at < 3.0:
         config = ipam.config(node)
         assert config is not None
         assert config.spec.ips_not_in_use == [], "marked for release before the surplus lasted 4 s"
         assert len(ipam.secondary(node)) == pool_target(20, SCALER)
         time.sleep(0.2)
-    wait_until(_settled_at(ipam, node, 2), timeout=60, message="shrunk after the delay")
+    eventually(_settled_at(ipam, node, 2), timeout=60, message="shrunk after the delay")
     assert time.monotonic() - left_at >= 4.0
     ipam.check_invariants()

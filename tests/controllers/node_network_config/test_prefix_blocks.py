@@ -12,7 +12,8 @@ from pathlib import Path
 from nodewright.cloud.emulator import ArmEmulator
 from nodewright.ipam import PoolScaler, pool_target
 from tests.cloud.helpers import cloud_for
-from tests.controllers.node_network_config.harness import IpamHarness, wait_until
+from tests.controllers.node_network_config.harness import IpamHarness
+from tests.waiting import eventually
 
 SCALER = PoolScaler(batch_size=16, request_threshold_percent=50, max_ip_count=250)
 
@@ -71,13 +72,13 @@ def test_prefix_mode_allocates_blocks_and_records_a_vnetblock_container(ipam: Ip
     ipam.configure(consumer="nodesubnet", prefix_blocks=True, scaler=SCALER)
     ipam.add_virtual_machine()
     ipam.start(agent=False)
-    node = wait_until(ipam.node_names, message="the VM's node")[0]
-    wait_until(lambda: len(ipam.assignments(ipam.config(node))) == 1, message="first block")
+    node = eventually(ipam.node_names, message="the VM's node")[0]
+    eventually(lambda: len(ipam.assignments(ipam.config(node))) == 1, message="first block")
     writes_before = _writes(ipam)
     consumer = ipam.start_nodesubnet_consumer()
     ipam.create_pods(node, 20)
-    wait_until(lambda: len(ipam.pod_addresses(node)) == 20, timeout=60, message="pods addressed")
-    wait_until(lambda: len(ipam.assignments(ipam.config(node))) == 2, timeout=30, message="two blocks")
+    eventually(lambda: len(ipam.pod_addresses(node)) == 20, timeout=60, message="pods addressed")
+    eventually(lambda: len(ipam.assignments(ipam.config(node))) == 2, timeout=30, message="two blocks")
     config = ipam.config(node)
     assert config is not None
     container = config.status.network_containers[0]

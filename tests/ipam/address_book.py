@@ -1,15 +1,16 @@
-"""Allocation bookkeeping: which secondary IPs a node holds, which pod uses which, which are on
-their way out, and checks that no address is handed out twice.
+"""Test support, the node side's allocation book: which secondary IPs a node holds, which pod uses
+which, which are on their way out, and checks that no address is handed out twice.
 
 Owns ``AddressBook`` (one node's IPs: name -> address, the pod using it, pending release, when it
 was first seen) and ``find_address_conflicts`` (the cluster-wide check that no address is listed
 under two names or in two nodes' NodeNetworkConfigs). The book is what the node side keeps: it
 hands a free IP to a new pod (the oldest free one, so the newest stay free for release, see
 ``release``), takes it back when the pod ends, and marks IPs pending release. It can be rebuilt
-from observed state at any time (``sync_status`` + ``sync_pods``), which is how a level-based
-reconciler uses it; the node simulator and benchmarks use it as a stand-in for Azure CNS.
+from observed state at any time (``sync_status`` + ``sync_pods``).
 
-Pure, in memory, times passed in; not thread-safe. Imports nothing internal.
+No product code keeps such a book (Azure CNS does, on the node), so it lives with the tests:
+``test_simulation`` uses it as a stand-in for CNS, and the node network config harness uses
+``find_address_conflicts`` as an invariant. Pure, in memory, times passed in; not thread-safe.
 """
 
 from __future__ import annotations

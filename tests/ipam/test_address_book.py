@@ -1,4 +1,4 @@
-"""Allocation bookkeeping: a node's book never hands one IP to two pods, never binds a pending IP,
+"""The test allocation book: a node's book never hands one IP to two pods, never binds a pending IP,
 stays in step with status and pods; the cluster check finds every address listed twice."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nodewright.ipam import AddressBook, AddressConflict, NoFreeAddressError, find_address_conflicts
+from tests.ipam.address_book import AddressBook, AddressConflict, NoFreeAddressError, find_address_conflicts
 from tests.ipam.strategies import PROPERTY, address, assignment_lists, name
 
 
