@@ -22,9 +22,7 @@ DATA_TABLES: frozenset[str] = frozenset()
 KNOWN_DEBT: frozenset[str] = frozenset(
     {
         "nodewright/cloud/emulator/identities.py::apply_identity",
-        "nodewright/cloud/emulator/network.py",
         "nodewright/cloud/emulator/network.py::new_network_interface",
-        "nodewright/cloud/emulator/scale_sets.py",
         "nodewright/cloud/emulator/seed.py::EstateBuilder.add_scale_set",
         "nodewright/cloud/emulator/seed.py::EstateBuilder.apply",
         "nodewright/cloud/emulator/server.py::ArmEmulator._dispatch",
