@@ -34,6 +34,14 @@ HERE = Path(__file__).resolve().parent
 PROFILES = HERE / "results" / "profiles"
 PY_SPY = str(Path(sys.executable).with_name("py-spy"))
 RATE = "250"
+FORMATS = (("flamegraph", "svg"), ("raw", "txt"))
+"""Each profile twice: the flame graph, and the collapsed stacks ``summarize`` reads."""
+
+
+def py_spy(form: str, output: Path, *target: str) -> tuple[str, ...]:
+    """A py-spy command sampling ``target`` (``--pid N`` or ``-- command ...``) into ``output``."""
+    common = ("--rate", RATE, "--nonblocking", "--gil", "--format", form, "--output", str(output))
+    return (PY_SPY, "record", *common, *target)
 
 
 class Profiler:
@@ -49,10 +57,8 @@ class Profiler:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"pid {pid} never became a Python process")
             time.sleep(0.01)
-        for form, suffix in (("flamegraph", "svg"), ("raw", "txt")):
-            output = PROFILES / f"{self.name}.{suffix}"
-            command = [PY_SPY, "record", "--pid", str(pid), "--rate", RATE, "--nonblocking", "--gil"]
-            command += ["--format", form, "--output", str(output)]
+        for form, suffix in FORMATS:
+            command = py_spy(form, PROFILES / f"{self.name}.{suffix}", "--pid", str(pid))
             self.samplers.append(subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
 
     def finish(self) -> None:
@@ -111,33 +117,11 @@ def widget_profile(api: Api, workers: int, objects: int, log_dir: Path) -> str:
 def informer_profile(api: Api, pods: int, log_dir: Path) -> str:
     name = f"informer-sync-{pods}-pods"
     namespace, _ = create_pods(api, pods)
-    command = (
-        PY_SPY,
-        "record",
-        "--rate",
-        RATE,
-        "--nonblocking",
-        "--gil",
-        "--format",
-        "flamegraph",
-        "--output",
-        str(PROFILES / f"{name}.svg"),
-        "--",
-        sys.executable,
-        "-m",
-        "bench.contenders.nodewright_cache",
-        "--kubeconfig",
-        "{kubeconfig}",
-        "--namespace",
-        "{namespace}",
-        "--expect",
-        "{expect}",
-        "--transform",
-        "compressed",
-    )
-    raw = tuple(part if part != "flamegraph" else "raw" for part in command)
-    raw = tuple(part if not part.endswith(".svg") else str(PROFILES / f"{name}.txt") for part in raw)
-    for variant in (command, raw):
+    contender: tuple[str, ...] = (sys.executable, "-m", "bench.contenders.nodewright_cache")
+    contender += ("--kubeconfig", "{kubeconfig}", "--namespace", "{namespace}", "--expect", "{expect}")
+    contender += ("--transform", "compressed")
+    variants = [py_spy(form, PROFILES / f"{name}.{suffix}", "--", *contender) for form, suffix in FORMATS]
+    for variant in variants:
         run = run_cache_contender(
             api, Contender(name, "nodewright", variant), namespace, pods, log_dir, transform=True
         )
