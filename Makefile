@@ -52,12 +52,13 @@ fmt: $(PYTHON) ## Format and autofix with ruff.
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-# The suite mostly waits (on controllers, leases, backoff), so two workers halve its wall time on
-# two cores; each worker has its own control plane and emulator, and a test file stays on one.
-TEST_WORKERS ?= 2
+# TEST_WORKERS=2 runs two pytest-xdist workers (each its own control plane and emulator, a test
+# file per worker): about 10.5 minutes instead of 20, but two timing tests are not yet robust to
+# it (test_main's SIGTERM handover, node_image's one-Event check), so the default stays serial.
+TEST_WORKERS ?= 0
 
 .PHONY: test
-test: $(PYTHON) controlplane helm ## Run every test against a real local control plane (TEST_WORKERS=2 processes).
+test: $(PYTHON) controlplane helm ## Run every test against a real local control plane (TEST_WORKERS=2 for two processes).
 	$(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 .PHONY: test-unit
