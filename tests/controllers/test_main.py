@@ -7,6 +7,8 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,7 @@ import pytest
 import yaml
 
 from nodewright.controllers.main import main
+from nodewright.devenv.controlplane import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD = 3.0, 2.0, 0.5
@@ -80,9 +83,10 @@ class ManagerProcess:
 
     def __init__(self, tmp_path: Path, kubeconfig: Path, namespace: str, identity: str) -> None:
         self.identity = identity
+        self.health_port = free_port()
         config: dict[str, Any] = {
             "metrics": {"bindAddress": "127.0.0.1:0"},
-            "health": {"bindAddress": "127.0.0.1:0"},
+            "health": {"bindAddress": f"127.0.0.1:{self.health_port}"},
             "leaderElection": {
                 "namespace": namespace,
                 "name": "cli-lease",
@@ -107,6 +111,21 @@ class ManagerProcess:
             stdout=self.log,
             stderr=subprocess.STDOUT,
         )
+
+    def ready(self) -> bool:
+        """/readyz answers 200: caches synced (a standby is ready while it waits on the Lease)."""
+        assert self.process.poll() is None, f"{self.identity} exited with {self.process.returncode}"
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/readyz", timeout=5) as answer:
+                return int(answer.status) == 200
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.ready():
+            assert time.monotonic() < deadline, f"{self.identity} not ready within {timeout} s"
+            time.sleep(0.1)
 
     def close(self) -> None:
         if self.process.poll() is None:
@@ -192,7 +211,7 @@ def test_sigkill_leader_fails_over_within_lease_and_sigterm_hands_over_at_once(
     wait_for_greeting(kube_api, namespace, "b", second)
 
     third = spawn("three")  # the replacement becomes the standby
-    time.sleep(4.0)  # started and synced, waiting on the Lease
+    third.wait_ready(timeout=60)  # process start-up, not what is measured
     assert holder(kube_api, namespace) == second
     terminated_at = time.monotonic()
     processes[second].process.send_signal(signal.SIGTERM)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from nodewright.api.meta import ObjectReference
 from nodewright.api.nodewright.v1alpha1 import (
@@ -23,6 +23,7 @@ from nodewright.controllers.node_image.scale_out import BLOCKING_PROBLEMS, Scale
 
 __all__ = [
     "ConditionState",
+    "degraded_to_report",
     "node_image_status",
     "rollout_conditions",
 ]
@@ -210,3 +211,21 @@ def _step_message(steps: set[ReplacementStep]) -> str:
         ReplacementStep.REMOVE: "removing the old node",
     }
     return "Replacing nodes: " + ", ".join(words[s] for s in _STEP_ORDER if s in steps)
+
+
+def degraded_to_report(
+    before: Sequence[dict[str, Any]], after: Sequence[dict[str, Any]], reported: tuple[str, str] | None
+) -> tuple[dict[str, Any] | None, tuple[str, str] | None]:
+    """The Degraded condition to report in a Warning Event (None: nothing new), and the problem
+    to remember as reported. ``before`` is the status the write was decided from, which may be a
+    cache that does not show this process's last write yet; ``reported`` is what this process
+    reported last, so a lasting problem gets one Event however stale the cache."""
+    degraded = next((c for c in after if c.get("type") == CONDITION_DEGRADED), None)
+    if degraded is None or degraded.get("status") != "True":
+        return None, None
+    problem = (str(degraded.get("reason")), str(degraded.get("message")))
+    if reported == problem:
+        return None, problem
+    previous = next((c for c in before if c.get("type") == CONDITION_DEGRADED), {})
+    changed = any(previous.get(key) != degraded.get(key) for key in ("status", "reason", "message"))
+    return (degraded if changed else None), problem

@@ -15,7 +15,6 @@ from typing import Any, Protocol
 
 from nodewright.api.base import ValidationError
 from nodewright.api.nodewright.v1alpha1 import (
-    CONDITION_DEGRADED,
     ENABLED_BEFORE_ROLLOUT_ANNOTATION,
     AutoscalingStrategy,
     PendingNode,
@@ -29,6 +28,7 @@ from nodewright.cloud.resource_ids import (
     ScaleSetId,
     parse_scale_set_id,
 )
+from nodewright.controllers.node_image.conditions import degraded_to_report
 from nodewright.controllers.node_image.decisions import (
     ClusterNode,
     decide_autoscaling,
@@ -292,19 +292,12 @@ class RolloutWrites:
     def _report_problem_change(self, obj: dict[str, Any], conditions: Sequence[dict[str, Any]]) -> None:
         """One Warning Event when the Degraded condition turns True or names another problem (a
         problem that lasts is reported once, not on every reconcile)."""
-        before = {c.get("type"): c for c in (obj.get("status") or {}).get("conditions") or []}
         name = str(obj["metadata"]["name"])
-        for condition in conditions:
-            if condition.get("type") != CONDITION_DEGRADED or condition.get("status") != "True":
-                self._reported.pop(name, None)
-                continue
-            previous = before.get(CONDITION_DEGRADED) or {}
-            facts = ("status", "reason", "message")
-            now = (str(condition.get("reason")), str(condition.get("message")))
-            if self._reported.get(name) == now:
-                continue  # reported by this process already (the cache may not show the status yet)
-            self._reported[name] = now
-            if any(previous.get(key) != condition.get(key) for key in facts):
-                self._events.event(
-                    obj, "Warning", str(condition["reason"]), str(condition.get("message", ""))
-                )
+        before = (obj.get("status") or {}).get("conditions") or []
+        report, problem = degraded_to_report(before, conditions, self._reported.get(name))
+        if problem is None:
+            self._reported.pop(name, None)
+        else:
+            self._reported[name] = problem
+        if report is not None:
+            self._events.event(obj, "Warning", str(report["reason"]), str(report.get("message", "")))
