@@ -180,12 +180,24 @@ class StatusWriter:
         self.write_body(raw, {**status.to_dict(), "conditions": conditions})
 
     def report_problem(self, raw: Object, config: NodeNetworkConfig, reason: str, message: str) -> None:
-        """Status Error with the condition and a Warning Event (never a crash loop)."""
+        """Status Error with the condition and a Warning Event (never a crash loop). Only those two
+        fields are patched: ``raw`` may be a cache that lags our last write, and writing its
+        networkContainers back would hand Azure CNS addresses already released from the NIC."""
         self._events.event(raw, "Warning", reason, message)
         conditions = [condition.to_dict() for condition in config.status.conditions]
         set_condition(conditions, READY, "False", reason, message)
-        self.write_body(raw, {**config.status.to_dict(), "status": STATUS_ERROR, "conditions": conditions})
+        self.write_fields(raw, {"status": STATUS_ERROR, "conditions": conditions})
         log.info("Reported a problem", node=raw["metadata"]["name"], reason=reason, detail=message)
+
+    def write_fields(self, raw: Object, fields: Object) -> None:
+        """Merge-patch these status fields, leaving the others as stored (side effect), if any
+        differs from ``raw``."""
+        if not self._conditions_supported:
+            fields = {key: value for key, value in fields.items() if key != "conditions"}
+        stored = raw.get("status") or {}
+        if all(stored.get(key) == value for key, value in fields.items()):
+            return
+        self._patch_status(raw, fields)
 
     def write_body(self, raw: Object, status: Object) -> None:
         """Patch the status if it differs from the stored one (side effect). Against a CRD that
@@ -196,7 +208,10 @@ class StatusWriter:
             status = {key: value for key, value in status.items() if key != "conditions"}
         if status == (raw.get("status") or {}):
             return
-        stored = self._patch(raw["metadata"]["name"], {"status": status}, "status")
-        if "conditions" in status and "conditions" not in (stored.get("status") or {}):
+        self._patch_status(raw, status)
+
+    def _patch_status(self, raw: Object, fields: Object) -> None:
+        stored = self._patch(raw["metadata"]["name"], {"status": fields}, "status")
+        if "conditions" in fields and "conditions" not in (stored.get("status") or {}):
             log.info("The NodeNetworkConfig CRD prunes status.conditions; leaving them out")
             self._conditions_supported = False

@@ -28,7 +28,8 @@ def test_a_problem_is_reported_once_while_the_cache_still_shows_the_healthy_stat
     """The first write reports; later writes decided from the same stale status do not, although
     Degraded comes after conditions of other types."""
     report, reported = degraded_to_report(HEALTHY, INVALID, None)
-    assert report is not None and report["reason"] == "InvalidNodes"
+    assert report is not None
+    assert report["reason"] == "InvalidNodes"
     for _ in range(3):
         report, reported = degraded_to_report(HEALTHY, INVALID, reported)
         assert report is None
@@ -40,7 +41,8 @@ def test_a_new_problem_or_a_problem_after_recovery_is_reported_again() -> None:
     _, reported = degraded_to_report(HEALTHY, INVALID, None)
     other = [*INVALID[:2], _condition("Degraded", "True", "InvalidNodes", "ghost, ghost-2")]
     report, reported = degraded_to_report(INVALID, other, reported)
-    assert report is not None and report["message"] == "ghost, ghost-2"
+    assert report is not None
+    assert report["message"] == "ghost, ghost-2"
     report, reported = degraded_to_report(other, HEALTHY, reported)
     assert (report, reported) == (None, None)
     report, _ = degraded_to_report(HEALTHY, INVALID, reported)

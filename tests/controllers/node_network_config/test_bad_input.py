@@ -14,9 +14,11 @@ import pytest
 
 from nodewright.api.acn.v1alpha import NodeNetworkConfig
 from nodewright.controllers.node_network_config import NODE_NETWORK_CONFIG
+from nodewright.controllers.node_network_config.status import StatusWriter
 from nodewright.devenv.nodesim import SIMULATED_LABEL
 from nodewright.ipam import MAX_SECONDARY_IPS_PER_NIC, PoolScaler
 from nodewright.runtime import errors
+from nodewright.runtime.events import EventRecorder
 from nodewright.runtime.kinds import EVENT, NODE
 from nodewright.runtime.retry import retry_on_conflict
 from tests.controllers.node_network_config.harness import IpamHarness, event_reasons
@@ -173,3 +175,34 @@ def test_network_interface_missing_in_azure(ipam: IpamHarness) -> None:
     time.sleep(6.0)
     reads = ipam.emulator.requests.count("NetworkInterfaces.get") - reads_before
     assert reads <= 4, f"{reads} NIC reads in 6 s: not backing off"
+
+
+def test_a_problem_reported_from_a_stale_cache_keeps_the_stored_addresses(ipam: IpamHarness) -> None:
+    """A problem (here a NIC read that failed) is reported from the cached object, which may
+    predate our last status write. The report sets Error and the condition only: addresses that
+    write dropped (released from the NIC) are not handed back to the node agent."""
+    name = f"stale-{ipam.owner}"
+    addresses = [(f"ip-{i}", f"10.9.0.{i + 4}") for i in range(4)]
+
+    def status(held: list[tuple[str, str]]) -> dict[str, Any]:
+        assignments = [{"name": n, "ip": a} for n, a in held]
+        return {"networkContainers": [{"id": "nc", "ipAssignments": assignments}], "status": "Updated"}
+
+    ipam.client.create(NODE_NETWORK_CONFIG, {"metadata": {"name": name}, "spec": {}}, ipam.namespace)
+    ipam.client.patch(
+        NODE_NETWORK_CONFIG, name, {"status": status(addresses)}, ipam.namespace, subresource="status"
+    )
+    stale = ipam.raw_config(name)  # what a cache still shows
+    ipam.client.patch(
+        NODE_NETWORK_CONFIG, name, {"status": status(addresses[:2])}, ipam.namespace, subresource="status"
+    )
+
+    def patch(node: str, body: dict[str, Any], subresource: str | None) -> dict[str, Any]:
+        return ipam.client.patch(NODE_NETWORK_CONFIG, node, body, ipam.namespace, subresource=subresource)
+
+    writer = StatusWriter(patch=patch, events=EventRecorder(ipam.client, "test"), scaler=PoolScaler())
+    writer.report_problem(stale, NodeNetworkConfig.from_object(stale), "CloudError", "Reading NIC nic failed")
+    stored = ipam.config(name)
+    assert stored is not None
+    assert ipam.assignments(stored) == addresses[:2]
+    assert (stored.status.status, _condition(stored)) == ("Error", ("False", "CloudError"))
