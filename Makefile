@@ -52,13 +52,12 @@ fmt: $(PYTHON) ## Format and autofix with ruff.
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-# TEST_WORKERS=2 runs two pytest-xdist workers (each its own control plane and emulator, a test
-# file per worker): about 10.5 minutes instead of 20, but two timing tests are not yet robust to
-# it (test_main's SIGTERM handover, node_image's one-Event check), so the default stays serial.
-TEST_WORKERS ?= 0
+# Two pytest-xdist workers by default (each its own control plane and emulator, a test file per
+# worker): about 10.5 minutes on two cores instead of 20. TEST_WORKERS=0 runs serially.
+TEST_WORKERS ?= 2
 
 .PHONY: test
-test: $(PYTHON) controlplane helm ## Run every test against a real local control plane (TEST_WORKERS=2 for two processes).
+test: $(PYTHON) controlplane helm ## Run every test against a real local control plane (TEST_WORKERS=0 for one process).
 	$(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 .PHONY: test-unit

@@ -27,7 +27,7 @@ import contextlib
 import os
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -501,6 +501,19 @@ class Client:
             body["deleteOptions"] = delete_options
         response = self.request("POST", f"/api/v1/namespaces/{namespace}/pods/{name}/eviction", body=body)
         response.close()
+
+    def service_account_token(
+        self, name: str, namespace: str, audiences: Sequence[str], expiration_seconds: int = 600
+    ) -> str:
+        """A token for the ServiceAccount through the authentication.k8s.io/v1 TokenRequest
+        subresource (a write: the fence applies). Never logged."""
+        body = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"audiences": list(audiences), "expirationSeconds": expiration_seconds},
+        }
+        answer = self._json("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token", body=body)
+        return str((answer.get("status") or {}).get("token") or "")
 
     # ---- watch ----------------------------------------------------------------------------
     def watch(

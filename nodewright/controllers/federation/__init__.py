@@ -6,7 +6,11 @@ client-id`` once their credential has propagated.
 
 The reconciler named ``workload-identity-federation`` wires one controller keyed by identity:
 ``reconciler`` holds the pass, ``decisions`` the pure plan, ``options`` the strict options.
-``RBAC_RULES`` lists every permission it uses.
+With ``migration.enabled`` it wires a second, ``workload-identity-migration``, keyed by
+AzureIdentityBinding: the shadow migration off pod identity (``migration`` the stages,
+``migration_reconciler`` the pass, ``owners`` the cutover's workload labels).
+``RBAC_RULES`` lists every permission either uses; ``MIGRATION_RBAC_RULES`` are the ones only the
+migration needs (a cluster that leaves it off may drop them).
 """
 
 from __future__ import annotations
@@ -14,17 +18,24 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from nodewright.api.aadpodidentity.v1 import POD_LABEL
+from nodewright.cloud.config import CloudSettings
+from nodewright.cloud.entra import TokenExchange
 from nodewright.controllers.cloud_access import cloud_from_options, parse_cloud_settings
+from nodewright.controllers.federation.migration_reconciler import MigrationReconciler
 from nodewright.controllers.federation.options import FederationOptions, parse_options
 from nodewright.controllers.federation.reconciler import SERVICE_ACCOUNT, FederationReconciler
 from nodewright.controllers.identity.assignment import NO_EVENTS
-from nodewright.controllers.identity.options import AZURE_IDENTITY
+from nodewright.controllers.identity.options import AZURE_IDENTITY, AZURE_IDENTITY_BINDING
+from nodewright.runtime.kinds import POD
 from nodewright.runtime.manager import Manager
 from nodewright.runtime.predicates import generation_changed
 from nodewright.runtime.rbac import RUNTIME_RULES, PolicyRule
 from nodewright.runtime.registry import ReconcilerPlugin
 
 __all__ = [
+    "MIGRATION_NAME",
+    "MIGRATION_RBAC_RULES",
     "NAME",
     "PLUGIN",
     "RBAC_RULES",
@@ -37,10 +48,23 @@ __all__ = [
 NAME = "workload-identity-federation"
 """The reconciler's name in the manager config (and its controller's)."""
 
+MIGRATION_NAME = "workload-identity-migration"
+"""The migration controller's name."""
+
+MIGRATION_RBAC_RULES: tuple[PolicyRule, ...] = (
+    PolicyRule("", ("serviceaccounts/token",), ("create",)),
+    PolicyRule("", ("pods",), ("list", "watch")),
+    PolicyRule("aadpodidentity.k8s.io", ("azureidentitybindings",), ("get", "list", "watch")),
+    PolicyRule("aadpodidentity.k8s.io", ("azureidentitybindings/status",), ("get", "update")),
+    PolicyRule("apps", ("replicasets",), ("get",)),
+    PolicyRule("apps", ("deployments", "statefulsets", "daemonsets"), ("get", "patch")),
+)
+
 RBAC_RULES: tuple[PolicyRule, ...] = (
     PolicyRule("", ("serviceaccounts",), ("get", "list", "watch", "patch", "update")),
     *RUNTIME_RULES,
     PolicyRule("aadpodidentity.k8s.io", ("azureidentities",), ("get", "list", "watch")),
+    *MIGRATION_RBAC_RULES,
 )
 
 
@@ -67,6 +91,30 @@ def setup(manager: Manager, options: Mapping[str, Any]) -> None:
         .watches(AZURE_IDENTITY, reconciler.requests_for_azure_identity, predicate=generation_changed)
         .complete(reconciler)
     )
+    if parsed.migration:
+        _setup_migration(manager, parsed, cloud_settings_of(parsed))
+
+
+def _setup_migration(manager: Manager, options: FederationOptions, settings: CloudSettings) -> None:
+    migration = MigrationReconciler(
+        manager.client,
+        manager.cache,
+        TokenExchange(options.authority_host, settings.ca_bundle),
+        manager.event_recorder("nodewright-migration"),
+        tenant_id=options.tenant_id,
+    )
+    migration.add_indexers()
+    (
+        manager.controller(MIGRATION_NAME)
+        .for_(AZURE_IDENTITY_BINDING)
+        .watches(POD, migration.requests_for_pod, label_selector=POD_LABEL)
+        .watches(SERVICE_ACCOUNT, migration.requests_for_account)
+        .complete(migration)
+    )
+
+
+def cloud_settings_of(options: FederationOptions) -> CloudSettings:
+    return parse_cloud_settings(options.cloud, "options.cloud")
 
 
 PLUGIN = ReconcilerPlugin(NAME, setup, validate_options, RBAC_RULES)

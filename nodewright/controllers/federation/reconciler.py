@@ -49,7 +49,7 @@ from nodewright.runtime.logs import get_logger
 from nodewright.runtime.reconcile import Request, Result
 from nodewright.runtime.times import parse_time
 
-__all__ = ["SERVICE_ACCOUNT", "FederationCloud", "FederationReconciler"]
+__all__ = ["SERVICE_ACCOUNT", "FederationCloud", "FederationReconciler", "status_of"]
 
 log = get_logger(__name__)
 
@@ -84,7 +84,7 @@ def _record_of(obj: dict[str, Any]) -> tuple[str, str] | None:
     return (identity.lower(), name) if identity and name else None
 
 
-def _status_of(obj: dict[str, Any]) -> dict[str, Any] | None:
+def status_of(obj: dict[str, Any]) -> dict[str, Any] | None:
     try:
         parsed = json.loads(_annotations(obj).get(STATUS_ANNOTATION, ""))
     except ValueError:
@@ -157,7 +157,7 @@ class FederationReconciler:
             if wanted != identity and (record is None or record[0] != identity):
                 continue
             metadata = account.get("metadata") or {}
-            status = _status_of(account) or {}
+            status = status_of(account) or {}
             propagating = status.get("reason") == "Propagating"
             since = parse_time(status.get("lastTransitionTime")) if propagating else None
             info = AccountInfo(
@@ -261,7 +261,7 @@ class FederationReconciler:
                 annotations[CLIENT_ID_ANNOTATION] = self._client_id(identity)
                 if self.options.tenant_id:
                     annotations[TENANT_ID_ANNOTATION] = self.options.tenant_id
-            previous = _status_of(account)
+            previous = status_of(account)
             annotations[STATUS_ANNOTATION] = outcome.to_annotation(self.clock(), previous)
             if all(_annotations(account).get(k) == v for k, v in annotations.items()):
                 continue
@@ -298,7 +298,7 @@ class FederationReconciler:
             ):
                 self._forget(objects[account.key], drop_client_id=account.wanted == "")
             elif account.wanted == identity and not account.deleting:
-                previous = _status_of(objects[account.key])
+                previous = status_of(objects[account.key])
                 self._announce(objects[account.key], outcome, previous)
                 self._patch_account(
                     objects[account.key],

@@ -31,6 +31,7 @@ from nodewright.controllers.identity.options import (
     AZURE_IDENTITY_BINDING,
     parse_options,
 )
+from nodewright.controllers.identity.watches import binding_relevant_change
 from nodewright.runtime.kinds import NODE, POD
 from nodewright.runtime.manager import Manager
 from nodewright.runtime.predicates import generation_changed, predicate
@@ -96,7 +97,7 @@ def setup(manager: Manager, options: Mapping[str, Any]) -> None:
         .watches(
             AZURE_IDENTITY_BINDING,
             assignment.noted(assignment.requests_for_binding),
-            predicate=generation_changed,
+            predicate=predicate(update=binding_relevant_change),
         )
         .watches(
             AZURE_ASSIGNED_IDENTITY,

@@ -50,8 +50,11 @@ from typing import Any
 
 from nodewright.api.aadpodidentity.v1 import (
     ASSIGNED_IDENTITY_FINALIZER,
+    CONDITION_WORKLOAD_IDENTITY_MIGRATION,
+    MIGRATION_CUT_OVER,
     NODE_NAME_LABEL,
     POD_LABEL,
+    WORKLOAD_IDENTITY_LABEL,
     AzureAssignedIdentity,
     AzureAssignedIdentitySpec,
     AzureIdentity,
@@ -128,6 +131,8 @@ class PodInfo:
     node_name: str = ""
     phase: str = ""
     binding_label: str = ""
+    workload_identity: bool = False
+    """Labelled ``azure.workload.identity/use: "true"``."""
 
     @classmethod
     def from_object(cls, pod: Mapping[str, Any]) -> PodInfo:
@@ -140,6 +145,7 @@ class PodInfo:
             node_name=str((pod.get("spec") or {}).get("nodeName") or ""),
             phase=str((pod.get("status") or {}).get("phase") or ""),
             binding_label=str(labels.get(POD_LABEL) or ""),
+            workload_identity=str(labels.get(WORKLOAD_IDENTITY_LABEL) or "").lower() == "true",
         )
 
     @property
@@ -273,8 +279,9 @@ def match_pods(
     A namespaced identity (annotation, or ``force_namespaced``) matches only when pod, binding and
     identity share a namespace; otherwise a binding matches pods of every namespace, as in MIC.
     Pods not scheduled or finished, pods with an empty label, and identities ``usable_identities``
-    leaves out never match. A pod gets an identity once, through the first binding in
-    (namespace, name) order. Sorted by pod, then identity.
+    leaves out never match, nor does a pod labelled for workload identity through a binding whose
+    migration is cut over (``CONDITION_WORKLOAD_IDENTITY_MIGRATION``). A pod gets an identity
+    once, through the first binding in (namespace, name) order. Sorted by pod, then identity.
     """
     by_selector: dict[str, list[AzureIdentityBinding]] = defaultdict(list)
     for binding in sorted(bindings, key=lambda b: (b.namespace, b.name)):
@@ -286,6 +293,8 @@ def match_pods(
         if not pod.is_active or not pod.binding_label:
             continue
         for binding in by_selector.get(pod.binding_label, ()):
+            if pod.workload_identity and is_cut_over(binding):
+                continue
             identity = usable.get((binding.namespace, binding.spec.azure_identity))
             if identity is None:
                 continue
@@ -296,6 +305,16 @@ def match_pods(
             key = (pod.namespace, pod.name, identity.namespace, identity.name)
             matches.setdefault(key, Match(pod=pod, binding=binding, identity=identity))
     return [matches[key] for key in sorted(matches)]
+
+
+def is_cut_over(binding: AzureIdentityBinding) -> bool:
+    """The binding's pods were switched to workload identity (its migration condition says so)."""
+    return any(
+        c.type == CONDITION_WORKLOAD_IDENTITY_MIGRATION
+        and c.status == "True"
+        and c.reason == MIGRATION_CUT_OVER
+        for c in binding.status.conditions
+    )
 
 
 # --- Desired AzureAssignedIdentities ------------------------------------------------------------

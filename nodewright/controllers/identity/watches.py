@@ -11,7 +11,11 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from nodewright.api.aadpodidentity.v1 import POD_LABEL
+from nodewright.api.aadpodidentity.v1 import (
+    CONDITION_WORKLOAD_IDENTITY_MIGRATION,
+    MIGRATION_CUT_OVER,
+    POD_LABEL,
+)
 from nodewright.cloud.resource_ids import InvalidResourceIdError
 from nodewright.controllers.identity.decisions import PodInfo
 from nodewright.controllers.identity.targets import target_of_provider_id
@@ -30,6 +34,7 @@ __all__ = [
     "assigned_node_index",
     "assigned_pod_index",
     "assigned_target_index",
+    "binding_relevant_change",
     "node_relevant_change",
     "node_target_index",
     "pod_binding_label_index",
@@ -91,11 +96,11 @@ def assigned_pod_index(assigned: dict[str, Any]) -> list[str]:
 
 def _pod_facts(pod: Mapping[str, Any]) -> tuple[Any, ...]:
     info = PodInfo.from_object(pod)
-    return (info.node_name, info.is_active, info.binding_label)
+    return (info.node_name, info.is_active, info.binding_label, info.workload_identity)
 
 
 def pod_relevant_change(old: dict[str, Any], new: dict[str, Any]) -> bool:
-    """A pod update matters only when its node, its label or whether it runs changed."""
+    """A pod update matters only when its node, its labels or whether it runs changed."""
     return _pod_facts(old) != _pod_facts(new)
 
 
@@ -160,3 +165,21 @@ class ChangeBatcher:
             del self._first[request]
             del self._last[request]
             return 0.0
+
+
+def binding_relevant_change(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """A binding update matters when its spec changed (generation) or its migration was cut over
+    or taken back (a status condition the migration reconciler writes)."""
+    old_metadata, new_metadata = old.get("metadata") or {}, new.get("metadata") or {}
+    if old_metadata.get("generation") != new_metadata.get("generation"):
+        return True
+    return _cut_over(old) != _cut_over(new)
+
+
+def _cut_over(binding: Mapping[str, Any]) -> bool:
+    return any(
+        c.get("type") == CONDITION_WORKLOAD_IDENTITY_MIGRATION
+        and c.get("status") == "True"
+        and c.get("reason") == MIGRATION_CUT_OVER
+        for c in (binding.get("status") or {}).get("conditions") or []
+    )

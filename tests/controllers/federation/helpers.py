@@ -102,6 +102,7 @@ class Federation:
 
     def cleanup(self) -> None:
         self.stop()
+        self.world.stop()  # the node simulator, pods, assignments, bindings, identities, nodes
         for item in self.client.list(SERVICE_ACCOUNT, self.world.namespace).items:
             if FINALIZER in (item["metadata"].get("finalizers") or []):
                 self.client.patch(

@@ -92,10 +92,15 @@ def test_the_twenty_first_account_on_one_identity_is_refused(federation: Federat
         for _, s, _ in federation.credentials(shared).values()
     )
     assert CLIENT_ID_ANNOTATION not in federation.annotations("sa-20")
-    events = federation.client.list(EVENT, federation.world.namespace).items
-    assert any(
-        e.get("reason") == "CredentialLimitReached" and e["involvedObject"]["name"] == "sa-20" for e in events
-    )
+
+    def refusal_recorded() -> bool:  # the recorder sends Events in the background
+        events = federation.client.list(EVENT, federation.world.namespace).items
+        return any(
+            e.get("reason") == "CredentialLimitReached" and e["involvedObject"]["name"] == "sa-20"
+            for e in events
+        )
+
+    eventually(refusal_recorded, message="a Warning Event for sa-20")
 
 
 def test_faults_converge_without_storms_and_a_restart_leaves_no_orphan(federation: Federation) -> None:

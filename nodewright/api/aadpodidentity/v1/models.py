@@ -65,9 +65,12 @@ __all__ = [
     "CONDITION_CLIENT_ID_CURRENT",
     "CONDITION_IDENTITY_FOUND",
     "CONDITION_RESOLVED",
+    "CONDITION_WORKLOAD_IDENTITY_MIGRATION",
     "CRD_GROUP",
+    "MIGRATION_CUT_OVER",
     "NODE_NAME_LABEL",
     "POD_LABEL",
+    "WORKLOAD_IDENTITY_LABEL",
     "AzureAssignedIdentity",
     "AzureAssignedIdentitySpec",
     "AzureAssignedIdentityStatus",
@@ -115,6 +118,13 @@ CONDITION_CLIENT_ID_CURRENT = "ClientIDCurrent"
 (it was deleted and recreated under the same name, aad-pod-identity #521) or is not set."""
 CONDITION_IDENTITY_FOUND = "IdentityFound"
 """AzureIdentityBinding: False when the AzureIdentity it names does not exist or is invalid."""
+CONDITION_WORKLOAD_IDENTITY_MIGRATION = "WorkloadIdentityMigration"
+"""AzureIdentityBinding: the stage of its migration to workload identity; True with reason
+``MIGRATION_CUT_OVER`` once its pods' owners were switched (pods labelled ``WORKLOAD_IDENTITY_LABEL``
+then get no pod identity through it)."""
+MIGRATION_CUT_OVER = "CutOver"
+WORKLOAD_IDENTITY_LABEL = "azure.workload.identity/use"
+"""The pod label Azure Workload Identity's webhook acts on."""
 CONDITION_ASSIGNED = "Assigned"
 """AzureAssignedIdentity: why the identity is or is not on the node (rejected by ARM, node not
 resolvable to a VM or scale set, ...)."""
@@ -329,7 +339,9 @@ class AzureIdentityBindingStatus(_WireModel):
     metadata: Any = field(default=None, schema=_GO_OBJECT_META)
     available_replicas: int = field(default=0, schema=_INT32)
     conditions: list[Condition] = field(
-        default_factory=list, description="nodewright: IdentityFound.", schema=_conditions_schema()
+        default_factory=list,
+        description="nodewright: IdentityFound, WorkloadIdentityMigration.",
+        schema=_conditions_schema(),
     )
 
 
