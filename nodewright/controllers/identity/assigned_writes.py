@@ -8,7 +8,7 @@ at a time. Side effects: API server writes through the runtime ``Client`` and Ev
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
@@ -33,7 +33,12 @@ from nodewright.controllers.identity.decisions import (
     DesiredAssignment,
 )
 from nodewright.controllers.identity.options import AZURE_ASSIGNED_IDENTITY, AZURE_IDENTITY_BINDING
-from nodewright.controllers.identity.targets import AssignmentOutcome, AssignmentRecord, owned_by_nodewright
+from nodewright.controllers.identity.targets import (
+    TARGET_UPDATE_FAILED,
+    AssignmentOutcome,
+    AssignmentRecord,
+    owned_by_nodewright,
+)
 from nodewright.controllers.identity.watches import with_kind
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
@@ -80,7 +85,7 @@ class AssignedIdentityWriter:
         self.each(changes.update, lambda pair: self._rewrite(pair[0], pair[1], key, attempt, records_here))
         self.each(changes.keep, lambda pair: self._note_target(pair[0], pair[1], key, attempt, records_here))
 
-    def each(self, items: Iterable[Any], function: Callable[[Any], None]) -> None:
+    def each(self, items: Iterable[Any], function: Callable[[Any], object]) -> None:
         """Run ``function`` on every item, ``writeConcurrency`` at a time (MIC's createDeleteBatch);
         raises the first failure once all are done."""
         work = list(items)
@@ -237,9 +242,11 @@ class AssignedIdentityWriter:
         wanted: DesiredAssignment,
         assigned_object: AzureAssignedIdentity | None,
         outcome: AssignmentOutcome,
-    ) -> None:
+    ) -> bool:
         """Write the outcome into the object's status (when it changed), with a log line and
-        MIC's Event on the binding when the object became Assigned or failed for a new reason."""
+        MIC's Event on the binding when the object became Assigned or failed for a new reason.
+        Returns True for a new failure of the whole target, which the caller announces once per
+        binding (``announce_target_failure``) instead of once per pod."""
         previous = assigned_object.status if assigned_object is not None else None
         previous_condition = next(
             (c for c in (previous.conditions if previous else []) if c.type == CONDITION_ASSIGNED), None
@@ -255,7 +262,7 @@ class AssignedIdentityWriter:
             and (previous.status, previous.target, previous.added_by_nodewright)
             == (outcome.status, outcome.target, outcome.added_by_nodewright)
         ):
-            return
+            return False
         conditions = with_condition(
             previous.conditions if previous else [],
             CONDITION_ASSIGNED,
@@ -276,7 +283,22 @@ class AssignedIdentityWriter:
         if outcome.assigned and not was_assigned:
             self._announce_assigned(wanted)
         elif not outcome.assigned and not same_condition:
+            if outcome.reason == TARGET_UPDATE_FAILED:
+                return True
             self._announce_failure(wanted, outcome)
+        return False
+
+    def announce_target_failure(self, failed: Sequence[DesiredAssignment], target: str, failure: str) -> None:
+        """One Warning Event per binding for assignments that a failed target update left waiting
+        (the controller logs the failure itself, once)."""
+        by_binding: dict[tuple[str, str], list[DesiredAssignment]] = {}
+        for wanted in failed:
+            by_binding.setdefault((wanted.binding.namespace, wanted.binding.name), []).append(wanted)
+        for (_, name), waiting in sorted(by_binding.items()):
+            binding = self._binding_object(waiting[0])
+            if binding is not None:
+                message = f"Applying binding {name} on {target} failed for {len(waiting)} pods: {failure}"
+                self.recorder.event(binding, "Warning", EVENT_BINDING_APPLY_ERROR, message)
 
     def _announce_assigned(self, wanted: DesiredAssignment) -> None:
         pod = f"{wanted.key.pod_namespace}/{wanted.key.pod_name}"

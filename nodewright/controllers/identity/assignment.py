@@ -72,6 +72,7 @@ from nodewright.controllers.identity.targets import (
     next_attempt_in,
     note_rejection,
     owned_by_nodewright,
+    target_failure,
 )
 from nodewright.controllers.identity.validation import validate
 from nodewright.controllers.identity.watches import (
@@ -441,14 +442,13 @@ class IdentityAssignmentReconciler:
         return dataclasses.replace(outcome, landed=landed, rejections=table)
 
     def _record(self, view: TargetView, cloud: CloudOutcome) -> None:
-        """Status step: each kept or new object's outcome, then the released objects."""
-        key = view.key
+        """Status step: each kept or new object's outcome, then the released objects; a failure of
+        the whole update is announced once per binding."""
+        key, failure, failed = view.key, target_failure(cloud.failure), []
 
         def decide(pair: tuple[AzureAssignedIdentity | None, DesiredAssignment]) -> None:
             assigned_object, wanted = pair
-            own = (
-                AssignmentRecord.of(assigned_object, node_target=key) if assigned_object is not None else None
-            )
+            own = AssignmentRecord.of(assigned_object, node_target=key) if assigned_object else None
             outcome = assignment_outcome(
                 wanted,
                 view.target,
@@ -458,15 +458,18 @@ class IdentityAssignmentReconciler:
                 or (own is not None and own.target == key and own.added_by_nodewright),
                 rejections=cloud.rejections,
                 held=cloud.held,
+                failure=failure,
             )
-            self.writer.record_outcome(wanted, assigned_object, outcome)
+            if self.writer.record_outcome(wanted, assigned_object, outcome):
+                failed.append(wanted)
 
         self.writer.each(kept_and_new(view.changes), decide)
+        self.writer.announce_target_failure(failed, key, failure)
         self.writer.each(
             view.changes.release,
-            lambda assigned_object: self.writer.finish_release(
-                assigned_object,
-                view.released[(assigned_object.namespace, assigned_object.name)],
+            lambda released: self.writer.finish_release(
+                released,
+                view.released[(released.namespace, released.name)],
                 cloud.landed,
                 cloud.retained,
                 cloud.target_gone,
@@ -585,13 +588,11 @@ class IdentityAssignmentReconciler:
         """A Warning Event on each matched pod that cannot get its identity, saying why."""
         matched = {(d.key.pod_namespace, d.key.pod_name) for d in desired}
         identities, bindings = self._read_identities_and_bindings()
-        problems = validate(
-            identities, bindings, [p for p in pods if (p.namespace, p.name) in matched], node_infos
-        )
-        for problem in problems:
-            if problem.kind != "Pod":
-                continue
-            pod_object = self.pods.store.get(f"{problem.namespace}/{problem.name}")
+        matched_pods = [p for p in pods if (p.namespace, p.name) in matched]
+        for problem in validate(identities, bindings, matched_pods, node_infos):
+            pod_object = (
+                self.pods.store.get(f"{problem.namespace}/{problem.name}") if problem.kind == "Pod" else None
+            )
             if pod_object is not None:
                 self.recorder.event(
                     with_kind(pod_object, "v1", "Pod"), "Warning", EVENT_BINDING_APPLY_ERROR, problem.message

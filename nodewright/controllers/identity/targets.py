@@ -21,6 +21,7 @@ from nodewright.api.aadpodidentity.v1 import (
     AzureAssignedIdentity,
     IdentityType,
 )
+from nodewright.cloud.errors import CloudError
 from nodewright.cloud.resource_ids import (
     InvalidResourceIdError,
     ScaleSetInstanceId,
@@ -38,6 +39,7 @@ from nodewright.controllers.identity.decisions import (
 from nodewright.runtime.times import format_time
 
 __all__ = [
+    "TARGET_UPDATE_FAILED",
     "AssignmentOutcome",
     "AssignmentRecord",
     "IdentityDiff",
@@ -53,6 +55,7 @@ __all__ = [
     "note_rejection",
     "owned_by_nodewright",
     "retry_delay",
+    "target_failure",
     "target_of_provider_id",
 ]
 
@@ -338,6 +341,7 @@ def assignment_outcome(
     rejections: Mapping[str, Rejection] | None = None,
     held: frozenset[str] = frozenset(),
     node_exists: bool = True,
+    failure: str = "",
 ) -> AssignmentOutcome:
     """Decide one assignment's status from what actually landed (re-read after any failure).
 
@@ -346,20 +350,16 @@ def assignment_outcome(
     the identity there (this assignment's own record, or another's, see
     ``owned_by_nodewright``). ``rejections``: ARM's refusals on this target (with attempt counts
     and next attempt). ``held``: identities not sent because their next attempt has not come.
-    ``node_exists``: whether the pod's node exists (it matters only without a target). Only an
-    identity actually on the target is Assigned (NMI serves tokens only then); it is
+    ``node_exists``: whether the pod's node exists (it matters only without a target).
+    ``failure``: why the whole update failed (``target_failure``), for each identity not on it.
+    Only an identity actually on the target is Assigned (NMI serves tokens only then); it is
     nodewright's to remove later if this pass added it or nodewright owned it already. Service
     principals (types 1 and 2) need nothing on the VM and are Assigned at once, as MIC did.
     Every other outcome is Created with a reason and a message saying why.
     """
     if desired.identity_type is not IdentityType.USER_ASSIGNED_MSI:
-        return AssignmentOutcome(
-            ASSIGNED_STATUS_ASSIGNED,
-            "",
-            False,
-            "NothingToAssign",
-            "a service principal needs nothing on the node",
-        )
+        message = "a service principal needs nothing on the node"
+        return AssignmentOutcome(ASSIGNED_STATUS_ASSIGNED, "", False, "NothingToAssign", message)
     if target is None:
         return _without_target(desired, node_exists)
     key = desired.resource_key
@@ -380,6 +380,8 @@ def assignment_outcome(
             "IdentityRejected",
             "ARM rejected this identity recently; it is retried later, the others are not held up",
         )
+    if failure:
+        return AssignmentOutcome(ASSIGNED_STATUS_CREATED, target.key, owned, TARGET_UPDATE_FAILED, failure)
     if landed is None:
         return AssignmentOutcome(
             ASSIGNED_STATUS_CREATED, target.key, owned, "AssignmentFailed", f"could not read {target} back"
@@ -401,3 +403,22 @@ def _without_target(desired: DesiredAssignment, node_exists: bool) -> Assignment
         "NodeNotResolvable",
         f"node {desired.node_name} has no Azure VM or scale set in its providerID",
     )
+
+
+TARGET_UPDATE_FAILED = "TargetUpdateFailed"
+"""An assignment's reason when its VM or scale set's update failed as a whole: reported once per
+binding and pass (``AssignedIdentityWriter.announce_target_failure``), not once per pod."""
+
+
+def target_failure(error: Exception | None) -> str:
+    """What a failed target update says to every assignment waiting on it ("" when nothing
+    failed). Identities ARM refused by name keep their own reason (``rejections`` come first).
+    The text names ARM's error code only, so it stays the same while the failure lasts (the
+    retries behind a backoff are not news)."""
+    if error is None:
+        return ""
+    if isinstance(error, CloudError):
+        code = error.code or (f"HTTP {error.status_code}" if error.status_code else type(error).__name__)
+    else:
+        code = type(error).__name__
+    return f"updating the target failed ({code}); retried with backoff"

@@ -138,6 +138,38 @@ def test_throttled_scale_set_is_not_called_before_retry_after(world: World) -> N
     assert writes[1].monotonic - writes[0].monotonic >= 1.9, "nothing before Retry-After"
 
 
+def test_a_failed_target_update_is_reported_once_per_binding_not_per_pod(world: World) -> None:
+    """A 429 on a scale set with six pods of one binding: every waiting assignment says why
+    (TargetUpdateFailed, naming ARM's code), the binding gets one Warning Event for the six pods
+    instead of six, and all land once the Retry-After has passed."""
+    group = world.resource_group("mc")
+    web = world.identity(group, "web")
+    scale_set = world.scale_set(group, "pool", capacity=3)
+    world.start_nodes()
+    nodes = world.nodes_of(scale_set)
+    world.azure_identity("web", web, world.client_id_of(web))
+    world.binding("web-binding", "web", "web")
+    pods = {f"p-{index}" for index in range(6)}
+    for index in range(6):
+        world.pod(f"p-{index}", nodes[index % 3], "web")
+    world.emulator.faults.throttle("VirtualMachineScaleSets.update", times=1, retry_after=3)
+
+    world.start_manager()
+    eventually(
+        lambda: (
+            {condition(a, "Assigned")[1] for a in world.assigned()} == {"TargetUpdateFailed"}
+            and len(world.assigned()) == 6
+        ),
+        message="the throttled update reported on every waiting assignment",
+    )
+    message = next(c.message for c in world.assigned()[0].status.conditions if c.type == "Assigned")
+    assert "(TooManyRequests)" in message
+    eventually(lambda: all_assigned(world, pods), message="all Assigned after Retry-After")
+    failures = world.events(reason="binding apply error")
+    assert sum(int(e.get("count") or 1) for e in failures) == 1, [e["message"] for e in failures]
+    assert "failed for 6 pods" in failures[0]["message"]
+
+
 def test_one_bad_identity_does_not_block_the_others(world: World) -> None:
     """Identities missing in Azure or refused (LinkedAuthorizationFailed) are isolated with a clear
     status and Event; the good one lands; the bad ones are not re-sent on every pass, so no
