@@ -196,11 +196,13 @@ class ComputeService:
         remove: Iterable[str] = (),
         *,
         current: ResourceIdentities | None = None,
+        max_per_request: int | None = None,
     ) -> IdentityUpdateResult:
         """Add and remove user-assigned identities on a VM or scale set; a system-assigned
         identity is kept. Side effects: GET (skipped when the caller passes the ``current``
         identities it has just read), then PATCHes of ``identity`` only (150 entries at
-        most each; the delta is idempotent, so a stale ``current`` costs at most a no-op entry).
+        most each, or ``max_per_request``; the delta is idempotent, so a stale ``current`` costs at
+        most a no-op entry).
         An identity ARM rejects by name (LinkedAuthorizationFailed,
         FailedIdentityOperation) is dropped and the rest retried; the result lists rejections.
         Any other failure re-reads what landed and raises ``IdentityUpdateIncompleteError``.
@@ -213,11 +215,9 @@ class ComputeService:
                 current = self.get_identities(target)
             excluded: set[str] = set()
             rejected: list[IdentityRejection] = []
-            requests = 0
+            requests, chunk = 0, max_per_request or self.max_identities_per_request
             while True:
-                patches = plan_identity_patches(
-                    current, wanted - excluded, unwanted - excluded, self.max_identities_per_request
-                )
+                patches = plan_identity_patches(current, wanted - excluded, unwanted - excluded, chunk)
                 if not patches:
                     break
                 patch = patches[0]

@@ -25,7 +25,6 @@ from nodewright.controllers.cloud_access import cloud_from_options, parse_cloud_
 from nodewright.controllers.federation.migration_reconciler import MigrationReconciler
 from nodewright.controllers.federation.options import FederationOptions, parse_options
 from nodewright.controllers.federation.reconciler import SERVICE_ACCOUNT, FederationReconciler
-from nodewright.controllers.identity.assignment import NO_EVENTS
 from nodewright.controllers.identity.options import AZURE_IDENTITY, AZURE_IDENTITY_BINDING
 from nodewright.runtime.kinds import POD
 from nodewright.runtime.manager import Manager
@@ -86,7 +85,6 @@ def setup(manager: Manager, options: Mapping[str, Any]) -> None:
     )
     (
         manager.controller(NAME)
-        .for_(SERVICE_ACCOUNT, predicate=NO_EVENTS)
         .watches(SERVICE_ACCOUNT, reconciler.requests_for_account)
         .watches(AZURE_IDENTITY, reconciler.requests_for_azure_identity, predicate=generation_changed)
         .complete(reconciler)

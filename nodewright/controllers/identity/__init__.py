@@ -17,7 +17,6 @@ from typing import Any
 from nodewright.api.aadpodidentity.v1 import CRD_GROUP, POD_LABEL
 from nodewright.controllers.cloud_access import cloud_from_options, parse_cloud_settings
 from nodewright.controllers.identity.assignment import (
-    NO_EVENTS,
     IdentityAssignmentReconciler,
     node_relevant_change,
     pod_relevant_change,
@@ -29,6 +28,7 @@ from nodewright.controllers.identity.options import (
     AZURE_ASSIGNED_IDENTITY,
     AZURE_IDENTITY,
     AZURE_IDENTITY_BINDING,
+    IdentityOptions,
     parse_options,
 )
 from nodewright.controllers.identity.watches import binding_relevant_change
@@ -37,6 +37,7 @@ from nodewright.runtime.manager import Manager
 from nodewright.runtime.predicates import generation_changed, predicate
 from nodewright.runtime.rbac import PolicyRule
 from nodewright.runtime.registry import ReconcilerPlugin
+from nodewright.runtime.workqueue import BatchWindow
 
 __all__ = ["EVENT_COMPONENT", "NAME", "PLUGIN", "RBAC_RULES", "setup", "validate_options"]
 
@@ -61,6 +62,13 @@ def _never_on_create(_: dict[str, Any]) -> bool:
     return False
 
 
+def _batch_window(options: IdentityOptions) -> BatchWindow | None:
+    """A burst of changes to one target becomes one pass (and one PATCH); 0 turns it off."""
+    if options.batch_window <= 0:
+        return None
+    return BatchWindow(options.batch_window, max(options.batch_window, options.batch_max_delay))
+
+
 def validate_options(options: Mapping[str, Any]) -> None:
     """Check the options without a cluster (``nodewright check-config``); raises ConfigError."""
     parse_cloud_settings(parse_options(options).cloud, "options.cloud")
@@ -72,39 +80,35 @@ def setup(manager: Manager, options: Mapping[str, Any]) -> None:
     Raises ``ConfigError`` for bad options (one line naming the key)."""
     parsed = parse_options(options)
     cloud = cloud_from_options({"cloud": parsed.cloud})
-    cloud.compute.max_identities_per_request = parsed.max_identities_per_request
     recorder = manager.event_recorder(EVENT_COMPONENT)
 
     assignment = IdentityAssignmentReconciler(manager.client, manager.cache, cloud.compute, recorder, parsed)
     assignment.add_indexers()
     (
         manager.controller(NAME)
-        .for_(NODE, predicate=NO_EVENTS)
         .watches(
             NODE,
-            assignment.noted(assignment.requests_for_node),
+            assignment.requests_for_node,
             predicate=predicate(update=node_relevant_change),
         )
         .watches(
             POD,
-            assignment.noted(assignment.requests_for_pod),
+            assignment.requests_for_pod,
             predicate=predicate(update=pod_relevant_change),
             label_selector=POD_LABEL,
         )
-        .watches(
-            AZURE_IDENTITY, assignment.noted(assignment.requests_for_identity), predicate=generation_changed
-        )
+        .watches(AZURE_IDENTITY, assignment.requests_for_identity, predicate=generation_changed)
         .watches(
             AZURE_IDENTITY_BINDING,
-            assignment.noted(assignment.requests_for_binding),
+            assignment.requests_for_binding,
             predicate=predicate(update=binding_relevant_change),
         )
         .watches(
             AZURE_ASSIGNED_IDENTITY,
-            assignment.noted(assignment.requests_for_assigned),
+            assignment.requests_for_assigned,
             predicate=predicate(create=_never_on_create, update=spec_or_deletion_change),
         )
-        .with_options(max_concurrent_reconciles=4)
+        .with_options(max_concurrent_reconciles=4, batch_window=_batch_window(parsed))
         .complete(assignment)
     )
 

@@ -11,7 +11,8 @@ Requests are keyed by the target's lowercased ARM ID; every watch maps to target
 ``UNRESOLVED`` handles pods on nodes that are missing (retried on a backoff, then collected,
 ``lifecycle``) or name no Azure VM or scale set, and MIC's objects whose node is gone. Status-only
 churn is filtered out; each target is re-checked every ``repairInterval`` (drift repair, add
-only); a burst of changes is batched into one pass (``ChangeBatcher``).
+only); a burst of changes is batched into one pass (the work queue's ``BatchWindow``, set in
+``__init__``).
 
 Side effects: Kubernetes writes and Events, ARM calls through ``IdentityCompute``.
 """
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -80,10 +80,8 @@ from nodewright.controllers.identity.watches import (
     ASSIGNED_POD_INDEX,
     ASSIGNED_TARGET_INDEX,
     BINDING_LABEL_INDEX,
-    NO_EVENTS,
     NODE_NAME_INDEX,
     TARGET_INDEX,
-    ChangeBatcher,
     assigned_node_index,
     assigned_pod_index,
     assigned_target_index,
@@ -104,7 +102,6 @@ from nodewright.runtime.logs import get_logger
 from nodewright.runtime.reconcile import Request, Result
 
 __all__ = [
-    "NO_EVENTS",
     "UNRESOLVED",
     "CloudOutcome",
     "IdentityAssignmentReconciler",
@@ -139,6 +136,7 @@ class IdentityCompute(Protocol):
         remove: Iterable[str] = (),
         *,
         current: ResourceIdentities | None = None,
+        max_per_request: int | None = None,
     ) -> IdentityUpdateResult: ...
 
 
@@ -199,7 +197,6 @@ class IdentityAssignmentReconciler:
         options: IdentityOptions,
         *,
         clock: Callable[[], datetime] = _now,
-        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.client = client
         self.cache = cache
@@ -224,7 +221,6 @@ class IdentityAssignmentReconciler:
             write_concurrency=options.write_concurrency,
             clock=clock,
         )
-        self.batcher = ChangeBatcher(options.batch_window, options.batch_max_delay, monotonic)
 
     def add_indexers(self) -> None:
         """Indexes the passes and map functions read (call before the cache starts)."""
@@ -289,22 +285,7 @@ class IdentityAssignmentReconciler:
 
     # --- the pass ---------------------------------------------------------------------------------
 
-    def noted(
-        self, map_function: Callable[[dict[str, Any]], list[Request]]
-    ) -> Callable[[dict[str, Any]], list[Request]]:
-        """``map_function``, telling the batcher when each target saw an event."""
-
-        def mapped(obj: dict[str, Any]) -> list[Request]:
-            requests = map_function(obj)
-            self.batcher.note(requests)
-            return requests
-
-        return mapped
-
     def reconcile(self, request: Request) -> Result:
-        wait = self.batcher.wait(request)
-        if wait > 0:
-            return Result(requeue_after=wait)
         if request == UNRESOLVED:
             return self._reconcile_unresolved()
         return self._reconcile_target(request.name)
@@ -422,7 +403,13 @@ class IdentityAssignmentReconciler:
         """The PATCH, and what landed (re-read after a failure by ``ComputeService``)."""
         key, attempt = view.key, outcome.attempt
         try:
-            result = self.compute.update_identities(view.target, add=attempt, remove=remove, current=current)
+            result = self.compute.update_identities(
+                view.target,
+                add=attempt,
+                remove=remove,
+                current=current,
+                max_per_request=self.options.max_identities_per_request,
+            )
         except IdentityUpdateIncompleteError as error:
             landed = error.identities.user_assigned if error.identities is not None else None
             table = self._note_rejections(key, error.rejected, landed, self.clock())

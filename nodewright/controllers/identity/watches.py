@@ -1,14 +1,12 @@
 """What the identity assignment controller watches and how: the cache indexes its passes read
 (nodes by target, pods by node and by binding label, AzureAssignedIdentities by target, node and
-pod), the predicates that drop status-only churn, and ``ChangeBatcher``, which folds a burst of
-events for one target into one pass. No I/O; the batcher holds a little state under a lock.
+pod) and the predicates that drop status-only churn. Pure; no I/O. (A burst of events for one
+target is folded into one pass by the work queue's ``BatchWindow``.)
 """
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from nodewright.api.aadpodidentity.v1 import (
@@ -19,8 +17,6 @@ from nodewright.api.aadpodidentity.v1 import (
 from nodewright.cloud.resource_ids import InvalidResourceIdError
 from nodewright.controllers.identity.decisions import PodInfo
 from nodewright.controllers.identity.targets import target_of_provider_id
-from nodewright.runtime.predicates import Predicate, predicate
-from nodewright.runtime.reconcile import Request
 
 __all__ = [
     "ASSIGNED_NODE_INDEX",
@@ -28,9 +24,7 @@ __all__ = [
     "ASSIGNED_TARGET_INDEX",
     "BINDING_LABEL_INDEX",
     "NODE_NAME_INDEX",
-    "NO_EVENTS",
     "TARGET_INDEX",
-    "ChangeBatcher",
     "assigned_node_index",
     "assigned_pod_index",
     "assigned_target_index",
@@ -117,54 +111,11 @@ def spec_or_deletion_change(old: dict[str, Any], new: dict[str, Any]) -> bool:
     ) != bool(old_metadata.get("deletionTimestamp"))
 
 
-def _never(*_: dict[str, Any]) -> bool:
-    return False
-
-
-NO_EVENTS: Predicate = predicate(create=_never, update=_never, delete=_never, generic=_never)
 """For the builder's ``for_``: this controller's requests are targets, all produced by maps."""
 
 
 def with_kind(obj: Mapping[str, Any], api_version: str, kind: str) -> dict[str, Any]:
     return {**obj, "apiVersion": obj.get("apiVersion") or api_version, "kind": obj.get("kind") or kind}
-
-
-class ChangeBatcher:
-    """Collects a burst of changes per request so that it lands in one pass (and one PATCH):
-    a pass waits until no event came for ``window`` seconds, but never longer than ``max_delay``
-    after the first event of the burst. A pass with no pending burst (a periodic one) goes at
-    once. Thread-safe: informer threads note, workers wait."""
-
-    def __init__(
-        self, window: float, max_delay: float, monotonic: Callable[[], float] = time.monotonic
-    ) -> None:
-        self.window = window
-        self.max_delay = max_delay
-        self.monotonic = monotonic
-        self._lock = threading.Lock()
-        self._first: dict[Request, float] = {}
-        self._last: dict[Request, float] = {}
-
-    def note(self, requests: Iterable[Request]) -> None:
-        now = self.monotonic()
-        with self._lock:
-            for request in requests:
-                self._first.setdefault(request, now)
-                self._last[request] = now
-
-    def wait(self, request: Request) -> float:
-        """Seconds to wait before this pass; 0 means go now (and the burst is consumed)."""
-        now = self.monotonic()
-        with self._lock:
-            first = self._first.get(request)
-            if first is None:
-                return 0.0
-            wait = min(self._last[request] + self.window, first + self.max_delay) - now
-            if wait > 0:
-                return wait
-            del self._first[request]
-            del self._last[request]
-            return 0.0
 
 
 def binding_relevant_change(old: dict[str, Any], new: dict[str, Any]) -> bool:

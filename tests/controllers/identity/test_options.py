@@ -8,16 +8,15 @@ from typing import Any
 
 import pytest
 
-from nodewright.controllers.identity import RBAC_RULES
+from nodewright.controllers.identity import RBAC_RULES, _batch_window
 from nodewright.controllers.identity.options import IdentityOptions, parse_options
 from nodewright.controllers.identity.watches import (
-    ChangeBatcher,
     node_relevant_change,
     pod_relevant_change,
     spec_or_deletion_change,
 )
 from nodewright.runtime.config import ConfigError
-from nodewright.runtime.reconcile import Request
+from nodewright.runtime.workqueue import BatchWindow
 
 
 def test_defaults() -> None:
@@ -126,36 +125,16 @@ def test_assigned_identity_status_writes_do_not_trigger_passes() -> None:
     assert spec_or_deletion_change(old, {"metadata": {"generation": 1, "deletionTimestamp": "t"}})
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def test_a_burst_of_changes_is_batched_into_one_pass() -> None:
-    """Events for a target are collected until it is quiet for the window (at most max_delay
-    after the first), so pods created together cost one PATCH, not one each (#676 #988 #1139)."""
-    clock = FakeClock()
-    batcher = ChangeBatcher(window=0.3, max_delay=2.0, monotonic=clock)
-    target = Request(
-        "", "/subscriptions/s/resourcegroups/rg/providers/microsoft.compute/virtualmachinescalesets/a"
-    )
-    other = Request("", "unresolved")
-    batcher.note([target])
-    assert batcher.wait(target) == pytest.approx(0.3)
-    assert batcher.wait(other) == 0.0, "bursts are per target"
-    clock.now += 0.2
-    batcher.note([target])
-    assert batcher.wait(target) == pytest.approx(0.3)
-    clock.now += 0.3
-    assert batcher.wait(target) == 0.0
-    assert batcher.wait(target) == 0.0, "consumed: a periodic pass goes at once"
-    for _ in range(30):  # a steady stream of changes
-        batcher.note([target])
-        clock.now += 0.1
-    assert batcher.wait(target) == 0.0, "never later than max_delay after the first"
+def test_a_burst_of_changes_is_batched_into_one_pass_by_the_queue() -> None:
+    """The identity controller's work queue debounces each target (its ``BatchWindow``, tested
+    with the queue in tests/runtime): quiet for ``batchWindow``, at most ``batchMaxDelay`` after
+    the first event, so pods created together cost one PATCH, not one each (#676 #988 #1139).
+    A window of 0 turns batching off."""
+    cloud = {"subscriptionId": "s", "credential": {"kind": "default"}}
+    window = _batch_window(parse_options({"cloud": cloud, "batchWindow": 0.3, "batchMaxDelay": 2}))
+    assert window == BatchWindow(quiet=0.3, max_delay=2.0)
+    assert _batch_window(parse_options({"cloud": cloud, "batchWindow": 0})) is None
+    assert _batch_window(parse_options({"cloud": cloud})) == BatchWindow(quiet=0.5, max_delay=2.0)
 
 
 def test_rbac_rules_cover_the_resources_the_reconcilers_touch() -> None:
