@@ -18,7 +18,7 @@ from __future__ import annotations
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Generic
 
 from nodewright.runtime.controller import Controller
 from nodewright.runtime.handlers import (
@@ -31,7 +31,7 @@ from nodewright.runtime.handlers import (
 from nodewright.runtime.kinds import Kind
 from nodewright.runtime.predicates import Predicate
 from nodewright.runtime.ratelimit import RateLimiter
-from nodewright.runtime.reconcile import Reconciler, ReconcilerFunc
+from nodewright.runtime.reconcile import K, Reconciler, ReconcilerFunc, Request
 from nodewright.runtime.workqueue import BatchWindow
 
 if TYPE_CHECKING:
@@ -43,18 +43,21 @@ __all__ = ["Builder"]
 @dataclass(frozen=True, slots=True)
 class _WatchSpec:
     kind: Kind
-    handler: Handler | None  # None: the owner handler of the for_ kind, resolved in complete
+    handler: Handler[Any] | None  # None: the owner handler of the for_ kind, resolved in complete
     predicates: tuple[Predicate, ...]
     namespace: str | None
     label_selector: str | None
 
 
-class Builder:
-    """Collects a controller's watches and options; ``complete`` builds and registers it."""
+class Builder(Generic[K]):
+    """Collects a controller's watches and options; ``complete`` builds and registers it. ``K`` is
+    the controller's request key type: ``Request`` for ``for_``/``owns``, or what the map functions
+    of ``watches`` return (``manager.controller(name, key_type)``)."""
 
-    def __init__(self, manager: Manager, name: str) -> None:
+    def __init__(self, manager: Manager, name: str, key_type: type[K]) -> None:
         self._manager = manager
         self._name = name
+        self._key_type = key_type
         self._for: _WatchSpec | None = None
         self._watches: list[_WatchSpec] = []
         self._max_concurrent_reconciles = 1
@@ -62,22 +65,27 @@ class Builder:
         self._batch_window: BatchWindow | None = None
 
     def for_(
-        self,
+        self: Builder[Request],
         kind: Kind,
         *,
         predicate: Predicate | None = None,
         namespace: str | None = None,
         label_selector: str | None = None,
-    ) -> Builder:
-        """Reconcile objects of ``kind`` themselves (once per controller)."""
+    ) -> Builder[Request]:
+        """Reconcile objects of ``kind`` themselves (once per controller; ``Request`` keys)."""
+        self._needs_requests("for_")
         if self._for is not None:
             raise ValueError(f"controller {self._name!r}: for_ already called")
         self._for = _WatchSpec(kind, enqueue_for_object(), _tuple(predicate), namespace, label_selector)
         return self
 
     def owns(
-        self, kind: Kind, *, predicate: Predicate | None = None, namespace: str | None = None
-    ) -> Builder:
+        self: Builder[Request],
+        kind: Kind,
+        *,
+        predicate: Predicate | None = None,
+        namespace: str | None = None,
+    ) -> Builder[Request]:
         """Reconcile the ``for_`` object that controls (ownerReference) a changed ``kind``."""
         if self._for is None:
             raise ValueError(f"controller {self._name!r}: owns() needs for_(kind) first")
@@ -87,17 +95,17 @@ class Builder:
     def watches(
         self,
         kind: Kind,
-        map_function: MapFunction | Handler,
+        map_function: MapFunction[K] | Handler[K],
         *,
         predicate: Predicate | None = None,
         namespace: str | None = None,
         label_selector: str | None = None,
-    ) -> Builder:
+    ) -> Builder[K]:
         """Reconcile the requests that ``map_function(obj)`` returns for a changed ``kind``."""
-        handler: Handler = (
-            typing.cast(Handler, map_function)
+        handler: Handler[K] = (
+            typing.cast(Handler[K], map_function)
             if _is_handler(map_function)
-            else enqueue_mapped(typing.cast(MapFunction, map_function))
+            else enqueue_mapped(typing.cast(MapFunction[K], map_function))
         )
         self._watches.append(_WatchSpec(kind, handler, _tuple(predicate), namespace, label_selector))
         return self
@@ -108,7 +116,7 @@ class Builder:
         max_concurrent_reconciles: int | None = None,
         rate_limiter: RateLimiter | None = None,
         batch_window: BatchWindow | None = None,
-    ) -> Builder:
+    ) -> Builder[K]:
         """Worker count, retry rate limiter and the queue's batching window (see ``WorkQueue``)."""
         if max_concurrent_reconciles is not None:
             self._max_concurrent_reconciles = max_concurrent_reconciles
@@ -118,7 +126,9 @@ class Builder:
             self._batch_window = batch_window
         return self
 
-    def complete(self, reconciler: Reconciler | ReconcilerFunc | Callable[..., object]) -> Controller:
+    def complete(
+        self, reconciler: Reconciler[K] | ReconcilerFunc[K] | Callable[..., object]
+    ) -> Controller[K]:
         """Build the controller, attach its watches to shared informers, register it."""
         if self._for is None and not self._watches:
             raise ValueError(f"controller {self._name!r}: call for_(kind) or watches(...) before complete()")
@@ -126,7 +136,7 @@ class Builder:
         workers = self._max_concurrent_reconciles
         if configured is not None and configured.max_concurrent_reconciles is not None:
             workers = configured.max_concurrent_reconciles
-        controller = Controller(
+        controller: Controller[K] = Controller(
             self._name,
             reconciler,  # type: ignore[arg-type]
             max_concurrent_reconciles=workers,
@@ -137,15 +147,21 @@ class Builder:
         specs = self._watches if self._for is None else [self._for, *self._watches]
         for spec in specs:
             handler = spec.handler
-            if handler is None:  # owns(): only reachable after for_, checked there
+            if handler is None:  # owns(): only reachable after for_ (Request keys), checked there
                 assert self._for is not None
                 handler = enqueue_owner(self._for.kind)
             informer = self._manager.cache.informer(
                 spec.kind, namespace=spec.namespace, label_selector=spec.label_selector
             )
-            controller.watch(informer, handler, spec.predicates)
+            controller.watch(informer, typing.cast("Handler[K]", handler), spec.predicates)
         self._manager.add_controller(controller)
         return controller
+
+    def _needs_requests(self, method: str) -> None:
+        if self._key_type is not Request:
+            raise ValueError(
+                f"controller {self._name!r}: {method} needs Request keys, not {self._key_type.__name__}"
+            )
 
 
 def _is_handler(value: object) -> bool:

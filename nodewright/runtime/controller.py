@@ -24,7 +24,7 @@ import random
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Generic
 
 from opentelemetry.trace import Status, StatusCode
 
@@ -35,7 +35,7 @@ from nodewright.runtime.logs import get_logger, log_context
 from nodewright.runtime.metrics import Metrics
 from nodewright.runtime.predicates import Predicate
 from nodewright.runtime.ratelimit import RateLimiter
-from nodewright.runtime.reconcile import Reconciler, ReconcilerFunc, Request, Result, TerminalError
+from nodewright.runtime.reconcile import K, Reconciler, ReconcilerFunc, Result, TerminalError, key_fields
 from nodewright.runtime.tracing import tracer
 from nodewright.runtime.workqueue import BatchWindow, WorkQueue
 
@@ -46,21 +46,21 @@ log = get_logger(__name__)
 Object = dict[str, Any]
 
 
-class Watch:
+class Watch(Generic[K]):
     """One source of requests: an informer's events, filtered by predicates, mapped by a handler.
 
     Implements the informer's ``EventHandler`` protocol; it enqueues into the controller's queue.
     """
 
     def __init__(
-        self, informer: Informer, handler: Handler, predicates: Sequence[Predicate], queue: WorkQueue[Request]
+        self, informer: Informer, handler: Handler[K], predicates: Sequence[Predicate], queue: WorkQueue[K]
     ) -> None:
         self.informer = informer
         self.handler = handler
         self.predicates = tuple(predicates)
         self.queue = queue
 
-    def _enqueue(self, requests: Iterable[Request]) -> None:
+    def _enqueue(self, requests: Iterable[K]) -> None:
         for request in requests:
             self.queue.add(request)
 
@@ -77,13 +77,14 @@ class Watch:
             self._enqueue(self.handler.delete(obj))
 
 
-class Controller:
-    """Runs one reconciler with ``max_concurrent_reconciles`` worker threads."""
+class Controller(Generic[K]):
+    """Runs one reconciler with ``max_concurrent_reconciles`` worker threads; ``K`` is its request
+    key type (``Request`` unless declared)."""
 
     def __init__(
         self,
         name: str,
-        reconciler: Reconciler | ReconcilerFunc,
+        reconciler: Reconciler[K] | ReconcilerFunc[K],
         *,
         max_concurrent_reconciles: int = 1,
         rate_limiter: RateLimiter | None = None,
@@ -94,12 +95,12 @@ class Controller:
             raise ValueError("max_concurrent_reconciles must be at least 1")
         self.name = name
         self.reconciler = reconciler
-        self._reconcile: ReconcilerFunc = (
+        self._reconcile: ReconcilerFunc[K] = (
             reconciler.reconcile if isinstance(reconciler, Reconciler) else reconciler
         )
         self.max_concurrent_reconciles = max_concurrent_reconciles
         self.metrics = metrics if metrics is not None else Metrics()
-        self.queue: WorkQueue[Request] = WorkQueue(
+        self.queue: WorkQueue[K] = WorkQueue(
             name,
             rate_limiter=rate_limiter,
             metrics=self.metrics.queue_metrics(name),
@@ -107,13 +108,13 @@ class Controller:
         )
         self.metrics.watch_queue(self.queue)
         self.metrics.controller_registered(name, max_concurrent_reconciles)
-        self._watches: list[Watch] = []
+        self._watches: list[Watch[K]] = []
         self._workers: list[threading.Thread] = []
         self._started = False
         self._cancelled = threading.Event()
         self._attributes = {"controller": name}
 
-    def watch(self, informer: Informer, handler: Handler, predicates: Sequence[Predicate] = ()) -> None:
+    def watch(self, informer: Informer, handler: Handler[K], predicates: Sequence[Predicate] = ()) -> None:
         """Feed the informer's events, filtered and mapped, into this controller's queue.
 
         Handlers are attached at ``start``, so a controller that never starts (not leading)
@@ -157,7 +158,7 @@ class Controller:
         self.queue.shut_down()
         log.info("Cancelled reconciles without drain", controller=self.name)
 
-    def enqueue(self, request: Request) -> None:
+    def enqueue(self, request: K) -> None:
         """Ask for a reconcile of ``request`` (for tests and generic triggers)."""
         self.queue.add(request)
 
@@ -169,30 +170,21 @@ class Controller:
             try:
                 self._process(request)
             except BaseException:  # a bug in the bookkeeping below must not end the worker either
-                log.exception("Failed to process request", controller=self.name, request=request.key)
+                log.exception("Failed to process request", controller=self.name, request=str(request))
             finally:
                 self.metrics.active_workers.add(-1, self._attributes)
                 self.queue.done(request)
 
-    def _process(self, request: Request) -> None:
+    def _process(self, request: K) -> None:
         # A log-correlation id, not a secret: no urandom system call per reconcile (as uuid4 makes).
         reconcile_id = f"{random.getrandbits(128):032x}"
         started = time.monotonic()
+        fields = {"controller": self.name, **key_fields(request), "reconcile_id": reconcile_id}
         with (
-            log_context(
-                controller=self.name,
-                namespace=request.namespace,
-                name=request.name,
-                reconcile_id=reconcile_id,
-            ),
+            log_context(**fields),
             tracer().start_as_current_span(
                 f"reconcile {self.name}",
-                attributes={
-                    "controller": self.name,
-                    "namespace": request.namespace,
-                    "name": request.name,
-                    "reconcile_id": reconcile_id,
-                },
+                attributes=fields,
                 record_exception=False,
                 set_status_on_exception=False,
             ) as span,
@@ -213,7 +205,7 @@ class Controller:
             self.metrics.reconcile_total.add(1, {**self._attributes, "result": outcome})
             self.metrics.reconcile_time.record(time.monotonic() - started, self._attributes)
 
-    def _succeeded(self, request: Request, result: Result) -> str:
+    def _succeeded(self, request: K, result: Result) -> str:
         if result.requeue_after is not None and result.requeue_after > 0:
             self.queue.forget(request)
             self.queue.add_after(request, result.requeue_after)
@@ -224,7 +216,7 @@ class Controller:
         self.queue.forget(request)
         return "success"
 
-    def _failed(self, request: Request, error: BaseException, span: Any) -> str:
+    def _failed(self, request: K, error: BaseException, span: Any) -> str:
         self.metrics.reconcile_errors.add(1, self._attributes)
         span.set_status(Status(StatusCode.ERROR, str(error)))
         if isinstance(error, FencedWriteError):  # the fence logged the refusal: no traceback

@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Mapping
 from types import FrameType
-from typing import Any
+from typing import Any, overload
 
 from opentelemetry.metrics import Observation
 
@@ -44,6 +44,7 @@ from nodewright.runtime.leaderelection import LeaderElector
 from nodewright.runtime.logs import get_logger
 from nodewright.runtime.metrics import HttpServer, Metrics
 from nodewright.runtime.metrics_server import serve_metrics
+from nodewright.runtime.reconcile import K, Request
 from nodewright.runtime.registry import ReconcilerRegistry
 
 __all__ = ["CacheSyncTimeoutError", "LeadershipLostError", "Manager", "ManagerError"]
@@ -102,7 +103,7 @@ class Manager:
         self.elector: LeaderElector | None = None
         self.started = threading.Event()
         """Set once the servers listen and the informers synced (ports are known then)."""
-        self._controllers: list[Controller] = []
+        self._controllers: list[Controller[Any]] = []
         self._controllers_started = False
         self._controllers_lock = threading.Lock()
         self._stop = threading.Event()
@@ -113,11 +114,19 @@ class Manager:
 
     # -- wiring --------------------------------------------------------------------------
 
-    def controller(self, name: str) -> Builder:
-        """Start building the controller ``name`` (``.for_(...)...complete(reconciler)``)."""
-        return Builder(self, name)
+    @overload
+    def controller(self, name: str) -> Builder[Request]: ...
 
-    def add_controller(self, controller: Controller) -> None:
+    @overload
+    def controller(self, name: str, key_type: type[K]) -> Builder[K]: ...
+
+    def controller(self, name: str, key_type: type[Any] = Request) -> Builder[Any]:
+        """Start building the controller ``name`` (``.for_(...)...complete(reconciler)``). Its
+        requests are ``Request``s unless ``key_type`` names another hashable type, which its map
+        functions return and its reconciler takes (then it has ``watches`` only)."""
+        return Builder(self, name, key_type)
+
+    def add_controller(self, controller: Controller[Any]) -> None:
         """Register a built controller; it starts with the others (at once if they run already)."""
         with self._controllers_lock:
             if any(c.name == controller.name for c in self._controllers):
@@ -127,7 +136,7 @@ class Manager:
                 controller.start()
 
     @property
-    def controllers(self) -> list[Controller]:
+    def controllers(self) -> list[Controller[Any]]:
         return list(self._controllers)
 
     def reconciler_config(self, name: str) -> ReconcilerConfig | None:

@@ -35,10 +35,10 @@ def sample(metrics: Metrics, series_name: str, **labels: str) -> float:
 
 
 @pytest.fixture
-def running() -> Iterator[Callable[..., Controller]]:
-    controllers: list[Controller] = []
+def running() -> Iterator[Callable[..., Controller[Request]]]:
+    controllers: list[Controller[Request]] = []
 
-    def start(reconcile: Callable[[Request], Any], **options: Any) -> Controller:
+    def start(reconcile: Callable[[Request], Any], **options: Any) -> Controller[Request]:
         options.setdefault("rate_limiter", ItemExponentialRateLimiter(0.01, 1.0))
         controller = Controller("test", reconcile, metrics=Metrics(), **options)
         controller.start()
@@ -51,7 +51,7 @@ def running() -> Iterator[Callable[..., Controller]]:
 
 
 def test_exception_is_counted_and_retried_with_backoff_while_worker_lives(
-    running: Callable[..., Controller],
+    running: Callable[..., Controller[Request]],
 ) -> None:
     """A raising reconcile is retried with growing delays by the same single worker, then succeeds."""
     calls: list[float] = []
@@ -78,7 +78,7 @@ def test_exception_is_counted_and_retried_with_backoff_while_worker_lives(
     assert all(worker.is_alive() for worker in controller._workers)
 
 
-def test_terminal_error_is_not_retried(running: Callable[..., Controller]) -> None:
+def test_terminal_error_is_not_retried(running: Callable[..., Controller[Request]]) -> None:
     """TerminalError is counted as terminal and never requeued."""
     calls: list[Request] = []
 
@@ -94,7 +94,7 @@ def test_terminal_error_is_not_retried(running: Callable[..., Controller]) -> No
     assert sample(controller.metrics, "controller_runtime_reconcile_errors_total") == 1
 
 
-def test_requeue_after_forgets_backoff_and_delays(running: Callable[..., Controller]) -> None:
+def test_requeue_after_forgets_backoff_and_delays(running: Callable[..., Controller[Request]]) -> None:
     """Result(requeue_after=d) comes back after d with the backoff reset."""
     calls: list[float] = []
 
@@ -112,7 +112,7 @@ def test_requeue_after_forgets_backoff_and_delays(running: Callable[..., Control
     assert controller.queue.num_requeues(REQUEST) == 0
 
 
-def test_requeue_goes_through_rate_limiter(running: Callable[..., Controller]) -> None:
+def test_requeue_goes_through_rate_limiter(running: Callable[..., Controller[Request]]) -> None:
     """Result(requeue=True) re-adds through the rate limiter and is counted as requeue."""
     calls: list[float] = []
 
@@ -128,7 +128,7 @@ def test_requeue_goes_through_rate_limiter(running: Callable[..., Controller]) -
 
 
 def test_base_exceptions_and_bad_returns_are_panics_not_worker_deaths(
-    running: Callable[..., Controller],
+    running: Callable[..., Controller[Request]],
 ) -> None:
     """SystemExit and a non-Result return are counted as panics; the worker keeps serving."""
     calls: list[str] = []
@@ -150,7 +150,7 @@ def test_base_exceptions_and_bad_returns_are_panics_not_worker_deaths(
     wait_for(lambda: "after" in calls)
 
 
-def test_workers_never_share_a_key_and_run_in_parallel(running: Callable[..., Controller]) -> None:
+def test_workers_never_share_a_key_and_run_in_parallel(running: Callable[..., Controller[Request]]) -> None:
     """With 4 workers, distinct keys run concurrently but one key never does."""
     lock = threading.Lock()
     active: set[str] = set()
@@ -179,7 +179,7 @@ def test_workers_never_share_a_key_and_run_in_parallel(running: Callable[..., Co
     assert sample(controller.metrics, "controller_runtime_max_concurrent_reconciles") == 4
 
 
-def test_one_span_and_a_reconcile_id_per_reconcile(running: Callable[..., Controller]) -> None:
+def test_one_span_and_a_reconcile_id_per_reconcile(running: Callable[..., Controller[Request]]) -> None:
     """Each reconcile opens one span and logs with its own reconcile ID in context."""
     exporter = InMemorySpanExporter()
     tracing.add_span_processor(SimpleSpanProcessor(exporter))
@@ -204,7 +204,7 @@ def test_one_span_and_a_reconcile_id_per_reconcile(running: Callable[..., Contro
     assert {s.attributes["reconcile_id"] for s in spans if s.attributes} == {p["reconcile_id"] for p in seen}
 
 
-def test_stop_drains_in_flight_reconcile(running: Callable[..., Controller]) -> None:
+def test_stop_drains_in_flight_reconcile(running: Callable[..., Controller[Request]]) -> None:
     """stop() lets the running reconcile finish but starts no queued one."""
     started = threading.Event()
     finished: list[str] = []

@@ -24,7 +24,7 @@ from nodewright.cloud.entra import TokenExchange
 from nodewright.controllers.cloud_access import cloud_from_options, parse_cloud_settings
 from nodewright.controllers.federation.migration_reconciler import MigrationReconciler
 from nodewright.controllers.federation.options import FederationOptions, parse_options
-from nodewright.controllers.federation.reconciler import SERVICE_ACCOUNT, FederationReconciler
+from nodewright.controllers.federation.reconciler import SERVICE_ACCOUNT, FederationReconciler, IdentityKey
 from nodewright.controllers.identity.options import AZURE_IDENTITY, AZURE_IDENTITY_BINDING
 from nodewright.runtime.kinds import POD
 from nodewright.runtime.manager import Manager
@@ -84,7 +84,7 @@ def setup(manager: Manager, options: Mapping[str, Any]) -> None:
         parsed,
     )
     (
-        manager.controller(NAME)
+        manager.controller(NAME, IdentityKey)
         .watches(SERVICE_ACCOUNT, reconciler.requests_for_account)
         .watches(AZURE_IDENTITY, reconciler.requests_for_azure_identity, predicate=generation_changed)
         .complete(reconciler)

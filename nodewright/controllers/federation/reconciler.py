@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
@@ -46,14 +47,27 @@ from nodewright.runtime.client import Client
 from nodewright.runtime.events import EventRecorder
 from nodewright.runtime.kinds import Kind
 from nodewright.runtime.logs import get_logger
-from nodewright.runtime.reconcile import Request, Result
+from nodewright.runtime.reconcile import Result
 from nodewright.runtime.times import parse_time
 
-__all__ = ["SERVICE_ACCOUNT", "FederationCloud", "FederationReconciler", "status_of"]
+__all__ = ["SERVICE_ACCOUNT", "FederationCloud", "FederationReconciler", "IdentityKey", "status_of"]
 
 log = get_logger(__name__)
 
 SERVICE_ACCOUNT = Kind("v1", "ServiceAccount", "serviceaccounts")
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class IdentityKey:
+    """This controller's request key: a user-assigned identity's lowercased resource ID."""
+
+    resource_id: str
+
+    def log_fields(self) -> dict[str, str]:
+        return {"identity": self.resource_id}
+
+    def __str__(self) -> str:
+        return self.resource_id
 
 
 class FederationCloud(Protocol):
@@ -134,13 +148,13 @@ class FederationReconciler:
         except InvalidResourceIdError:
             return ""
 
-    def requests_for_account(self, account: dict[str, Any]) -> list[Request]:
+    def requests_for_account(self, account: dict[str, Any]) -> list[IdentityKey]:
         keys = {self.wanted_identity(account), (_record_of(account) or ("", ""))[0]} - {""}
-        return [Request("", key) for key in sorted(keys)]
+        return [IdentityKey(key) for key in sorted(keys)]
 
-    def requests_for_azure_identity(self, identity: dict[str, Any]) -> list[Request]:
+    def requests_for_azure_identity(self, identity: dict[str, Any]) -> list[IdentityKey]:
         metadata = identity.get("metadata") or {}
-        requests: dict[Request, None] = {}
+        requests: dict[IdentityKey, None] = {}
         for account in self.accounts.store.by_index("namespace", str(metadata.get("namespace") or "")):
             if _annotations(account).get(IDENTITY_ANNOTATION) == metadata.get("name"):
                 for request in self.requests_for_account(account):
@@ -173,8 +187,8 @@ class FederationReconciler:
             objects[info.key] = account
         return infos, objects
 
-    def reconcile(self, request: Request) -> Result:
-        identity = request.name
+    def reconcile(self, request: IdentityKey) -> Result:
+        identity = request.resource_id
         accounts, objects = self._read_accounts(identity)
         if not accounts:
             return Result()

@@ -24,6 +24,7 @@ from nodewright.controllers.identity.assignment import (
 )
 from nodewright.controllers.identity.binding import AzureIdentityBindingReconciler
 from nodewright.controllers.identity.identity_info import AzureIdentityReconciler
+from nodewright.controllers.identity.keys import IdentityWork
 from nodewright.controllers.identity.options import (
     AZURE_ASSIGNED_IDENTITY,
     AZURE_IDENTITY,
@@ -85,7 +86,7 @@ def setup(manager: Manager, options: Mapping[str, Any]) -> None:
     assignment = IdentityAssignmentReconciler(manager.client, manager.cache, cloud.compute, recorder, parsed)
     assignment.add_indexers()
     (
-        manager.controller(NAME)
+        manager.controller(NAME, IdentityWork)
         .watches(
             NODE,
             assignment.requests_for_node,

@@ -7,12 +7,12 @@ target's identities once; records new objects and the ownership intent *before* 
 capped backoff, ``targets``); then records what landed (Assigned only when the identity is on the
 target, otherwise Created with a reason) and deletes released objects. MIC's Events.
 
-Requests are keyed by the target's lowercased ARM ID; every watch maps to targets (``watches``).
-``UNRESOLVED`` handles pods on nodes that are missing (retried on a backoff, then collected,
-``lifecycle``) or name no Azure VM or scale set, and MIC's objects whose node is gone. Status-only
-churn is filtered out; each target is re-checked every ``repairInterval`` (drift repair, add
-only); a burst of changes is batched into one pass (the work queue's ``BatchWindow``, set in
-``__init__``).
+Requests are typed keys (``keys``): a target by its lowercased ARM ID; every watch maps to
+targets (``watches``). ``UNRESOLVED_PODS`` handles pods on nodes that are missing (retried on a
+backoff, then collected, ``lifecycle``) or name no Azure VM or scale set, and MIC's objects whose
+node is gone. Status-only churn is filtered out; each target is re-checked every
+``repairInterval`` (drift repair, add only); a burst of changes is batched into one pass (the
+work queue's ``BatchWindow``, set in ``__init__``).
 
 Side effects: Kubernetes writes and Events, ARM calls through ``IdentityCompute``.
 """
@@ -47,6 +47,7 @@ from nodewright.controllers.identity.decisions import (
     assignment_changes,
     kept_and_new,
 )
+from nodewright.controllers.identity.keys import IdentityWork, TargetKey, target_key
 from nodewright.controllers.identity.lifecycle import NodeWait, next_wait_in, node_wait_step
 from nodewright.controllers.identity.options import (
     AZURE_ASSIGNED_IDENTITY,
@@ -99,10 +100,9 @@ from nodewright.runtime.client import Client
 from nodewright.runtime.events import EventRecorder
 from nodewright.runtime.kinds import NODE, POD
 from nodewright.runtime.logs import get_logger
-from nodewright.runtime.reconcile import Request, Result
+from nodewright.runtime.reconcile import Result
 
 __all__ = [
-    "UNRESOLVED",
     "CloudOutcome",
     "IdentityAssignmentReconciler",
     "IdentityCompute",
@@ -116,7 +116,6 @@ log = get_logger(__name__)
 
 MIN_REQUEUE = 0.05
 """Seconds: the soonest a pass comes back for a retry that is already due."""
-UNRESOLVED = Request("", "unresolved")
 """Pods on nodes without an Azure target, and MIC's objects whose node is gone."""
 
 
@@ -233,21 +232,19 @@ class IdentityAssignmentReconciler:
 
     # --- map functions --------------------------------------------------------------------------
 
-    def _target_request_of_node(self, node_name: str) -> Request:
+    def _target_request_of_node(self, node_name: str) -> IdentityWork:
         node = self.nodes.store.get(node_name)
-        key = target_key_of_node(node) if node is not None else ""
-        return Request("", key) if key else UNRESOLVED
+        return target_key(target_key_of_node(node) if node is not None else "")
 
-    def requests_for_pod(self, pod: dict[str, Any]) -> list[Request]:
+    def requests_for_pod(self, pod: dict[str, Any]) -> list[IdentityWork]:
         node_name = (pod.get("spec") or {}).get("nodeName")
         return [self._target_request_of_node(str(node_name))] if node_name else []
 
-    def requests_for_node(self, node: dict[str, Any]) -> list[Request]:
-        key = target_key_of_node(node)
-        return [Request("", key) if key else UNRESOLVED]
+    def requests_for_node(self, node: dict[str, Any]) -> list[IdentityWork]:
+        return [target_key(target_key_of_node(node))]
 
-    def _requests_for_selectors(self, selectors: Iterable[str]) -> list[Request]:
-        requests: dict[Request, None] = {}
+    def _requests_for_selectors(self, selectors: Iterable[str]) -> list[IdentityWork]:
+        requests: dict[IdentityWork, None] = {}
         for selector in selectors:
             if not selector:
                 continue
@@ -256,10 +253,10 @@ class IdentityAssignmentReconciler:
                     requests.setdefault(request, None)
         return list(requests)
 
-    def requests_for_binding(self, binding: dict[str, Any]) -> list[Request]:
+    def requests_for_binding(self, binding: dict[str, Any]) -> list[IdentityWork]:
         return self._requests_for_selectors([str((binding.get("spec") or {}).get("selector") or "")])
 
-    def requests_for_identity(self, identity: dict[str, Any]) -> list[Request]:
+    def requests_for_identity(self, identity: dict[str, Any]) -> list[IdentityWork]:
         metadata = identity.get("metadata") or {}
         selectors = [
             str((binding.get("spec") or {}).get("selector") or "")
@@ -269,11 +266,11 @@ class IdentityAssignmentReconciler:
         ]
         return self._requests_for_selectors(selectors)
 
-    def requests_for_assigned(self, assigned: dict[str, Any]) -> list[Request]:
-        requests: dict[Request, None] = {}
+    def requests_for_assigned(self, assigned: dict[str, Any]) -> list[IdentityWork]:
+        requests: dict[IdentityWork, None] = {}
         target = str((assigned.get("status") or {}).get("target") or "").lower()
         if target:
-            requests.setdefault(Request("", target), None)
+            requests.setdefault(TargetKey(target), None)
         spec = assigned.get("spec") or {}
         if spec.get("nodename"):
             requests.setdefault(self._target_request_of_node(str(spec["nodename"])), None)
@@ -285,10 +282,10 @@ class IdentityAssignmentReconciler:
 
     # --- the pass ---------------------------------------------------------------------------------
 
-    def reconcile(self, request: Request) -> Result:
-        if request == UNRESOLVED:
-            return self._reconcile_unresolved()
-        return self._reconcile_target(request.name)
+    def reconcile(self, request: IdentityWork) -> Result:
+        if isinstance(request, TargetKey):
+            return self._reconcile_target(request.arm_id)
+        return self._reconcile_unresolved()
 
     def _read_identities_and_bindings(self) -> tuple[list[AzureIdentity], list[AzureIdentityBinding]]:
         return parse_identities(self.identities.store.list()), parse_bindings(self.bindings.store.list())
