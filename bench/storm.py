@@ -1,14 +1,18 @@
 """``python -m bench.storm [--phase-seconds S]``: no failure storm, full length.
 
 Seven nodes (standalone VMs with one NIC each). Pods churn: events arrive at 20 a second, each
-changing one node's wanted state (an identity to add, an IP configuration to add) and asking for
-that node to be reconciled, as a work queue would. A reconcile calls the real cloud services
-(``update_identities`` and ``add_secondary_ip_configurations``) and, when they fail, logs one line
-the way the controller runtime does for an expected error (its ``log_fields``; quiet ones at debug).
+a pod arriving on one node (a new identity or a new IP configuration wanted there) and, once the
+node carries its most (6 identities, 10 addresses), the oldest pod there leaving (its identity or
+address released); so every phase keeps asking for fresh writes. Each event marks its node for
+reconciling in a deduplicated work queue served by four workers. A reconcile calls the real
+cloud services (``update_identities``; ``remove_``/``add_secondary_ip_configurations``), each on
+its own as separate controllers would, and logs one line for a failure the way the controller
+runtime does for an expected error (its ``log_fields``; quiet ones at debug).
 
 A run has phases: idle (no fault), then each fault kind for ``phase_seconds`` (5 minutes here;
 ``tests/cloud/test_storm.py`` runs 45 s): the Compute provider's 429 without Retry-After on every
-write; 500 on every request; every long-running operation failing. Each is followed by the faults
+write; 500 on every write (reads answer: see ``_fail_every_write``); every long-running
+operation failing. Each is followed by the faults
 clearing and the time to converge. Measured per phase from the emulator's request log and a log
 handler: ARM writes per target per minute (the most any target received), requests, log lines per
 minute, tracebacks, seconds to converge after clearing. Side effects: threads, a loopback HTTPS
@@ -23,7 +27,7 @@ import random
 import tempfile
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +44,8 @@ __all__ = ["FAULTS", "Phase", "Storm", "main", "run_storm"]
 GROUP = "rg-storm"
 NODES = 7
 IDENTITIES = 40
+IDENTITIES_PER_NODE = 6  # pods with an identity a node carries at once; the oldest leaves first
+ADDRESSES_PER_NODE = 10  # pod addresses a node carries at once
 
 log = logging.getLogger("nodewright.storm")
 
@@ -76,6 +82,17 @@ class _Capture(logging.Handler):
 
 
 @dataclass
+class _Wanted:
+    """What one node should carry now: the newest identities and pod addresses, oldest first.
+    A pod that goes away releases its identity and its address (``released_addresses`` are the
+    configuration names to remove)."""
+
+    identities: deque[str] = field(default_factory=deque)
+    addresses: deque[str] = field(default_factory=deque)
+    released_addresses: set[str] = field(default_factory=set)
+
+
+@dataclass
 class Storm:
     """The nodes, what each should carry, and the threads that reconcile them."""
 
@@ -84,8 +101,8 @@ class Storm:
     events_per_second: float = 20.0
     machines: list[str] = field(default_factory=list)
     identity_ids: list[str] = field(default_factory=list)
-    wanted_identities: dict[int, set[str]] = field(default_factory=dict)
-    wanted_addresses: dict[int, set[str]] = field(default_factory=dict)
+    wanted: dict[int, _Wanted] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def build(self) -> None:
         estate = self.emulator.estate
@@ -96,61 +113,82 @@ class Storm:
             estate.add_virtual_machine(GROUP, f"node-{index}", subnet_id=vnet + "/subnets/nodes")
             for index in range(NODES)
         ]
-        for index in range(NODES):
-            self.wanted_identities[index] = set()
-            self.wanted_addresses[index] = set()
+        self.wanted = {index: _Wanted() for index in range(NODES)}
+
+    def _nic(self, index: int) -> str:
+        machine = self.machines[index]
+        return (
+            machine.replace("Microsoft.Compute/virtualMachines/", "Microsoft.Network/networkInterfaces/")
+            + "-nic"
+        )
+
+    def change(self, index: int, chooser: random.Random, name: str, identity: bool) -> None:
+        """One pod event on node ``index``: a pod arrives (a new identity or address wanted) and,
+        once the node carries its most, the oldest pod there leaves (its identity or address is
+        released). So every event asks for at least one write, however long the run."""
+        with self._lock:
+            wanted = self.wanted[index]
+            if identity:
+                fresh = [each for each in self.identity_ids if each not in wanted.identities]
+                wanted.identities.append(chooser.choice(fresh))
+                if len(wanted.identities) > IDENTITIES_PER_NODE:
+                    wanted.identities.popleft()
+            else:
+                wanted.addresses.append(name)
+                wanted.released_addresses.discard(name)
+                if len(wanted.addresses) > ADDRESSES_PER_NODE:
+                    wanted.released_addresses.add(wanted.addresses.popleft())
+
+    def _snapshot(self, index: int) -> tuple[set[str], set[str], list[str], list[str]]:
+        with self._lock:
+            wanted = self.wanted[index]
+            identities = set(wanted.identities)
+            return (
+                identities,
+                set(self.identity_ids) - identities,
+                sorted(wanted.addresses),
+                sorted(wanted.released_addresses),
+            )
 
     def _reconcile(self, index: int) -> None:
+        """Both reconcilers' cloud calls for one node, each on its own as separate controllers
+        would make them: the identities of the VM, the IP configurations of its NIC."""
         machine = parse_machine_id(self.machines[index])
         if not isinstance(machine, VirtualMachineId):
             raise TypeError(f"not a VM: {machine}")
-        nic = parse_network_interface_id(
-            self.machines[index].replace(
-                "Microsoft.Compute/virtualMachines/", "Microsoft.Network/networkInterfaces/"
-            )
-            + "-nic"
-        )
-        try:
-            self.cloud.compute.update_identities(machine, add=set(self.wanted_identities[index]))
-            self.cloud.network.add_secondary_ip_configurations(nic, sorted(self.wanted_addresses[index]))
-        except CloudError as error:
-            if error.quiet:
-                log.debug("Reconcile deferred", extra=error.log_fields())
-            else:
-                fields = " ".join(f"{key}={value}" for key, value in error.log_fields().items())
-                log.error("Reconcile failed %s", fields)
+        nic = parse_network_interface_id(self._nic(index))
+        add, remove, addresses, released = self._snapshot(index)
+        _logged(lambda: self.cloud.compute.update_identities(machine, add=add, remove=remove))
+        if released and _logged(lambda: self.cloud.network.remove_secondary_ip_configurations(nic, released)):
+            with self._lock:
+                self.wanted[index].released_addresses.difference_update(released)
+        _logged(lambda: self.cloud.network.add_secondary_ip_configurations(nic, addresses))
 
     def churn(self, seconds: float, seed: int) -> None:
-        """Pods come and go for ``seconds``: each event adds wanted state to a random node and
-        reconciles it (four workers)."""
+        """Pods come and go for ``seconds``, ``events_per_second``: each event changes one random
+        node's wanted state (``change``) and marks the node for reconciling; four workers
+        reconcile marked nodes, one node at a time each, as a work queue would (a node marked
+        again while it is reconciled is reconciled once more afterwards)."""
         chooser = random.Random(seed)
         deadline = time.monotonic() + seconds
-        events: list[int] = []
-        lock = threading.Condition()
+        queue = _NodeQueue()
 
         def produce() -> None:
             counter = 0
             while time.monotonic() < deadline:
                 index = chooser.randrange(NODES)
                 counter += 1
-                if counter % 2:
-                    self.wanted_identities[index].add(chooser.choice(self.identity_ids))
-                elif len(self.wanted_addresses[index]) < 200:
-                    self.wanted_addresses[index].add(f"pod-{seed}-{counter}")
-                with lock:
-                    events.append(index)
-                    lock.notify()
+                self.change(index, chooser, f"pod-{seed}-{counter}", identity=bool(counter % 2))
+                queue.add(index)
                 time.sleep(1.0 / self.events_per_second)
+            queue.close()
 
         def work() -> None:
-            while True:
-                with lock:
-                    while not events:
-                        if time.monotonic() >= deadline:
-                            return
-                        lock.wait(0.2)
-                    index = events.pop(0)
-                self._reconcile(index)
+            while (index := queue.get()) is not None:
+                try:
+                    self._reconcile(index)
+                finally:
+                    queue.done(index)
 
         threads = [threading.Thread(target=produce)] + [threading.Thread(target=work) for _ in range(4)]
         for thread in threads:
@@ -160,23 +198,17 @@ class Storm:
 
     def converged(self) -> bool:
         for index, machine in enumerate(self.machines):
+            add, _, addresses, _ = self._snapshot(index)
             document = self.emulator.state.render(machine) or {}
             present = {
                 k.lower() for k in ((document.get("identity") or {}).get("userAssignedIdentities") or {})
             }
-            if present != {identity.lower() for identity in self.wanted_identities[index]}:
+            if present != {identity.lower() for identity in add}:
                 return False
-            nic = (
-                self.emulator.state.render(
-                    machine.replace(
-                        "Microsoft.Compute/virtualMachines/", "Microsoft.Network/networkInterfaces/"
-                    )
-                    + "-nic"
-                )
-                or {}
-            )
-            names = {c["name"] for c in (nic.get("properties") or {}).get("ipConfigurations") or []}
-            if not self.wanted_addresses[index] <= names:
+            nic = self.emulator.state.render(self._nic(index)) or {}
+            configurations = (nic.get("properties") or {}).get("ipConfigurations") or []
+            names = {c["name"] for c in configurations if not (c.get("properties") or {}).get("primary")}
+            if names != set(addresses):
                 return False
         return True
 
@@ -192,14 +224,73 @@ class Storm:
         return None
 
 
+class _NodeQueue:
+    """A work queue of node indexes: deduplicated, one worker per node at a time."""
+
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+        self._dirty: list[int] = []
+        self._processing: set[int] = set()
+        self._closed = False
+
+    def add(self, index: int) -> None:
+        with self._condition:
+            if index not in self._dirty:
+                self._dirty.append(index)
+                self._condition.notify()
+
+    def close(self) -> None:
+        """No more events: workers return once nothing is left (the phase's backlog is drained)."""
+        with self._condition:
+            self._closed = True
+            self._condition.notify_all()
+
+    def get(self) -> int | None:
+        with self._condition:
+            while True:
+                ready = [index for index in self._dirty if index not in self._processing]
+                if ready:
+                    self._dirty.remove(ready[0])
+                    self._processing.add(ready[0])
+                    return ready[0]
+                if self._closed and not self._dirty:
+                    return None
+                self._condition.wait(0.2)
+
+    def done(self, index: int) -> None:
+        with self._condition:
+            self._processing.discard(index)
+            self._condition.notify_all()
+
+
+def _logged(call: Callable[[], object]) -> bool:
+    """Run one cloud call; whether it succeeded. A failure is logged the way the controller
+    runtime logs an expected error (one line with its ``log_fields``; quiet ones at debug)."""
+    try:
+        call()
+    except CloudError as error:
+        if error.quiet:
+            log.debug("Reconcile deferred", extra=error.log_fields())
+        else:
+            fields = " ".join(f"{key}={value}" for key, value in error.log_fields().items())
+            log.error("Reconcile failed %s", fields)
+        return False
+    return True
+
+
 def _throttle_compute_writes(emulator: ArmEmulator) -> None:
     emulator.faults.compute_throttle(
         method="PATCH", path="*/providers/microsoft.compute/*", times=None, policy="PutVM3Min"
     )
 
 
-def _fail_every_request(emulator: ArmEmulator) -> None:
-    emulator.faults.server_error(path="*", times=None, status=500)
+def _fail_every_write(emulator: ArmEmulator) -> None:
+    """500 on every mutating request; reads still answer. A storm that fails the reads as well
+    stops every reconcile at its first GET and never reaches a write (the milder case: the run
+    before this one measured 56 requests and no write in five minutes of it). Failing the writes
+    alone is the case where retries can multiply writes, and the one to bound."""
+    for method in ("PUT", "PATCH", "POST", "DELETE"):
+        emulator.faults.server_error(method=method, path="*", times=None, status=500)
 
 
 def _fail_every_operation(emulator: ArmEmulator) -> None:
@@ -208,7 +299,7 @@ def _fail_every_operation(emulator: ArmEmulator) -> None:
 
 FAULTS: dict[str, Callable[[ArmEmulator], None]] = {
     "429 without Retry-After": _throttle_compute_writes,
-    "500s": _fail_every_request,
+    "500 on writes": _fail_every_write,
     "failed operations": _fail_every_operation,
 }
 

@@ -1,20 +1,28 @@
 """Per-target exponential backoff for failed ARM calls: what stops a failure storm.
 
-A cloud call that fails with a retryable ARM error (5xx, a failed long-running operation, a 409
-conflict, a transport failure) starts a backoff for its target (an ARM resource ID) and access
-(read or write): 5 s, doubling per further failure, at most a minute
-(so that a target is tried again within a minute of a fault clearing). Until it ends, calls for
+Keyed by target (an ARM resource ID) and access (read or write). Until a backoff ends, calls for
 that target and access fail at once with ``BackingOffError`` (no HTTP request) naming the
-remaining seconds and the last error code; the work queue requeues the reconcile for then. A
-success ends the backoff.
+remaining seconds and the last error code; the work queue requeues the reconcile for then. Two
+causes, two rules (documented in ``docs/cloud-retries.md``):
 
-Errors the caller handles itself (not found, a stale etag, a rejected identity, a full subnet)
-start nothing. A throttled read starts nothing either (the shared request budget holds its class
-and later reads wait there); a throttled write backs its target off for at least the hold, so a
-read-modify-write of that target is refused before its read.
-Which layer retries what (documented in ``docs/cloud-retries.md``): azure-core retries only
-transport failures (connection and read errors); 429, 5xx and failed operations go back to the
-work queue, which meets this backoff. Thread-safe; no I/O.
+- **A failure of the target** (5xx, a failed long-running operation, a 409 conflict, a transport
+  failure) is a fact about that target: 5 s, doubling per further failure of the target, at most
+  ``max_seconds`` (a minute by default). Only a success of that target ends it.
+- **Throttling** (a 429, or a call the shared budget refused unsent during its class hold) is a
+  fact about the whole class, not the target: the budget's class hold already grows with each
+  429 in a row. So a throttled write backs its target off for the class hold only (the error's
+  ``Retry-After``, else what ``class_hold`` reports, else ``initial_seconds``), never growing per
+  target, and a success of any call of the same access ends every throttle-caused backoff of that
+  access at once (cut short: the class is no longer throttled). Throttling does not count as a
+  failure of the target, so a target that also failed keeps its failure count. Cutting a
+  backoff short never sends a call the budget would still hold: the budget holds it.
+
+A throttled write backs its target off so that a read-modify-write of that target is refused
+before its read; a throttled read starts nothing (the budget holds its class and later reads wait
+there). Errors the caller handles itself (not found, a stale etag, a rejected identity, a full
+subnet) start nothing. Which layer retries what: azure-core retries only transport failures
+(connection and read errors); 429, 5xx and failed operations go back to the work queue, which
+meets this backoff. Thread-safe; no I/O.
 """
 
 from __future__ import annotations
@@ -77,10 +85,16 @@ class _Entry:
     failures: int
     until: float
     last_code: str | None
+    throttled: bool = False  # the running backoff was caused by throttling (class-wide)
+
+
+def _code_of(error: CloudError) -> str | None:
+    return error.code or (str(error.status_code) if error.status_code else None)
 
 
 class TargetBackoff:
-    """Backoff deadlines by (target, access); see the module docstring."""
+    """Backoff deadlines by (target, access); see the module docstring. ``class_hold(access)``
+    reports the seconds left on the shared budget's hold of that access's class (0 when none)."""
 
     def __init__(
         self,
@@ -88,10 +102,12 @@ class TargetBackoff:
         initial_seconds: float = 5.0,
         max_seconds: float = 60.0,
         clock: Clock = time.monotonic,
+        class_hold: Callable[[str], float] | None = None,
     ) -> None:
         self.initial_seconds = initial_seconds
         self.max_seconds = max_seconds
         self._clock = clock
+        self._class_hold = class_hold
         self._lock = threading.Lock()
         self._entries: dict[tuple[str, str], _Entry] = {}
 
@@ -110,25 +126,44 @@ class TargetBackoff:
         """Record a failure; the new backoff in seconds (0 when the error starts none)."""
         if not starts_backoff(error):
             return 0.0
-        if isinstance(error, ThrottledError) and access != "write":
+        throttled = isinstance(error, ThrottledError)
+        if throttled and access != "write":
             return 0.0  # a throttled read waits in the shared budget's hold instead
+        delay = self._throttle_delay(access, error) if throttled else 0.0
         key = (target.lower(), access)
         with self._lock:
             entry = self._entries.get(key) or _Entry(0, 0.0, None)
-            delay = min(self.max_seconds, self.initial_seconds * 2.0**entry.failures)
-            retry_after = getattr(error, "retry_after", None)
-            if isinstance(retry_after, (int, float)) and retry_after > delay:
-                delay = float(retry_after)
-            entry.failures += 1
+            if not throttled:
+                delay = min(self.max_seconds, self.initial_seconds * 2.0**entry.failures)
+                retry_after = getattr(error, "retry_after", None)
+                if isinstance(retry_after, (int, float)) and retry_after > delay:
+                    delay = float(retry_after)
+                entry.failures += 1
+            entry.throttled = throttled
             entry.until = self._clock() + delay
-            entry.last_code = error.code or (str(error.status_code) if error.status_code else None)
+            entry.last_code = _code_of(error)
             self._entries[key] = entry
             return delay
 
+    def _throttle_delay(self, access: str, error: CloudError) -> float:
+        """The class hold a throttled call waits for: its Retry-After, else the budget's hold."""
+        retry_after = getattr(error, "retry_after", None)
+        if isinstance(retry_after, (int, float)) and retry_after > 0:
+            return float(retry_after)
+        held = self._class_hold(access) if self._class_hold is not None else 0.0
+        return held if held > 0 else self.initial_seconds
+
     def succeeded(self, target: str, access: str) -> None:
-        """End any backoff of ``target`` for ``access``."""
+        """End any backoff of ``target`` for ``access``, and cut short every throttle-caused
+        backoff of ``access`` (a call of the class went through: it is no longer throttled)."""
         with self._lock:
             self._entries.pop((target.lower(), access), None)
+            for key, entry in list(self._entries.items()):
+                if key[1] == access and entry.throttled:
+                    entry.throttled = False
+                    entry.until = 0.0
+                    if entry.failures == 0:
+                        del self._entries[key]
 
 
 def guarded_call(

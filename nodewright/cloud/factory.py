@@ -181,8 +181,12 @@ def build_cloud(
         budget_observer=budget_observer,
         **client_options,
     )
+    budget = clients.budget
     backoff = TargetBackoff(
-        initial_seconds=settings.backoff_initial_seconds, max_seconds=settings.backoff_max_seconds
+        initial_seconds=settings.backoff_initial_seconds,
+        max_seconds=settings.backoff_max_seconds,
+        # A throttled write backs its target off for the budget's hold of the writes class.
+        class_hold=lambda access: budget.held_for("PUT" if access == "write" else "GET"),
     )
     compute = ComputeService(clients.compute, observer=clients.observer, backoff=backoff)
     return Cloud(

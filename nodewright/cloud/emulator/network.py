@@ -1,4 +1,6 @@
-"""Microsoft.Network: virtual networks and subnets (with address usage), network interfaces with
+"""Microsoft.Network: virtual networks and subnets (with address usage), NAT gateways (state only:
+a subnet associated with one names it in ``natGateway``; a network that is a StandardV2 gateway's
+``sourceVirtualNetwork`` names it in ``defaultPublicNatGateway``), network interfaces with
 full-PUT semantics and etags; the read-only NICs of Uniform scale-set instances are in
 :mod:`scale_set_network`.
 
@@ -26,6 +28,7 @@ from nodewright.cloud.emulator.state import EmulatorState, Resource, Subnet, res
 
 __all__ = [
     "instance_network_interfaces",
+    "new_nat_gateway",
     "new_network_interface",
     "new_subnet",
     "new_virtual_network",
@@ -84,6 +87,55 @@ def new_subnet(state: EmulatorState, network: Resource, name: str, prefix: str) 
     )
     state.subnets[arm_id.lower()] = subnet
     return subnet
+
+
+def new_nat_gateway(
+    state: EmulatorState,
+    *,
+    subscription: str,
+    resource_group: str,
+    name: str,
+    location: str,
+    source_virtual_network: str | None = None,
+    subnets: tuple[str, ...] = (),
+) -> Resource:
+    """Create a NAT gateway: StandardV2 serving ``source_virtual_network`` when given (that
+    network's default public NAT gateway), else Standard; ``subnets`` (IDs) are associated with
+    it. Call under the state lock."""
+    arm_id = resource_id(subscription, resource_group, _NAMESPACE, "natGateways", name)
+    properties: dict[str, Any] = {
+        "provisioningState": "Succeeded",
+        "resourceGuid": str(uuid.uuid4()),
+        "idleTimeoutInMinutes": 4,
+        "subnets": [{"id": subnet_id} for subnet_id in subnets],
+    }
+    if source_virtual_network is not None:
+        properties["sourceVirtualNetwork"] = {"id": source_virtual_network}
+    gateway = Resource(
+        {
+            "id": arm_id,
+            "name": name,
+            "type": "Microsoft.Network/natGateways",
+            "location": location,
+            "sku": {"name": "StandardV2" if source_virtual_network is not None else "Standard"},
+            "properties": properties,
+        },
+        weak_etag=True,
+    )
+    state.nat_gateways[arm_id.lower()] = gateway
+    for subnet_id in subnets:
+        subnet = state.subnets[subnet_id.lower()]
+        subnet.resource.properties["natGateway"] = {"id": arm_id}
+    return gateway
+
+
+def _default_nat_gateway(state: EmulatorState, network: Resource) -> str | None:
+    """The NAT gateway whose source virtual network is ``network`` (None when none is)."""
+    for gateway in state.nat_gateways.values():
+        source = gateway.properties.get("sourceVirtualNetwork") or {}
+        if str(source.get("id", "")).lower() == network.identifier.lower():
+            return gateway.identifier
+    return None
 
 
 def _mac_address() -> str:
@@ -432,6 +484,9 @@ def get_virtual_network(state: EmulatorState, request: ArmRequest) -> ArmRespons
     network = _virtual_network(state, request)
     document = network.render()
     document["properties"]["subnets"] = [subnet.render() for subnet in _subnets_of(state, network)]
+    default_gateway = _default_nat_gateway(state, network)
+    if default_gateway is not None:
+        document["properties"]["defaultPublicNatGateway"] = {"id": default_gateway}
     document["properties"].setdefault("virtualNetworkPeerings", [])
     document["properties"].setdefault("enableDdosProtection", False)
     return ArmResponse(200, document, {"ETag": network.etag})

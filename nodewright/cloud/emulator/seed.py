@@ -129,6 +129,29 @@ class EstateBuilder:
             parent = self.state.virtual_networks[virtual_network_id.lower()]
             return network.new_subnet(self.state, parent, name, prefix).resource.identifier
 
+    def add_nat_gateway(
+        self,
+        resource_group: str,
+        name: str,
+        *,
+        source_virtual_network: str | None = None,
+        subnets: tuple[str, ...] = (),
+        subscription: str | None = None,
+    ) -> str:
+        """A NAT gateway (see ``network.new_nat_gateway``); returns its ID."""
+        subscription = subscription or self.subscription
+        location = self._location(resource_group, subscription)
+        with self.state.locked():
+            return network.new_nat_gateway(
+                self.state,
+                subscription=subscription,
+                resource_group=resource_group,
+                name=name,
+                location=location,
+                source_virtual_network=source_virtual_network,
+                subnets=subnets,
+            ).identifier
+
     def add_identity(
         self,
         resource_group: str,

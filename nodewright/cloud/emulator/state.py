@@ -172,6 +172,7 @@ class EmulatorState:
         self.network_interfaces: dict[str, Resource] = {}
         self.virtual_networks: dict[str, Resource] = {}
         self.subnets: dict[str, Subnet] = {}
+        self.nat_gateways: dict[str, Resource] = {}
         self.identities: dict[str, Resource] = {}
         self.denied_linked_scopes: list[str] = []
         self.images = ImageCatalog()
@@ -251,6 +252,7 @@ class EmulatorState:
                 self.virtual_machines,
                 self.network_interfaces,
                 self.virtual_networks,
+                self.nat_gateways,
                 self.identities,
             ):
                 resource = table.get(key)

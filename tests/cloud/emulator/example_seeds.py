@@ -66,6 +66,7 @@ def seed(emulator: ArmEmulator, case: Case, example: dict[str, Any]) -> None:
     elif case.seed == "vnet":
         # The network examples show a subnet with an address in use: a VM holds one.
         builder.add_virtual_machine(group, "vm-0", subnet_id=subnet_id)
+        _seed_default_nat_gateway(emulator, example, group, vnet)
     elif case.seed == "identity":
         builder.add_identity(group, names["resourceName"])
 
@@ -415,3 +416,14 @@ def _seed_references(emulator: ArmEmulator, example: dict[str, Any], group: str,
             builder.add_identity(reference_group, match.group("identity"))
         elif match.group("nic"):
             _put_nic(emulator, reference_group, match.group("nic"), subnet_id)
+
+
+def _seed_default_nat_gateway(emulator: ArmEmulator, example: dict[str, Any], group: str, vnet: str) -> None:
+    """The example's network is the source network of a StandardV2 NAT gateway (its answer names
+    it as ``defaultPublicNatGateway``): that gateway exists in the example's estate, so create it,
+    under its name, with the network as its source."""
+    answer = example["responses"].get("200", {}).get("body", {})
+    reference = (answer.get("properties") or {}).get("defaultPublicNatGateway") or {}
+    if reference.get("id"):
+        name = str(reference["id"]).rstrip("/").rsplit("/", 1)[-1]
+        emulator.estate.add_nat_gateway(group, name, source_virtual_network=vnet)

@@ -239,3 +239,31 @@ def test_concurrent_writers_with_the_same_etag_one_wins(arm_emulator: ArmEmulato
     assert statuses == [200] + [412] * 7
     puts = arm_emulator.requests.entries("NetworkInterfaces.create_or_update")
     assert {entry.if_match for entry in puts} == {snapshots[0].etag}
+
+
+def test_nat_gateways_show_on_their_subnets_and_source_network(
+    arm_emulator: ArmEmulator, estate: Estate, clients: Clients
+) -> None:
+    """A Standard NAT gateway associated with a subnet is named in that subnet's ``natGateway``; a
+    StandardV2 one whose source network is the vnet is the vnet's ``defaultPublicNatGateway``.
+    Without either, neither field appears."""
+    plain_vnet = clients.network.virtual_networks.get(estate.group, estate.vnet_name)
+    assert plain_vnet.default_public_nat_gateway is None
+    assert all(subnet.nat_gateway is None for subnet in plain_vnet.subnets)
+    vnet_id = estate.subnet_id.rsplit("/subnets/", 1)[0]
+    subnet_gateway = arm_emulator.estate.add_nat_gateway(
+        estate.group, "ngw-nodes", subnets=(estate.subnet_id,)
+    )
+    default_gateway = arm_emulator.estate.add_nat_gateway(
+        estate.group, "ngw-v2", source_virtual_network=vnet_id
+    )
+    vnet = clients.network.virtual_networks.get(estate.group, estate.vnet_name)
+    assert vnet.default_public_nat_gateway is not None
+    assert vnet.default_public_nat_gateway.id == default_gateway
+    subnets = {subnet.name: subnet for subnet in vnet.subnets}
+    assert subnets["nodes"].nat_gateway is not None
+    assert subnets["nodes"].nat_gateway.id == subnet_gateway
+    assert subnets["small"].nat_gateway is None
+    subnet = clients.network.subnets.get(estate.group, estate.vnet_name, "nodes")
+    assert subnet.nat_gateway is not None
+    assert subnet.nat_gateway.id == subnet_gateway
