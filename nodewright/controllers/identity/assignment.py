@@ -426,7 +426,7 @@ class IdentityAssignmentReconciler:
         return dataclasses.replace(outcome, landed=landed, rejections=table)
 
     def _record(self, view: TargetView, cloud: CloudOutcome) -> None:
-        """Status step: each kept or new object's outcome, then the released objects; a failure of
+        """Status step: each kept or new object's outcome and the released objects; a failure of
         the whole update is announced once per binding."""
         key, failure, failed = view.key, target_failure(cloud.failure), []
 
@@ -447,18 +447,17 @@ class IdentityAssignmentReconciler:
             if self.writer.record_outcome(wanted, assigned_object, outcome):
                 failed.append(wanted)
 
-        self.writer.each(kept_and_new(view.changes), decide)
+        def release(released: AzureAssignedIdentity) -> None:
+            record = view.released[(released.namespace, released.name)]
+            self.writer.finish_release(released, record, cloud.landed, cloud.retained, cloud.target_gone)
+
+        # Outcomes and releases are independent objects: written together, writeConcurrency at a time.
+        work: list[tuple[Callable[[Any], None], Any]] = [
+            (decide, pair) for pair in kept_and_new(view.changes)
+        ]
+        work += [(release, released) for released in view.changes.release]
+        self.writer.each(work, lambda item: item[0](item[1]))
         self.writer.announce_target_failure(failed, key, failure)
-        self.writer.each(
-            view.changes.release,
-            lambda released: self.writer.finish_release(
-                released,
-                view.released[(released.namespace, released.name)],
-                cloud.landed,
-                cloud.retained,
-                cloud.target_gone,
-            ),
-        )
 
     def _rejections_of(self, key: str) -> dict[str, Rejection]:
         with self._rejected_lock:
