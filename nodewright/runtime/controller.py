@@ -1,10 +1,12 @@
 """The controller: watch sources feed a work queue that N worker threads drain through a reconciler.
 
 Owns ``Controller``. Each watch pairs an informer with predicates (``predicates.py``) and a
-handler (``handlers.py``); events that pass become ``Request``s in the controller's
-``WorkQueue``. Workers enforce the reconcile contract of ``reconcile.py``:
+handler (``handlers.py``); events that pass become requests (``Request``s or declared keys) in
+the controller's ``WorkQueue``. Workers enforce the reconcile contract of ``reconcile.py``:
 
-- an exception -> counted as an error, re-added through the rate limiter (backoff);
+- an exception -> counted as an error, re-added through the rate limiter (backoff), or after its
+  ``retry_after`` seconds when it carries one (a cloud target's backoff, a budget's hold, a
+  server's Retry-After), so the queue does not add a second, growing backoff to the first;
 - ``Result(requeue_after=d)`` -> backoff forgotten, re-added after ``d`` seconds;
 - ``Result(requeue=True)`` -> re-added through the rate limiter;
 - success -> backoff forgotten;
@@ -230,7 +232,11 @@ class Controller(Generic[K]):
             log.error("Reconcile failed terminally, not retrying", error=str(error))
             return "error"
         panic = isinstance(error, _ContractViolationError) or not isinstance(error, Exception)
-        self.queue.add_rate_limited(request)
+        hint = None if panic else _retry_hint(error)
+        if hint is not None:  # the failure says when to come back (a backoff or hold): one retry layer
+            self.queue.add_after(request, hint)
+        else:
+            self.queue.add_rate_limited(request)
         if panic:
             self.metrics.reconcile_panics.add(1, self._attributes)
         if panic or not _log_expected_failure(error, self.queue.num_requeues(request)):
@@ -240,6 +246,16 @@ class Controller(Generic[K]):
                 retries=self.queue.num_requeues(request),
             )
         return "error"
+
+
+def _retry_hint(error: BaseException) -> float | None:
+    """Seconds until a retry can succeed, when the error says (its ``retry_after``: a target's
+    backoff, a budget's hold, a server's Retry-After); the rate limiter's growing delay would
+    only add to it, and keep growing after the fault is gone."""
+    value = getattr(error, "retry_after", None)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        return None
+    return float(value)
 
 
 class _ContractViolationError(Exception):

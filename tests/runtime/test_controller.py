@@ -112,6 +112,32 @@ def test_requeue_after_forgets_backoff_and_delays(running: Callable[..., Control
     assert controller.queue.num_requeues(REQUEST) == 0
 
 
+def test_an_error_that_says_when_to_retry_is_retried_then_not_sooner_nor_later(
+    running: Callable[..., Controller[Request]],
+) -> None:
+    """An error with ``retry_after`` (a cloud target's backoff, a budget's hold) comes back after
+    those seconds: not through the rate limiter, whose delay would grow with every failure and
+    outlast the fault (seven fast failures would otherwise take it to 0.64 s and beyond)."""
+    calls: list[float] = []
+
+    class HeldError(Exception):
+        retry_after = 0.15
+
+    def reconcile(request: Request) -> Result:
+        calls.append(time.monotonic())
+        if len(calls) <= 8:
+            raise HeldError("held")
+        return Result()
+
+    controller = running(reconcile)
+    controller.enqueue(REQUEST)
+    wait_for(lambda: len(calls) == 9, timeout=10)
+    gaps = [later - earlier for earlier, later in itertools.pairwise(calls)]
+    assert min(gaps) >= 0.14, gaps
+    assert max(gaps) < 0.6, f"the retries grew: {gaps}"
+    assert controller.queue.num_requeues(REQUEST) == 0
+
+
 def test_requeue_goes_through_rate_limiter(running: Callable[..., Controller[Request]]) -> None:
     """Result(requeue=True) re-adds through the rate limiter and is counted as requeue."""
     calls: list[float] = []
