@@ -179,15 +179,23 @@ def _sample(world: _World, stop: threading.Event) -> None:
 
 
 def _unconverged(world: _World) -> list[str]:
-    """What is not yet as it should be (empty once converged)."""
-    problems = [
-        f"{node}: {len(world.identities_on(world.vms[node]) ^ identities)} identities differ"
-        for node, identities in world.needed().items()
-        if world.identities_on(world.vms[node]) != identities
-    ]
+    """What is not yet as it should be (empty once converged), read from the API server: every VM
+    carries exactly its pods' identities, every pod has an address and an Assigned
+    AzureAssignedIdentity, and no such object outlives its pod."""
     pods = [
         p for p in world.client.list(POD, world.namespace).items if not p["metadata"].get("deletionTimestamp")
     ]
+    by_label = {world.selector(i): identity.lower() for i, identity in enumerate(world.identity_ids)}
+    needed: dict[str, set[str]] = {node: set() for node in world.vms}
+    for pod in pods:
+        needed[pod["spec"]["nodeName"]].add(by_label[pod["metadata"]["labels"]["aadpodidbinding"]])
+    problems = []
+    for node, identities in needed.items():
+        present = world.identities_on(world.vms[node])
+        if present != identities:
+            missing = sorted(i.rsplit("/", 1)[1] for i in identities - present)
+            extra = sorted(i.rsplit("/", 1)[1] for i in present - identities)
+            problems.append(f"{node}: missing {missing}, extra {extra}")
     problems += [
         f"{p['metadata']['name']}: no address" for p in pods if not (p.get("status") or {}).get("podIP")
     ]
@@ -200,6 +208,9 @@ def _unconverged(world: _World) -> list[str]:
     problems += [f"{name}: no AzureAssignedIdentity" for name in names - set(assigned)]
     problems += [f"{name}: AzureAssignedIdentity of a pod gone" for name in set(assigned) - names]
     problems += [f"{name}: {state}" for name, state in assigned.items() if state != "Assigned"]
+    with world.lock:
+        believed = {pod for pods_of_node in world.pods.values() for pod, _ in pods_of_node}
+    problems += [f"{name}: gone, not deleted by the bench" for name in believed - names]
     return problems
 
 

@@ -70,6 +70,7 @@ from nodewright.controllers.identity.targets import (
     drift_repairs,
     identities_to_attempt,
     identity_diff,
+    keeps_confirmed,
     next_attempt_in,
     note_rejection,
     owned_by_nodewright,
@@ -433,6 +434,8 @@ class IdentityAssignmentReconciler:
         def decide(pair: tuple[AzureAssignedIdentity | None, DesiredAssignment]) -> None:
             assigned_object, wanted = pair
             own = AssignmentRecord.of(assigned_object, node_target=key) if assigned_object else None
+            if keeps_confirmed(own, key, cloud.landed, cloud.target_gone):
+                return
             outcome = assignment_outcome(
                 wanted,
                 view.target,

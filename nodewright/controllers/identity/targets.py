@@ -49,6 +49,7 @@ __all__ = [
     "drift_repairs",
     "identities_to_attempt",
     "identity_diff",
+    "keeps_confirmed",
     "needs_by_target",
     "next_attempt_in",
     "node_targets",
@@ -147,6 +148,20 @@ class AssignmentRecord:
             added_by_nodewright=assigned.status.added_by_nodewright,
             marked=bool(assigned.status.target),
         )
+
+    def confirmed_on(self, target: str) -> bool:
+        """Whether the object was Assigned on ``target`` (its identity seen there)."""
+        return self.target == target.lower() and self.status == ASSIGNED_STATUS_ASSIGNED
+
+
+def keeps_confirmed(
+    own: AssignmentRecord | None, target: str, landed: frozenset[str] | None, target_gone: bool
+) -> bool:
+    """Whether an object keeps its status untouched this pass: it was Assigned on ``target`` and
+    what the target holds is unknown (``landed`` None: the re-read after a failure was refused).
+    Writing Created over it would make its release keep the identity on the target for good
+    ("never confirmed Assigned")."""
+    return landed is None and not target_gone and own is not None and own.confirmed_on(target)
 
 
 def owned_by_nodewright(records: Iterable[AssignmentRecord], target: str, resource_key: str) -> bool:

@@ -29,6 +29,7 @@ from nodewright.controllers.identity.targets import (
     drift_repairs,
     identities_to_attempt,
     identity_diff,
+    keeps_confirmed,
     needs_by_target,
     next_attempt_in,
     node_targets,
@@ -561,3 +562,18 @@ def test_node_wait_backs_off_and_is_bounded() -> None:
     assert wait.exhausted(4)
     assert next_wait_in([wait], NOW + timedelta(seconds=22), 5) == 8.0
     assert next_wait_in([wait], NOW, 4) is None
+
+
+def test_an_assigned_object_keeps_its_status_while_the_target_is_unknown() -> None:
+    """A failed update whose re-read was refused (landed None) must not write Created over an
+    object Assigned on that target: its release would then keep the identity there for good
+    ("never confirmed Assigned"), as bench.storm_manager found after a 429 storm."""
+    assigned = record("web")
+    assert keeps_confirmed(assigned, POOL.key, None, target_gone=False)
+    assert not keeps_confirmed(assigned, POOL.key, frozenset(), target_gone=False), "known: decide afresh"
+    assert not keeps_confirmed(assigned, POOL.key, None, target_gone=True), "a gone target is decided"
+    assert not keeps_confirmed(record("web", status="Created"), POOL.key, None, target_gone=False)
+    assert not keeps_confirmed(assigned, "/subscriptions/s/other", None, target_gone=False)
+    assert not keeps_confirmed(None, POOL.key, None, target_gone=False)
+    released = identity_diff([resource_id("web")], [], [record("web", status="Created")], AssignmentPolicy())
+    assert released.retained == {key("web"): "never confirmed Assigned"}, "why the status must be kept"
