@@ -28,12 +28,12 @@ import tempfile
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from nodewright.cloud.config import CloudSettings, CredentialKind, CredentialSettings
-from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION, ArmEmulator
+from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION, ArmEmulator, RecordedRequest
 from nodewright.cloud.emulator.certificates import issue_loopback_certificates
 from nodewright.cloud.errors import CloudError
 from nodewright.cloud.factory import Cloud, build_cloud
@@ -345,8 +345,22 @@ def _phase(
     lines, tracebacks = capture.take()
     emulator.faults.clear()
     converged = storm.settle(timeout=90.0)
+    return measured(name, seconds, entries, (lines, tracebacks), converged)
+
+
+def measured(
+    name: str,
+    seconds: float,
+    entries: Sequence[RecordedRequest],
+    logged: tuple[int, int],
+    converged: float | None,
+) -> Phase:
+    """A phase's figures: the most ARM writes one target got per minute, requests, log lines per
+    minute and tracebacks (``logged``), seconds to converge after clearing."""
     writes = Counter(
-        entry.path.lower() for entry in entries if entry.method in ("PUT", "PATCH", "POST", "DELETE")
+        entry.path.lower().split("?")[0]
+        for entry in entries
+        if entry.method in ("PUT", "PATCH", "POST", "DELETE")
     )
     minutes = seconds / 60.0
     return Phase(
@@ -354,10 +368,28 @@ def _phase(
         seconds=seconds,
         writes_per_target_per_minute=max(writes.values(), default=0) / minutes,
         requests=len(entries),
-        log_lines_per_minute=lines / minutes,
-        tracebacks=tracebacks,
+        log_lines_per_minute=logged[0] / minutes,
+        tracebacks=logged[1],
         converged_after_seconds=converged,
     )
+
+
+def table(phases: Sequence[Phase]) -> list[str]:
+    """The phases as a Markdown table."""
+    lines = [
+        "| phase | seconds | max writes per target per minute | requests | log lines per minute "
+        "| tracebacks | converged after clearing (s) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for phase in phases:
+        converged = (
+            "never" if phase.converged_after_seconds is None else f"{phase.converged_after_seconds:.1f}"
+        )
+        lines.append(
+            f"| {phase.name} | {phase.seconds:.0f} | {phase.writes_per_target_per_minute:.1f} "
+            f"| {phase.requests} | {phase.log_lines_per_minute:.1f} | {phase.tracebacks} | {converged} |"
+        )
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -381,19 +413,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         phases = run_storm(emulator, cloud, arguments.phase_seconds, arguments.idle_seconds)
         cloud.close()
-    print(
-        "| phase | seconds | max writes per target per minute | requests | log lines per minute "
-        "| tracebacks | converged after clearing (s) |"
-    )
-    print("|---|---|---|---|---|---|---|")
-    for phase in phases:
-        converged = (
-            "never" if phase.converged_after_seconds is None else f"{phase.converged_after_seconds:.1f}"
-        )
-        print(
-            f"| {phase.name} | {phase.seconds:.0f} | {phase.writes_per_target_per_minute:.1f} "
-            f"| {phase.requests} | {phase.log_lines_per_minute:.1f} | {phase.tracebacks} | {converged} |"
-        )
+    print("\n".join(table(phases)))
     return 0
 
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.cluster import cluster_kubeconfig
-from bench.storm import FAULTS, Phase, _Capture
+from bench.storm import FAULTS, Phase, _Capture, measured, table
 from nodewright.api.aadpodidentity.v1 import RESOURCES as IDENTITY_RESOURCES
 from nodewright.api.acn.v1alpha import NodeNetworkConfig
 from nodewright.api.acn.v1alpha1 import ClusterSubnetState
@@ -293,22 +293,9 @@ def _phase(
         inject(world.emulator)
     _churn(world, seconds, random.Random(seed))
     entries = world.emulator.requests.entries(since=mark)
-    lines, tracebacks = capture.take()
+    logged = capture.take()
     world.emulator.faults.clear()
-    converged = _settle(world, timeout=180.0)
-    writes = collections.Counter(
-        e.path.lower().split("?")[0] for e in entries if e.method in ("PUT", "PATCH", "POST", "DELETE")
-    )
-    minutes = seconds / 60.0
-    return Phase(
-        name=name,
-        seconds=seconds,
-        writes_per_target_per_minute=max(writes.values(), default=0) / minutes,
-        requests=len(entries),
-        log_lines_per_minute=lines / minutes,
-        tracebacks=tracebacks,
-        converged_after_seconds=converged,
-    )
+    return measured(name, seconds, entries, logged, _settle(world, timeout=180.0))
 
 
 def run(
@@ -370,19 +357,7 @@ def main(argv: list[str] | None = None) -> int:
         f"storm, end to end: {NODES} VMs, {IDENTITIES} identities, {RATE:g} pods/s, ARM latency {LATENCY:g} s"
     )
     print()
-    print(
-        "| phase | seconds | max writes per target per minute | requests | log lines per minute "
-        "| tracebacks | converged after clearing (s) |"
-    )
-    print("|---|---|---|---|---|---|---|")
-    for phase in phases:
-        converged = (
-            "never" if phase.converged_after_seconds is None else f"{phase.converged_after_seconds:.1f}"
-        )
-        print(
-            f"| {phase.name} | {phase.seconds:.0f} | {phase.writes_per_target_per_minute:.1f} "
-            f"| {phase.requests} | {phase.log_lines_per_minute:.1f} | {phase.tracebacks} | {converged} |"
-        )
+    print("\n".join(table(phases)))
     print()
     print(f"identities removed while a pod needed them: {len(removed)}; leaked IP configurations: {leaked}")
     for line in removed[:10]:
