@@ -84,6 +84,7 @@ _STEP_ORDER = [
     ReplacementStep.WAIT_FOR_HEIR_READY,
     ReplacementStep.COPY_LABELS,
     ReplacementStep.REMOVE,
+    ReplacementStep.WAIT_FOR_EVICTED_PODS,
 ]
 
 
@@ -208,5 +209,6 @@ def _step_message(steps: set[ReplacementStep]) -> str:
         ReplacementStep.WAIT_FOR_HEIR_NETWORK: "waiting for the new node's IP pool",
         ReplacementStep.COPY_LABELS: "copying labels",
         ReplacementStep.REMOVE: "removing the old node",
+        ReplacementStep.WAIT_FOR_EVICTED_PODS: "waiting for the evicted pods to be Ready elsewhere",
     }
     return "Replacing nodes: " + ", ".join(words[s] for s in _STEP_ORDER if s in steps)

@@ -168,6 +168,7 @@ class ReplacementStep(enum.Enum):
     CORDON = "Cordoning"
     DRAIN = "Draining"
     REMOVE = "RemovingNodes"
+    WAIT_FOR_EVICTED_PODS = "WaitingForEvictedPods"
 
 
 def removal_step(node: ClusterNode, drain: DrainPlan | None = None) -> ReplacementStep:

@@ -5,18 +5,19 @@ Pairing marks are written heir first, then donor; stale marks are released and n
 replacement left cordoned are made schedulable again. Per pair: labels are copied, the heir must be
 Ready, then the heir's IP pool must be able to take the donor's pods (``heir_network``, read from
 the NodeNetworkConfigs' status); only then is the donor cordoned and drained (Eviction API,
-PodDisruptionBudgets respected, never forced) and handed to a Leave PendingNode. A drain not done
-within the reconciler's ``drainTimeoutSeconds`` is reported (Degraded DrainStuck); one not done
-within the NodeImage's ``drainTimeout`` meets ``undrainableNodeBehavior``: under ``Cordon`` the
-donor is labelled ``nodewright.io/upgrade-status=Quarantined``, stays cordoned and its heir is
-released (at most ``maxBlockedNodes``); otherwise the rollout fails. New-image nodes get the
-ready-seen mark the health gate reads. Side effects: Node patches, evictions, PendingNode
-creates, Events, metrics.
+PodDisruptionBudgets respected, never forced; the pods about to be evicted are first recorded on
+the heir for the evicted-pods health gate, ``evicted_pods``) and handed to a Leave PendingNode.
+A drain not done within the reconciler's ``drainTimeoutSeconds`` is reported (Degraded
+DrainStuck); one not done within the NodeImage's ``drainTimeout`` meets
+``undrainableNodeBehavior``: under ``Cordon`` the donor is labelled ``nodewright.io/upgrade-
+status=Quarantined``, stays cordoned and its heir is released (at most ``maxBlockedNodes``);
+otherwise the rollout fails. New-image nodes get the ready-seen mark the health gate reads. Side
+effects: Node patches, evictions, PendingNode creates, Events, metrics.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -36,6 +37,16 @@ from nodewright.controllers.node_image.decisions import (
     plan_drain,
     removal_step,
     replacement_step,
+)
+from nodewright.controllers.node_image.draining import PodKey
+from nodewright.controllers.node_image.evicted_pods import (
+    EVICTED_PODS_ANNOTATION,
+    EvictedPodsVerdict,
+    EvictionCheck,
+    EvictionRecord,
+    check_evictions,
+    controller_of,
+    new_record,
 )
 from nodewright.controllers.node_image.heir_network import heir_pool_shortfall
 from nodewright.controllers.node_image.rollout_state import READY_SEEN_ANNOTATION
@@ -63,6 +74,8 @@ class ReplacementPass:
     heirs_short_of_addresses: list[str] = field(default_factory=list)
     overdue_drains: list[str] = field(default_factory=list)
     """Drains not done within the NodeImage's drainTimeout (undrainableNodeBehavior applies)."""
+    unavailable_left: int = 0
+    """How many more donors may be cordoned before their heir is Ready (``unavailable``)."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +87,8 @@ class RemovalContext:
     drain_timeout: timedelta
     reason: str
     scaling_group_names: Mapping[str, str]
+    max_unavailable: int = 0
+    """The NodeImage's maxUnavailable, resolved to a count."""
 
 
 class NodeReplacement(RolloutWrites):
@@ -134,8 +149,9 @@ class NodeReplacement(RolloutWrites):
             step = replacement_step(pair)
         if step is ReplacementStep.WAIT_FOR_HEIR_READY:
             progress.steps.append(step)
-            return
-        if step is ReplacementStep.CORDON and self._heir_short_of_addresses(pair):
+            if not _may_drain_early(context, pair, progress):
+                return
+        elif step is ReplacementStep.CORDON and self._heir_short_of_addresses(pair):
             progress.steps.append(ReplacementStep.WAIT_FOR_HEIR_NETWORK)
             progress.heirs_short_of_addresses.append(pair.heir.name)
             return
@@ -183,7 +199,7 @@ class NodeReplacement(RolloutWrites):
             node = current[node.name] = ClusterNode.from_object(patched)
             message = f"Cordoned {node.name}" + (f" for heir {heir.name}" if heir else "")
             self._events.event(context.owner, "Normal", "CordonedNode", message)
-        drain = self._drain(node, self._settings.timeouts.drain)
+        drain = self._drain(node, self._settings.timeouts.drain, heir)
         if drain.stuck:
             progress.stuck_drains.append(node.name)
         started = parse_time(node.annotations.get(DRAIN_STARTED_ANNOTATION))
@@ -194,6 +210,8 @@ class NodeReplacement(RolloutWrites):
         if step is ReplacementStep.DRAIN:
             progress.waiting_for_pods = True
             return
+        if heir is not None and not heir.ready:
+            return  # drained early (maxUnavailable): the node leaves only once its heir is Ready
         self._hand_over(context, node, heir)
 
     def _hand_over(self, context: RemovalContext, node: ClusterNode, heir: ClusterNode | None) -> None:
@@ -213,6 +231,57 @@ class NodeReplacement(RolloutWrites):
             seconds = (self._clock() - heir.created).total_seconds()
         self._metrics.node_replaced(context.reason if heir is not None else "Obsolete", group, seconds)
 
+    def _record_evictions(
+        self, donor: ClusterNode, heir: ClusterNode, pods: list[dict[str, Any]], evict: list[PodKey]
+    ) -> None:
+        """Merge the pods about to be evicted (those with a controller) into the heir's record."""
+        wanted = {str(key) for key in evict}
+        controlled = {
+            key: owner
+            for pod in pods
+            if (key := f"{pod['metadata'].get('namespace', '')}/{pod['metadata'].get('name', '')}") in wanted
+            and (owner := controller_of(pod)) is not None
+        }
+        if not controlled:
+            return
+        now = self._clock()
+        record = EvictionRecord.parse(heir.annotations.get(EVICTED_PODS_ANNOTATION))
+        if record is None or record.donor != donor.name:
+            record = new_record(donor.name, controlled, now)
+        else:
+            record = record.merged(controlled, now)
+        body = {"metadata": {"annotations": {EVICTED_PODS_ANNOTATION: record.format()}}}
+        self._patch(NODE, self._stores.nodes, heir.name, body, "record-evictions")
+
+    def _check_evicted_pods(self, nodes: Iterable[ClusterNode], timeout: timedelta) -> list[EvictionCheck]:
+        """The eviction records on ``nodes`` checked against their namespaces' pods (read fresh)."""
+        records = {
+            node.name: record
+            for node in nodes
+            if (record := EvictionRecord.parse(node.annotations.get(EVICTED_PODS_ANNOTATION))) is not None
+        }
+        namespaces = sorted({namespace for record in records.values() for namespace in record.namespaces})
+        pods = [pod for namespace in namespaces for pod in self._client.list(POD, namespace).items]
+        return check_evictions(records, pods, now=self._clock(), timeout=timeout)
+
+    def _settle_evictions(
+        self, checks: Iterable[EvictionCheck], current: dict[str, ClusterNode], *, gated: bool
+    ) -> bool:
+        """Remove the records that are done: satisfied once their donor is gone or unpaired, and
+        overdue ones once no gate reads them (the failure is in the status by then). Returns
+        whether any record still waits."""
+        waiting = False
+        for check in checks:
+            donor = current.get(check.record.donor)
+            donor_done = donor is None or donor.heir != check.heir
+            satisfied = check.verdict is EvictedPodsVerdict.SATISFIED
+            if (satisfied and donor_done) or (check.verdict is EvictedPodsVerdict.OVERDUE and not gated):
+                self._annotate(current, check.heir, {EVICTED_PODS_ANNOTATION: None}, "clear-evictions")
+                log.info("Found evicted pods settled", heir=check.heir, donor=check.record.donor)
+            elif not satisfied:
+                waiting = True
+        return waiting
+
     def _quarantine(self, context: RemovalContext, current: dict[str, ClusterNode], name: str) -> None:
         """Leave a node that could not be drained cordoned, labelled Quarantined, its heir freed."""
         body = {
@@ -227,8 +296,9 @@ class NodeReplacement(RolloutWrites):
             self._events.event(context.owner, "Warning", "NodeQuarantined", message)
             log.info("Quarantined node", node=name)
 
-    def _drain(self, node: ClusterNode, timeout: timedelta) -> DrainPlan:
-        """Plan the node's drain and evict what the plan allows now (side effect: evictions)."""
+    def _drain(self, node: ClusterNode, timeout: timedelta, heir: ClusterNode | None = None) -> DrainPlan:
+        """Plan the node's drain and evict what the plan allows now, recorded on the heir first
+        (side effects: the record, evictions)."""
         pods = self._client.list(POD, field_selector=f"spec.nodeName={node.name}").items
         plan = plan_drain(
             pods,
@@ -237,6 +307,8 @@ class NodeReplacement(RolloutWrites):
             drain_started=parse_time(node.annotations.get(DRAIN_STARTED_ANNOTATION)),
             timeout=timeout,
         )
+        if heir is not None and plan.evict:
+            self._record_evictions(node, heir, pods, plan.evict)
         for key in plan.evict:
             self._checkpoint("evict")
             try:
@@ -254,3 +326,17 @@ class NodeReplacement(RolloutWrites):
             names = "; ".join(f"{key}: {why}" for key, why in sorted(plan.blocked.items()))
             log.info("Drain waiting for disruption budgets", node=node.name, pods=names)
         return plan
+
+
+def _may_drain_early(context: RemovalContext, pair: ReplacementPair, progress: ReplacementPass) -> bool:
+    """Whether the donor may be cordoned and drained while its heir is not Ready: one that is
+    cordoned already goes on draining; a new one spends the maxUnavailable allowance. The IP-pool
+    gate does not apply (the pods cannot land on a heir that is not Ready)."""
+    if context.max_unavailable <= 0:
+        return False
+    if pair.donor.unschedulable:
+        return True
+    if progress.unavailable_left > 0:
+        progress.unavailable_left -= 1
+        return True
+    return False
