@@ -132,6 +132,8 @@ RBAC_RULES: tuple[PolicyRule, ...] = (
     # The heir IP-pool gate reads NodeNetworkConfigs where CNS keeps them (the default of the
     # nodeNetworkConfigNamespace option): a Role there, not cluster-wide.
     PolicyRule("acn.azure.com", ("nodenetworkconfigs",), ("get", "list", "watch"), namespace="kube-system"),
+    # The heir identity gate reads the identity reconciler's AzureAssignedIdentities (any namespace).
+    PolicyRule("aadpodidentity.k8s.io", ("azureassignedidentities",), ("get", "list", "watch")),
 )
 
 
@@ -259,7 +261,9 @@ class NodeImageReconciler(NodeReplacement):
     ) -> Result:
         """Soon while pods or a heir's pool are waited for; at the soak's end; at the resync while
         anything is in flight or another rollout holds the autoscaler off; else never."""
-        if view.progress.waiting_for_pods or view.progress.heirs_short_of_addresses:
+        progress = view.progress
+        heirs_waiting = progress.heirs_short_of_addresses or progress.heirs_short_of_identities
+        if progress.waiting_for_pods or heirs_waiting:
             return Result(requeue_after=self._settings.drain_poll_seconds)
         if decision.requeue_at is not None:
             wait = (decision.requeue_at - self._clock()).total_seconds()

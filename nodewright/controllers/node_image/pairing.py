@@ -165,6 +165,7 @@ class ReplacementStep(enum.Enum):
     COPY_LABELS = "CopyingLabels"
     WAIT_FOR_HEIR_READY = "WaitingForHeirReady"
     WAIT_FOR_HEIR_NETWORK = "WaitingForHeirNetwork"
+    WAIT_FOR_HEIR_IDENTITIES = "WaitingForHeirIdentities"
     CORDON = "Cordoning"
     DRAIN = "Draining"
     REMOVE = "RemovingNodes"

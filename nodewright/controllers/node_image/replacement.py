@@ -2,17 +2,18 @@
 reconcile (see ``node_image``).
 
 Pairing marks are written heir first, then donor; stale marks are released and nodes an abandoned
-replacement left cordoned are made schedulable again. Per pair: labels are copied, the heir must be
-Ready, then the heir's IP pool must be able to take the donor's pods (``heir_network``, read from
-the NodeNetworkConfigs' status); only then is the donor cordoned and drained (Eviction API,
-PodDisruptionBudgets respected, never forced; the pods about to be evicted are first recorded on
-the heir for the evicted-pods health gate, ``evicted_pods``) and handed to a Leave PendingNode.
-A drain not done within the reconciler's ``drainTimeoutSeconds`` is reported (Degraded
-DrainStuck); one not done within the NodeImage's ``drainTimeout`` meets
-``undrainableNodeBehavior``: under ``Cordon`` the donor is labelled ``nodewright.io/upgrade-
-status=Quarantined``, stays cordoned and its heir is released (at most ``maxBlockedNodes``);
-otherwise the rollout fails. New-image nodes get the ready-seen mark the health gate reads. Side
-effects: Node patches, evictions, PendingNode creates, Events, metrics.
+replacement left cordoned are made schedulable again. Per pair: labels are copied, the heir must
+be Ready, then the heir's IP pool must be able to take the donor's pods (``heir_network``, read
+from the NodeNetworkConfigs' status) and the heir's machine must hold the identities the donor's
+pods use (``heir_identity``, read from the AzureAssignedIdentities' status); only then is the
+donor cordoned and drained (Eviction API, PodDisruptionBudgets respected, never forced; the pods
+about to be evicted are first recorded on the heir for the evicted-pods health gate,
+``evicted_pods``) and handed to a Leave PendingNode. A drain not done within the reconciler's
+``drainTimeoutSeconds`` is reported (Degraded DrainStuck); one not done within the NodeImage's
+``drainTimeout`` meets ``undrainableNodeBehavior``: under ``Cordon`` the donor is labelled
+``nodewright.io/upgrade-status=Quarantined``, stays cordoned and its heir is released (at most
+``maxBlockedNodes``); otherwise the rollout fails. New-image nodes get the ready-seen mark the
+health gate reads. Side effects: Node patches, evictions, PendingNode creates, Events, metrics.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from datetime import timedelta
 from typing import Any
 
 from nodewright.api.nodewright.v1alpha1 import QUARANTINE_LABEL, PendingNodeGoal, PendingNodeSpec
+from nodewright.cloud.resource_ids import InvalidResourceIdError, ScaleSetInstanceId, parse_provider_id
 from nodewright.controllers.node_image.decisions import (
     DONOR_ANNOTATION,
     DRAIN_STARTED_ANNOTATION,
@@ -48,6 +50,7 @@ from nodewright.controllers.node_image.evicted_pods import (
     controller_of,
     new_record,
 )
+from nodewright.controllers.node_image.heir_identity import heir_identities_missing
 from nodewright.controllers.node_image.heir_network import heir_pool_shortfall
 from nodewright.controllers.node_image.rollout_state import READY_SEEN_ANNOTATION
 from nodewright.controllers.node_image.rollout_writes import RolloutWrites
@@ -72,6 +75,7 @@ class ReplacementPass:
     stuck_drains: list[str] = field(default_factory=list)
     waiting_for_pods: bool = False
     heirs_short_of_addresses: list[str] = field(default_factory=list)
+    heirs_short_of_identities: list[str] = field(default_factory=list)
     overdue_drains: list[str] = field(default_factory=list)
     """Drains not done within the NodeImage's drainTimeout (undrainableNodeBehavior applies)."""
     unavailable_left: int = 0
@@ -155,6 +159,10 @@ class NodeReplacement(RolloutWrites):
             progress.steps.append(ReplacementStep.WAIT_FOR_HEIR_NETWORK)
             progress.heirs_short_of_addresses.append(pair.heir.name)
             return
+        elif step is ReplacementStep.CORDON and self._heir_short_of_identities(pair):
+            progress.steps.append(ReplacementStep.WAIT_FOR_HEIR_IDENTITIES)
+            progress.heirs_short_of_identities.append(pair.heir.name)
+            return
         self._take_out(context, pair.donor, pair.heir, current, progress)
 
     def _heir_short_of_addresses(self, pair: ReplacementPair) -> bool:
@@ -176,6 +184,27 @@ class NodeReplacement(RolloutWrites):
             return False
         log.info(
             "Donor waits for its heir's IP pool", donor=pair.donor.name, heir=pair.heir.name, why=shortfall
+        )
+        return True
+
+    def _heir_short_of_identities(self, pair: ReplacementPair) -> bool:
+        """Whether the heir's machine lacks identities the donor's pods use (logged with which)."""
+        store = self._stores.assigned_identities
+        if store is None:
+            return False
+        try:
+            machine = parse_provider_id(pair.heir.provider_id)
+        except InvalidResourceIdError:
+            return False  # grouping reports a node the cloud cannot place
+        target = machine.scale_set if isinstance(machine, ScaleSetInstanceId) else machine
+        missing = heir_identities_missing(store.list(), donor=pair.donor.name, heir_target=str(target))
+        if not missing:
+            return False
+        log.info(
+            "Donor waits for its heir's identities",
+            donor=pair.donor.name,
+            heir=pair.heir.name,
+            missing=", ".join(missing),
         )
         return True
 

@@ -87,6 +87,8 @@ class NodeImageStores:
     pod_disruption_budgets: Store
     node_network_configs: Store | None = None
     """NodeNetworkConfigs of the configured namespace (``None``: no heir IP-pool gate)."""
+    assigned_identities: Store | None = None
+    """AzureAssignedIdentities (``None``: no heir identity gate)."""
 
 
 class RolloutWrites:

@@ -19,6 +19,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from nodewright.api.aadpodidentity.v1 import RESOURCES as IDENTITY_RESOURCES
 from nodewright.api.acn.v1alpha import RESOURCES as NETWORK_RESOURCES
 from nodewright.api.nodewright.v1alpha1 import RESOURCES, NodeImage, PendingNode
 from nodewright.cloud.emulator import ArmEmulator
@@ -345,7 +346,7 @@ def rollout_bench(
 ) -> Iterator[RolloutBench]:
     """A bench with the CRDs installed, closed afterwards."""
     client = Client.from_kubeconfig(kubeconfig)
-    install_crds(client, [*RESOURCES, *NETWORK_RESOURCES], timeout=30)
+    install_crds(client, [*RESOURCES, *NETWORK_RESOURCES, *IDENTITY_RESOURCES], timeout=30)
     bench = RolloutBench(kubeconfig, client, emulator, namespace, join_delay=join_delay)
     try:
         yield bench
