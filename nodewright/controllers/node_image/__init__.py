@@ -1,4 +1,5 @@
-"""node_image: replacing nodes whose image is outdated, on Azure VM scale sets.
+"""node_image: replacing nodes whose image is outdated, on Azure VM scale sets (Uniform
+instances, and Flexible members, which are VMs).
 
 The reconciler named ``node-image`` in the manager's config wires three controllers:
 ``nodeimage`` (``NodeImageReconciler``: the rollout), ``scalinggroup``

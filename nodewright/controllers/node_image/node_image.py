@@ -8,7 +8,8 @@ asks the cloud only what it cannot know (a new node's image), calls the pure fun
 and named by a checkpoint:
 
 1. claim the scale sets of this NodeImage's ScalingGroups (a scale set another NodeImage claimed
-   first is a Conflict); annotate their nodes with scale set and image; adopt machines a restart
+   first is a Conflict); annotate their nodes with scale set and image (a VM node's scale set,
+   Flexible orchestration, is read from the cloud once); adopt machines a restart
    left without a Join PendingNode (a scale-out is recorded on its ScalingGroup before it is made);
 2. group the claimed nodes against the desired image (the previous image while rolling back);
    delete Join PendingNodes that are done; decide the rollout state (canary, soak, health gates,
@@ -57,7 +58,9 @@ from nodewright.cloud.models import ImageReference
 from nodewright.cloud.resource_ids import (
     InvalidResourceIdError,
     ScaleSetInstanceId,
+    VirtualMachineId,
     parse_provider_id,
+    parse_scale_set_id,
 )
 from nodewright.controllers.node_image.conditions import ConditionState
 from nodewright.controllers.node_image.decisions import (
@@ -469,7 +472,7 @@ class NodeImageReconciler(NodeReplacement):
         (grouping marks them invalid; the Degraded condition and its one Event name them)."""
         nodes: list[ClusterNode] = []
         invalid: set[str] = set()
-        every = [ClusterNode.from_object(cached) for cached in self._stores.nodes.list()]
+        every = [self._place_member(ClusterNode.from_object(cached)) for cached in self._stores.nodes.list()]
         for claimed in sorted(nodes_claimed(every, claims), key=lambda n: n.name):
             node = claimed
             if not node.scaling_group_id or not node.image:
@@ -489,15 +492,45 @@ class NodeImageReconciler(NodeReplacement):
             nodes.append(node)
         return nodes, invalid
 
+    def _place_member(self, node: ClusterNode) -> ClusterNode:
+        """A VM node without a scale-set annotation annotated with the Flexible scale set its VM is
+        a member of (and its image), read from the cloud once; standalone VMs are remembered so
+        they are not asked for again (side effects: a GET, a Node patch)."""
+        if node.scaling_group_id or node.provider_id in self._standalone_machines:
+            return node
+        try:
+            machine = parse_provider_id(node.provider_id)
+        except InvalidResourceIdError:
+            return node
+        if not isinstance(machine, VirtualMachineId):
+            return node
+        try:
+            instance = self._cloud.get_instance(machine)
+        except NotFoundError:
+            return node
+        if instance.scale_set_id is None:
+            self._standalone_machines.add(node.provider_id)
+            return node
+        annotations = {SCALING_GROUP_ANNOTATION: str(parse_scale_set_id(instance.scale_set_id))}
+        if instance.image is not None and not node.image:
+            annotations[NODE_IMAGE_ANNOTATION] = instance.image.format()
+        body = {"metadata": {"annotations": annotations}}
+        patched = self._patch(NODE, self._stores.nodes, node.name, body, "annotate-node")
+        log.info("Placed node in its Flexible scale set", node=node.name, scale_set=instance.scale_set_id)
+        return ClusterNode.from_object(patched) if patched is not None else node
+
     def _placement(self, node: ClusterNode) -> tuple[dict[str, str], str | None]:
         """The annotations a node lacks, read from its providerID and the cloud, or a problem."""
         try:
             machine = parse_provider_id(node.provider_id)
         except InvalidResourceIdError:
             return {}, f"providerID {node.provider_id!r} is not an Azure machine"
-        if not isinstance(machine, ScaleSetInstanceId):
-            return {}, "not an instance of a uniform scale set"
-        annotations = {SCALING_GROUP_ANNOTATION: str(machine.scale_set)}
+        if isinstance(machine, ScaleSetInstanceId):
+            annotations = {SCALING_GROUP_ANNOTATION: str(machine.scale_set)}
+        elif node.scaling_group_id:
+            annotations = {}  # a Flexible scale set's member, placed by ``_place_member``
+        else:
+            return {}, "not a member of a scale set"
         if not node.image:
             try:
                 image = self._cloud.get_instance(machine).image
