@@ -7,7 +7,10 @@ when an AzureAssignedIdentity of it says ``Assigned`` with ``status.target`` nam
 target: its scale set for a scale-set instance (the identity reconciler puts identities on the
 scale set, so a heir in the donor's scale set holds them once they are Assigned there), its VM for
 a standalone or flexible-orchestration VM. Until every identity is held, the donor is not
-cordoned. Identities are compared by resource ID, case-insensitively. Neighbour: ``replacement``.
+cordoned (a VM heir only for ``heirReadyTimeout`` after it registered: the identity reconciler puts
+identities on a VM once a pod using them runs there, so waiting longer could wait forever; the
+donor then goes on with a Warning Event). Identities are compared by resource ID,
+case-insensitively. Neighbour: ``replacement``.
 """
 
 from __future__ import annotations

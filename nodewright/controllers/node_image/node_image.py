@@ -332,6 +332,7 @@ class NodeImageReconciler(NodeReplacement):
             reason="Rollback" if rolling_back else "ImageOutdated",
             scaling_group_names={g.spec.group_id.lower(): g.name for g in view.claims.scaling_groups},
             max_unavailable=resolve_max_unavailable(view.node_image.spec.max_unavailable, size),
+            identity_wait=view.node_image.spec.heir_ready_deadline,
         )
         pairs = [ReplacementPair(current[p.donor.name], current[p.heir.name]) for p in pairing.pairs]
         view.progress.unavailable_left = unavailable_allowance(context.max_unavailable, pairs)

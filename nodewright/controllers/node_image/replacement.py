@@ -93,6 +93,9 @@ class RemovalContext:
     scaling_group_names: Mapping[str, str]
     max_unavailable: int = 0
     """The NodeImage's maxUnavailable, resolved to a count."""
+    identity_wait: timedelta = timedelta(minutes=10)
+    """How long a VM heir (its own identity target) is waited for after it registered (the
+    NodeImage's heirReadyTimeout)."""
 
 
 class NodeReplacement(RolloutWrites):
@@ -159,7 +162,7 @@ class NodeReplacement(RolloutWrites):
             progress.steps.append(ReplacementStep.WAIT_FOR_HEIR_NETWORK)
             progress.heirs_short_of_addresses.append(pair.heir.name)
             return
-        elif step is ReplacementStep.CORDON and self._heir_short_of_identities(pair):
+        elif step is ReplacementStep.CORDON and self._heir_short_of_identities(context, pair):
             progress.steps.append(ReplacementStep.WAIT_FOR_HEIR_IDENTITIES)
             progress.heirs_short_of_identities.append(pair.heir.name)
             return
@@ -187,8 +190,11 @@ class NodeReplacement(RolloutWrites):
         )
         return True
 
-    def _heir_short_of_identities(self, pair: ReplacementPair) -> bool:
-        """Whether the heir's machine lacks identities the donor's pods use (logged with which)."""
+    def _heir_short_of_identities(self, context: RemovalContext, pair: ReplacementPair) -> bool:
+        """Whether the heir's machine lacks identities the donor's pods use (logged with which).
+        A VM heir is its own identity target, and the identity reconciler puts identities on a VM
+        only once a pod using them runs there: it is waited for ``identity_wait`` after it
+        registered, then the donor goes on with a Warning Event naming what is missing."""
         store = self._stores.assigned_identities
         if store is None:
             return False
@@ -199,6 +205,15 @@ class NodeReplacement(RolloutWrites):
         target = machine.scale_set if isinstance(machine, ScaleSetInstanceId) else machine
         missing = heir_identities_missing(store.list(), donor=pair.donor.name, heir_target=str(target))
         if not missing:
+            return False
+        created = pair.heir.created
+        waited = created is not None and self._clock() - created >= context.identity_wait
+        if not isinstance(machine, ScaleSetInstanceId) and waited:
+            message = (
+                f"Heir {pair.heir.name} of {pair.donor.name} still lacks identities after "
+                f"{context.identity_wait}: {', '.join(missing)}; draining anyway"
+            )
+            self._events.event(context.owner, "Warning", "HeirIdentitiesMissing", message)
             return False
         log.info(
             "Donor waits for its heir's identities",

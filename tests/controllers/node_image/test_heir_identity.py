@@ -146,3 +146,73 @@ def test_the_donor_waits_for_its_heirs_identities(bench: RolloutBench) -> None:
     )
     bench.wait_for(lambda: bench.condition() == ("True", "AllNodesUpToDate"), 60, "rollout finished")
     assert donor not in {n["metadata"]["name"] for n in bench.nodes()}
+
+
+def _publish(bench: RolloutBench, body: dict[str, Any]) -> dict[str, Any]:
+    """Create an AzureAssignedIdentity and write its status, as the identity reconciler does."""
+    status = body.pop("status")
+    created = bench.create(AZURE_ASSIGNED_IDENTITY, body)
+    return bench.client.update_status(AZURE_ASSIGNED_IDENTITY, {**created, "status": status})
+
+
+def _flexible_donor_with_identity(bench: RolloutBench) -> tuple[str, str]:
+    """A Flexible scale set of one member whose pod's identity is Assigned on the member's VM."""
+    scale_set = bench.add_scale_set("x", 1, orchestration_mode="Flexible")
+    bench.start_simulator()
+    (node,) = bench.nodes()
+    donor = node["metadata"]["name"]
+    vm = node["spec"]["providerID"].removeprefix("azure://")
+    pod = {"nodeName": donor, "containers": [{"name": "c", "image": "busybox"}]}
+    bench.client.create(POD, {"metadata": {"name": "app-1", "namespace": bench.namespace}, "spec": pod})
+    _publish(bench, assigned(donor, target=vm, namespace=bench.namespace))
+    return scale_set, donor
+
+
+def _heir_of(bench: RolloutBench) -> dict[str, Any] | None:
+    for node in bench.nodes():
+        if (node["metadata"].get("annotations") or {}).get(DONOR_ANNOTATION):
+            return node
+    return None
+
+
+@pytest.mark.slow
+def test_a_vm_heir_gets_the_identity_before_its_donor_drains(bench: RolloutBench) -> None:
+    """A Flexible member's heir is a VM of its own: the donor waits until the heir's VM holds the
+    identity (Assigned there), then drains; no HeirIdentitiesMissing Event."""
+    scale_set, donor = _flexible_donor_with_identity(bench)
+    name = bench.create_node_image(heirReadyTimeout="5m")
+    bench.create_scaling_group(scale_set)
+    bench.start()
+    heir = bench.wait_for(lambda: _heir_of(bench), 60, "a heir paired with the donor")
+    bench.wait_for(
+        lambda: bench.condition(kind="Progressing") == ("True", "WaitingForHeirIdentities"), 30, "waiting"
+    )
+    time.sleep(2.0)
+    assert not bench.client.get(NODE, donor)["spec"].get("unschedulable"), (
+        "donor cordoned before the identity"
+    )
+    heir_vm = heir["spec"]["providerID"].removeprefix("azure://")
+    _publish(
+        bench, assigned(heir["metadata"]["name"], target=heir_vm, pod="agent", namespace=bench.namespace)
+    )
+    bench.wait_for(lambda: bench.condition() == ("True", "AllNodesUpToDate"), 60, "rollout finished")
+    assert not bench.events(name, "HeirIdentitiesMissing")
+
+
+@pytest.mark.slow
+def test_a_vm_heir_without_the_identity_is_waited_for_then_the_donor_goes_on(bench: RolloutBench) -> None:
+    """Nothing puts the identity on the heir's VM: the donor waits heirReadyTimeout after the heir
+    registered, then is drained with a Warning Event naming the missing identity."""
+    scale_set, donor = _flexible_donor_with_identity(bench)
+    name = bench.create_node_image(heirReadyTimeout="15s")
+    bench.create_scaling_group(scale_set)
+    bench.start()
+    heir = bench.wait_for(lambda: _heir_of(bench), 60, "a heir paired with the donor")
+    bench.wait_for(
+        lambda: bench.condition(kind="Progressing") == ("True", "WaitingForHeirIdentities"), 30, "waiting"
+    )
+    assert not bench.client.get(NODE, donor)["spec"].get("unschedulable")
+    bench.wait_for(lambda: bench.condition() == ("True", "AllNodesUpToDate"), 90, "rollout finished")
+    (event,) = bench.events(name, "HeirIdentitiesMissing")
+    assert IDENTITY.lower() in event["message"]
+    assert heir["metadata"]["name"] in event["message"]
