@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.cluster import cluster_kubeconfig
+from nodewright.api.aadpodidentity.v1 import RESOURCES as IDENTITY_RESOURCES
 from nodewright.api.acn.v1alpha import RESOURCES as NETWORK_RESOURCES
 from nodewright.api.nodewright.v1alpha1 import RESOURCES
 from nodewright.cloud.config import CloudSettings, CredentialKind, CredentialSettings
@@ -352,7 +353,7 @@ def run(full: bool, kubeconfig: str | None = None) -> str:
     certificates = issue_loopback_certificates()
     with cluster_kubeconfig(kubeconfig) as config:
         client = Client.from_kubeconfig(config)
-        install_crds(client, [*RESOURCES, *NETWORK_RESOURCES])
+        install_crds(client, [*RESOURCES, *NETWORK_RESOURCES, *IDENTITY_RESOURCES])
         for case in cases(scale):
             with (
                 tempfile.TemporaryDirectory(prefix="bench-nodeimage-") as directory,

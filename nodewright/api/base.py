@@ -79,7 +79,16 @@ def _optional_inner(annotation: Any) -> Any | None:
     return None
 
 
+def _is_int_or_string(annotation: Any) -> bool:
+    """Whether the annotation is ``int | str`` (Kubernetes' IntOrString)."""
+    return get_origin(annotation) in (Union, types.UnionType) and set(get_args(annotation)) == {int, str}
+
+
 def _decode(annotation: Any, value: Any, path: str) -> Any:
+    if _is_int_or_string(annotation):
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            raise ValidationError(path, f"expected an integer or a string, got {_type_name(value)}")
+        return value
     inner = _optional_inner(annotation)
     if inner is not None:
         return None if value is None else _decode(inner, value, path)
@@ -143,6 +152,8 @@ def _encode(value: Any) -> Any:
 
 
 def _schema(annotation: Any) -> dict[str, Any]:
+    if _is_int_or_string(annotation):
+        return {"x-kubernetes-int-or-string": True, "anyOf": [{"type": "integer"}, {"type": "string"}]}
     inner = _optional_inner(annotation)
     if inner is not None:
         return _schema(inner)

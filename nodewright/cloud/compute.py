@@ -417,6 +417,7 @@ class ComputeService:
             state=node_state_from_status_codes(codes),
             image=image_from_sdk(storage.image_reference if storage is not None else None),
             instance_id=getattr(machine, "instance_id", None),
+            scale_set_id=getattr(getattr(machine, "virtual_machine_scale_set", None), "id", None),
         )
 
     def get_node_state(self, machine: MachineId) -> NodeState:

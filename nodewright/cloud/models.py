@@ -178,6 +178,9 @@ class InstanceInfo:
     state: NodeState
     image: ImageReference | None
     instance_id: str | None = None
+    scale_set_id: str | None = None
+    """The scale set a VM is a member of (Flexible orchestration); ``None`` for a standalone VM
+    and for a Uniform instance (whose ID names its scale set)."""
 
 
 @dataclass(frozen=True)

@@ -47,9 +47,11 @@ NODE_IMAGE_WIRE: dict[str, Any] = {
     "spec": {
         "image": "/communityGalleries/gallery-1/images/node/versions/2.0.0",
         "maxSurge": 3,
+        "maxUnavailable": "25%",
         "canary": 2,
         "soakDuration": "5m",
         "heirReadyTimeout": "15m",
+        "evictedPodsReadyTimeout": "3m",
         "gateConditions": ["SmokeTestsPassed"],
         "drainTimeout": "45m",
         "undrainableNodeBehavior": "Fail",

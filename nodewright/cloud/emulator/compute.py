@@ -376,6 +376,12 @@ def delete_vm(state: EmulatorState, request: ArmRequest) -> ArmResponse:
         return ArmResponse(204)
     machine.provisioning_state = "Deleting"
     machine.touch()
+    # A Flexible scale set's member deleted through the VM API lowers the set's capacity, as in Azure.
+    member_of = str((machine.properties.get("virtualMachineScaleSet") or {}).get("id", "")).lower()
+    scale_set = state.scale_sets.get(member_of)
+    sku = scale_set.resource.document.get("sku") if scale_set is not None else None
+    if isinstance(sku, dict):
+        sku["capacity"] = max(0, int(sku.get("capacity", 0)) - 1)
 
     def succeed() -> None:
         state.virtual_machines.pop(machine.identifier.lower(), None)
@@ -388,6 +394,8 @@ def delete_vm(state: EmulatorState, request: ArmRequest) -> ArmResponse:
         del error
         machine.provisioning_state = "Failed"
         machine.touch()
+        if isinstance(sku, dict):
+            sku["capacity"] = int(sku.get("capacity", 0)) + 1
 
     return ArmResponse(
         202, None, start_compute_operation(state, request, resource_location(machine), succeed, fail)

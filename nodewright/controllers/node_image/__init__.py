@@ -1,4 +1,5 @@
-"""node_image: replacing nodes whose image is outdated, on Azure VM scale sets.
+"""node_image: replacing nodes whose image is outdated, on Azure VM scale sets (Uniform
+instances, and Flexible members, which are VMs).
 
 The reconciler named ``node-image`` in the manager's config wires three controllers:
 ``nodeimage`` (``NodeImageReconciler``: the rollout), ``scalinggroup``
@@ -23,6 +24,7 @@ from nodewright.controllers.node_image.options import NodeImageSettings, parse_o
 from nodewright.controllers.node_image.pending_node import PendingNodeCloud, PendingNodeReconciler
 from nodewright.controllers.node_image.resources import (
     AUTOSCALING_STRATEGY,
+    AZURE_ASSIGNED_IDENTITY,
     NODE_IMAGE,
     NODE_NETWORK_CONFIG,
     PENDING_NODE,
@@ -120,8 +122,8 @@ autoscaling_changed: Predicate = predicate(
 
 
 def _stores(manager: Manager, settings: NodeImageSettings) -> NodeImageStores:
-    """The informers the three reconcilers read (the NodeNetworkConfig one only when the heir
-    IP-pool gate is on)."""
+    """The informers the three reconcilers read (the NodeNetworkConfig and AzureAssignedIdentity
+    ones only when the heir IP-pool and identity gates are on)."""
     cache = manager.cache
     namespace = settings.node_network_config_namespace
     return NodeImageStores(
@@ -133,6 +135,9 @@ def _stores(manager: Manager, settings: NodeImageSettings) -> NodeImageStores:
         pod_disruption_budgets=cache.informer(POD_DISRUPTION_BUDGET).store,
         node_network_configs=cache.informer(NODE_NETWORK_CONFIG, namespace=namespace).store
         if namespace
+        else None,
+        assigned_identities=cache.informer(AZURE_ASSIGNED_IDENTITY).store
+        if settings.heir_identity_gate
         else None,
     )
 

@@ -82,9 +82,11 @@ _STEP_ORDER = [
     ReplacementStep.DRAIN,
     ReplacementStep.CORDON,
     ReplacementStep.WAIT_FOR_HEIR_NETWORK,
+    ReplacementStep.WAIT_FOR_HEIR_IDENTITIES,
     ReplacementStep.WAIT_FOR_HEIR_READY,
     ReplacementStep.COPY_LABELS,
     ReplacementStep.REMOVE,
+    ReplacementStep.WAIT_FOR_EVICTED_PODS,
 ]
 
 
@@ -207,8 +209,10 @@ def _step_message(steps: set[ReplacementStep]) -> str:
         ReplacementStep.CORDON: "cordoning",
         ReplacementStep.WAIT_FOR_HEIR_READY: "waiting for the new node to be Ready",
         ReplacementStep.WAIT_FOR_HEIR_NETWORK: "waiting for the new node's IP pool",
+        ReplacementStep.WAIT_FOR_HEIR_IDENTITIES: "waiting for the new node's identities",
         ReplacementStep.COPY_LABELS: "copying labels",
         ReplacementStep.REMOVE: "removing the old node",
+        ReplacementStep.WAIT_FOR_EVICTED_PODS: "waiting for the evicted pods to be Ready elsewhere",
     }
     return "Replacing nodes: " + ", ".join(words[s] for s in _STEP_ORDER if s in steps)
 

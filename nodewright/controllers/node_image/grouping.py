@@ -244,7 +244,10 @@ def group_nodes(
     1. no providerID, or named in ``invalid`` (the cloud could not place it) -> invalid;
     2. quarantined label -> quarantined; obsolete annotation -> obsolete;
     3. scaling-group or image annotation missing -> awaiting annotation;
-    4. image differs from ``desired_image`` -> donor if it has a heir, else outdated;
+    4. image differs from ``desired_image`` -> donor if it has a heir; obsolete if it is named by a
+       Join PendingNode (a machine created for a replacement that came up on an image no longer
+       desired, as after a rollback or a spec change mid-join: it is removed, not replaced, or the
+       pool would grow by one); else outdated;
     5. donor annotation -> heir;
     6. named by a Join PendingNode -> mint;
     7. otherwise up to date.
@@ -263,7 +266,12 @@ def group_nodes(
         elif not node.scaling_group_id or not node.image:
             groups.awaiting_annotation.append(node)
         elif not same_image(node.image, desired_image):
-            (groups.donors if node.heir else groups.outdated).append(node)
+            if node.heir:
+                groups.donors.append(node)
+            elif any(_same_machine(node, p) for p in joins):
+                groups.obsolete.append(node)
+            else:
+                groups.outdated.append(node)
         elif node.donor:
             groups.heirs.append(node)
         elif (join := next((p for p in joins if _same_machine(node, p)), None)) is not None:
@@ -297,8 +305,10 @@ def _joins_without_node(groups: NodeGroups, pending_nodes: Iterable[PendingNode]
 def settled_joins(groups: NodeGroups, pending_nodes: Iterable[PendingNode]) -> list[PendingNode]:
     """Join PendingNodes whose node exists but is no longer a mint: a heir whose record was not
     deleted before a restart, or a node that came up outdated because the image changed while it
-    joined. They are done and should be deleted, or they would hold the surge forever."""
-    settled_nodes = [*groups.outdated, *groups.donors, *groups.heirs, *groups.up_to_date]
+    joined and has been marked obsolete (the mark is written first, so a restart still knows it).
+    They are done and should be deleted, or they would hold the surge forever."""
+    marked = [node for node in groups.obsolete if node.obsolete]
+    settled_nodes = [*groups.outdated, *groups.donors, *groups.heirs, *groups.up_to_date, *marked]
     return [p for p in _joins(pending_nodes) if any(_same_machine(node, p) for node in settled_nodes)]
 
 

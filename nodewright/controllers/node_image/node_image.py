@@ -8,7 +8,8 @@ asks the cloud only what it cannot know (a new node's image), calls the pure fun
 and named by a checkpoint:
 
 1. claim the scale sets of this NodeImage's ScalingGroups (a scale set another NodeImage claimed
-   first is a Conflict); annotate their nodes with scale set and image; adopt machines a restart
+   first is a Conflict); annotate their nodes with scale set and image (a VM node's scale set,
+   Flexible orchestration, is read from the cloud once); adopt machines a restart
    left without a Join PendingNode (a scale-out is recorded on its ScalingGroup before it is made);
 2. group the claimed nodes against the desired image (the previous image while rolling back);
    delete Join PendingNodes that are done; decide the rollout state (canary, soak, health gates,
@@ -16,10 +17,13 @@ and named by a checkpoint:
 3. pair new nodes with outdated ones (heir annotation first, then donor, then the Join record
    goes), mark unneeded and abandoned new nodes obsolete, release stale annotations, and uncordon
    nodes an abandoned replacement left cordoned;
-4. per pair (``replacement``): copy labels, wait for the heir to be Ready and for its IP pool to
-   take the donor's pods, cordon the donor, evict its pods (PodDisruptionBudgets respected), then
-   hand it to a Leave PendingNode, whose reconciler deletes the machine and the Node; obsolete
-   nodes the same way; a drain past drainTimeout quarantines the donor or fails the rollout;
+4. per pair (``replacement``): copy labels, wait for the heir to be Ready (up to
+   ``maxUnavailable`` donors may be cordoned and drained before, ``unavailable``; none leaves
+   before it) and for its IP pool to take the donor's pods, cordon the donor, evict its pods
+   (PodDisruptionBudgets respected; each eviction recorded on the heir first, and the record
+   removed once the pods are Ready elsewhere, ``evicted_pods``), then hand it to a Leave
+   PendingNode, whose reconciler deletes the machine and the Node; obsolete nodes the same way; a
+   drain past drainTimeout quarantines the donor or fails the rollout;
 5. keep autoscaling off while any NodeImage's rollout runs and restore it (after the status says
    this one is over) when none does;
 6. scale out within the budget and the canary's cap, each new machine tracked by a Join
@@ -40,7 +44,9 @@ from typing import Any
 
 from nodewright.api.base import ValidationError
 from nodewright.api.nodewright.v1alpha1 import (
+    CONDITION_DEGRADED,
     CONDITION_IMAGE_APPLIED,
+    CONDITION_PROGRESSING,
     NodeImage,
     PendingNode,
     RolloutState,
@@ -52,8 +58,11 @@ from nodewright.cloud.models import ImageReference
 from nodewright.cloud.resource_ids import (
     InvalidResourceIdError,
     ScaleSetInstanceId,
+    VirtualMachineId,
     parse_provider_id,
+    parse_scale_set_id,
 )
+from nodewright.controllers.node_image.conditions import ConditionState
 from nodewright.controllers.node_image.decisions import (
     NODE_IMAGE_ANNOTATION,
     OBSOLETE_ANNOTATION,
@@ -63,6 +72,7 @@ from nodewright.controllers.node_image.decisions import (
     NodeGroups,
     PairingPlan,
     ReplacementPair,
+    ReplacementStep,
     group_nodes,
     new_node_budget,
     node_image_status,
@@ -74,6 +84,7 @@ from nodewright.controllers.node_image.decisions import (
     rollout_in_progress,
     settled_joins,
 )
+from nodewright.controllers.node_image.evicted_pods import EvictedPodsVerdict, EvictionCheck
 from nodewright.controllers.node_image.replacement import NodeReplacement, RemovalContext, ReplacementPass
 from nodewright.controllers.node_image.resources import (
     is_controlled_by,
@@ -95,6 +106,12 @@ from nodewright.controllers.node_image.rollout_writes import (
 )
 from nodewright.controllers.node_image.scale_out import ScaleOutPlan, canary_placed, cap_scale_out
 from nodewright.controllers.node_image.targeting import Claims, claim_scaling_groups, nodes_claimed
+from nodewright.controllers.node_image.unavailable import (
+    InvalidMaxUnavailableError,
+    parse_max_unavailable,
+    resolve_max_unavailable,
+    unavailable_allowance,
+)
 from nodewright.runtime.kinds import NODE
 from nodewright.runtime.logs import get_logger
 from nodewright.runtime.rbac import PolicyRule
@@ -118,6 +135,8 @@ RBAC_RULES: tuple[PolicyRule, ...] = (
     # The heir IP-pool gate reads NodeNetworkConfigs where CNS keeps them (the default of the
     # nodeNetworkConfigNamespace option): a Role there, not cluster-wide.
     PolicyRule("acn.azure.com", ("nodenetworkconfigs",), ("get", "list", "watch"), namespace="kube-system"),
+    # The heir identity gate reads the identity reconciler's AzureAssignedIdentities (any namespace).
+    PolicyRule("aadpodidentity.k8s.io", ("azureassignedidentities",), ("get", "list", "watch")),
 )
 
 
@@ -133,6 +152,8 @@ class _View:
     pending: list[PendingNode]
     groups: NodeGroups
     current: dict[str, ClusterNode]
+    evictions: list[EvictionCheck] = field(default_factory=list)
+    """The heirs' eviction records checked (the evicted-pods health gate)."""
     progress: ReplacementPass = field(default_factory=ReplacementPass)
 
     @property
@@ -150,6 +171,7 @@ class _View:
             or groups.obsolete
             or groups.awaiting_annotation
             or self.pending
+            or any(check.verdict is not EvictedPodsVerdict.SATISFIED for check in self.evictions)
         )
 
 
@@ -178,6 +200,17 @@ class NodeImageReconciler(NodeReplacement):
             )
             return Result()
         try:
+            parse_max_unavailable(node_image.spec.max_unavailable)
+        except InvalidMaxUnavailableError as error:
+            problem = [
+                ConditionState(
+                    CONDITION_PROGRESSING, "False", "InvalidMaxUnavailable", "Nothing is replaced"
+                ),
+                ConditionState(CONDITION_DEGRADED, "True", "InvalidMaxUnavailable", str(error)),
+            ]
+            self._write_status(obj, None, problem)  # with one Warning Event (a new Degraded reason)
+            return Result()
+        try:
             return self._roll_out(self._read(obj, node_image, memory, desired))
         finally:
             self._writes.wait()
@@ -196,7 +229,8 @@ class NodeImageReconciler(NodeReplacement):
             self._delete_pending_node(join, "delete-settled-join")
             pending.remove(join)
         current = {node.name: node for node in groups.all_nodes()}
-        return _View(obj, node_image, memory, desired, claims, pending, groups, current)
+        evictions = self._check_evicted_pods(current.values(), node_image.spec.evicted_pods_ready_deadline)
+        return _View(obj, node_image, memory, desired, claims, pending, groups, current, evictions)
 
     def _roll_out(self, view: _View) -> Result:
         decision = self._decide(view)
@@ -204,6 +238,10 @@ class NodeImageReconciler(NodeReplacement):
             return self._start_rollback(view, decision)
         budget = new_node_budget(view.node_image.spec.max_surge, view.groups, view.pending)
         pairing = pair_nodes(view.groups)
+        gated = decision.memory.state in (RolloutState.CANARY, RolloutState.SOAKING, RolloutState.ROLLING)
+        if self._settle_evictions(view.evictions, view.current, gated=gated):
+            view.progress.steps.append(ReplacementStep.WAIT_FOR_EVICTED_PODS)
+            view.progress.waiting_for_pods = True
         self._replace(view, pairing, decision)
         memory = self._handle_stuck_drains(view, decision.memory)
         own_active = memory.state in ACTIVE_STATES or (
@@ -226,7 +264,9 @@ class NodeImageReconciler(NodeReplacement):
     ) -> Result:
         """Soon while pods or a heir's pool are waited for; at the soak's end; at the resync while
         anything is in flight or another rollout holds the autoscaler off; else never."""
-        if view.progress.waiting_for_pods or view.progress.heirs_short_of_addresses:
+        progress = view.progress
+        heirs_waiting = progress.heirs_short_of_addresses or progress.heirs_short_of_identities
+        if progress.waiting_for_pods or heirs_waiting:
             return Result(requeue_after=self._settings.drain_poll_seconds)
         if decision.requeue_at is not None:
             wait = (decision.requeue_at - self._clock()).total_seconds()
@@ -248,6 +288,11 @@ class NodeImageReconciler(NodeReplacement):
                 heir_ready_timeout=spec.heir_ready_deadline,
                 conditions=view.node_image.status.conditions,
                 gate_conditions=spec.gate_conditions,
+                evicted_pods_overdue=[
+                    check.describe()
+                    for check in view.evictions
+                    if check.verdict is EvictedPodsVerdict.OVERDUE
+                ],
             )
         return decide_rollout(
             memory,
@@ -279,14 +324,19 @@ class NodeImageReconciler(NodeReplacement):
         for node in nodes_to_restore(view.groups, view.pending):
             self._restore(current, node)
         rolling_back = decision.memory.state in (RolloutState.ROLLING_BACK, RolloutState.ROLLED_BACK)
+        groups = view.groups
+        size = len(groups.outdated) + len(groups.donors) + len(groups.up_to_date)
         context = RemovalContext(
             owner=view.obj,
             drain_timeout=view.node_image.spec.drain_deadline,
             reason="Rollback" if rolling_back else "ImageOutdated",
             scaling_group_names={g.spec.group_id.lower(): g.name for g in view.claims.scaling_groups},
+            max_unavailable=resolve_max_unavailable(view.node_image.spec.max_unavailable, size),
+            identity_wait=view.node_image.spec.heir_ready_deadline,
         )
-        for pair in pairing.pairs:
-            replacement = ReplacementPair(current[pair.donor.name], current[pair.heir.name])
+        pairs = [ReplacementPair(current[p.donor.name], current[p.heir.name]) for p in pairing.pairs]
+        view.progress.unavailable_left = unavailable_allowance(context.max_unavailable, pairs)
+        for replacement in pairs:
             self._advance(context, replacement, current, view.progress)
         for node in view.groups.obsolete:
             self._take_out(context, current[node.name], None, current, view.progress)
@@ -367,7 +417,11 @@ class NodeImageReconciler(NodeReplacement):
             if condition.type == CONDITION_IMAGE_APPLIED and condition.status == "False"
         ]
         conditions = overlay_conditions(
-            conditions, memory, conflicts=view.claims.conflicts, broken_groups=broken
+            conditions,
+            memory,
+            conflicts=view.claims.conflicts,
+            broken_groups=broken,
+            evicted_pods_waiting=ReplacementStep.WAIT_FOR_EVICTED_PODS in progress.steps,
         )
         self._write_status(view.obj, status.to_dict(), conditions)
         self._metrics.rollout_state(view.node_image.name, memory.state)
@@ -419,7 +473,7 @@ class NodeImageReconciler(NodeReplacement):
         (grouping marks them invalid; the Degraded condition and its one Event name them)."""
         nodes: list[ClusterNode] = []
         invalid: set[str] = set()
-        every = [ClusterNode.from_object(cached) for cached in self._stores.nodes.list()]
+        every = [self._place_member(ClusterNode.from_object(cached)) for cached in self._stores.nodes.list()]
         for claimed in sorted(nodes_claimed(every, claims), key=lambda n: n.name):
             node = claimed
             if not node.scaling_group_id or not node.image:
@@ -439,15 +493,45 @@ class NodeImageReconciler(NodeReplacement):
             nodes.append(node)
         return nodes, invalid
 
+    def _place_member(self, node: ClusterNode) -> ClusterNode:
+        """A VM node without a scale-set annotation annotated with the Flexible scale set its VM is
+        a member of (and its image), read from the cloud once; standalone VMs are remembered so
+        they are not asked for again (side effects: a GET, a Node patch)."""
+        if node.scaling_group_id or node.provider_id in self._standalone_machines:
+            return node
+        try:
+            machine = parse_provider_id(node.provider_id)
+        except InvalidResourceIdError:
+            return node
+        if not isinstance(machine, VirtualMachineId):
+            return node
+        try:
+            instance = self._cloud.get_instance(machine)
+        except NotFoundError:
+            return node
+        if instance.scale_set_id is None:
+            self._standalone_machines.add(node.provider_id)
+            return node
+        annotations = {SCALING_GROUP_ANNOTATION: str(parse_scale_set_id(instance.scale_set_id))}
+        if instance.image is not None and not node.image:
+            annotations[NODE_IMAGE_ANNOTATION] = instance.image.format()
+        body = {"metadata": {"annotations": annotations}}
+        patched = self._patch(NODE, self._stores.nodes, node.name, body, "annotate-node")
+        log.info("Placed node in its Flexible scale set", node=node.name, scale_set=instance.scale_set_id)
+        return ClusterNode.from_object(patched) if patched is not None else node
+
     def _placement(self, node: ClusterNode) -> tuple[dict[str, str], str | None]:
         """The annotations a node lacks, read from its providerID and the cloud, or a problem."""
         try:
             machine = parse_provider_id(node.provider_id)
         except InvalidResourceIdError:
             return {}, f"providerID {node.provider_id!r} is not an Azure machine"
-        if not isinstance(machine, ScaleSetInstanceId):
-            return {}, "not an instance of a uniform scale set"
-        annotations = {SCALING_GROUP_ANNOTATION: str(machine.scale_set)}
+        if isinstance(machine, ScaleSetInstanceId):
+            annotations = {SCALING_GROUP_ANNOTATION: str(machine.scale_set)}
+        elif node.scaling_group_id:
+            annotations = {}  # a Flexible scale set's member, placed by ``_place_member``
+        else:
+            return {}, "not a member of a scale set"
         if not node.image:
             try:
                 image = self._cloud.get_instance(machine).image

@@ -12,6 +12,7 @@ Example::
           leaveTimeoutSeconds: 60
           drainTimeoutSeconds: 600
           nodeNetworkConfigNamespace: kube-system   # "" turns the heir IP-pool gate off
+          heirIdentityGate: true                    # false: no AzureAssignedIdentity informer
 
 The ``cloud`` block is read by ``nodewright.controllers.cloud_access``; everything else here.
 """
@@ -48,6 +49,9 @@ class NodeImageSettings:
     node_network_config_namespace: str = "kube-system"
     """Where NodeNetworkConfigs live: a donor is cordoned only once its heir's pool there can take
     its pods. Empty: no such gate (and no NodeNetworkConfig informer)."""
+    heir_identity_gate: bool = True
+    """A donor is cordoned only once its heir's machine holds the identities its pods use (read
+    from AzureAssignedIdentities). False: no such gate (and no AzureAssignedIdentity informer)."""
 
 
 _SECONDS = {
@@ -66,6 +70,7 @@ _KNOWN = {
     "nodeLabelSelector",
     "pendingNodeWorkers",
     "nodeNetworkConfigNamespace",
+    "heirIdentityGate",
     *_SECONDS,
     *_FLOATS,
 }
@@ -105,9 +110,13 @@ def parse_options(
     namespace = options.get("nodeNetworkConfigNamespace", "kube-system")
     if not isinstance(namespace, str):
         raise ConfigError(f"{path}.nodeNetworkConfigNamespace: expected a namespace name, got {namespace!r}")
+    identity_gate = options.get("heirIdentityGate", True)
+    if not isinstance(identity_gate, bool):
+        raise ConfigError(f"{path}.heirIdentityGate: expected true or false, got {identity_gate!r}")
     return NodeImageSettings(
         timeouts=RolloutTimeouts(**timeouts),
         node_network_config_namespace=namespace,
+        heir_identity_gate=identity_gate,
         node_label_selector=selector,
         pending_node_workers=workers,
         **floats,

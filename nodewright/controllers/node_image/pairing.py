@@ -165,9 +165,11 @@ class ReplacementStep(enum.Enum):
     COPY_LABELS = "CopyingLabels"
     WAIT_FOR_HEIR_READY = "WaitingForHeirReady"
     WAIT_FOR_HEIR_NETWORK = "WaitingForHeirNetwork"
+    WAIT_FOR_HEIR_IDENTITIES = "WaitingForHeirIdentities"
     CORDON = "Cordoning"
     DRAIN = "Draining"
     REMOVE = "RemovingNodes"
+    WAIT_FOR_EVICTED_PODS = "WaitingForEvictedPods"
 
 
 def removal_step(node: ClusterNode, drain: DrainPlan | None = None) -> ReplacementStep:

@@ -2,26 +2,29 @@
 reconcile (see ``node_image``).
 
 Pairing marks are written heir first, then donor; stale marks are released and nodes an abandoned
-replacement left cordoned are made schedulable again. Per pair: labels are copied, the heir must be
-Ready, then the heir's IP pool must be able to take the donor's pods (``heir_network``, read from
-the NodeNetworkConfigs' status); only then is the donor cordoned and drained (Eviction API,
-PodDisruptionBudgets respected, never forced) and handed to a Leave PendingNode. A drain not done
-within the reconciler's ``drainTimeoutSeconds`` is reported (Degraded DrainStuck); one not done
-within the NodeImage's ``drainTimeout`` meets ``undrainableNodeBehavior``: under ``Cordon`` the
-donor is labelled ``nodewright.io/upgrade-status=Quarantined``, stays cordoned and its heir is
-released (at most ``maxBlockedNodes``); otherwise the rollout fails. New-image nodes get the
-ready-seen mark the health gate reads. Side effects: Node patches, evictions, PendingNode
-creates, Events, metrics.
+replacement left cordoned are made schedulable again. Per pair: labels are copied, the heir must
+be Ready, then the heir's IP pool must be able to take the donor's pods (``heir_network``, read
+from the NodeNetworkConfigs' status) and the heir's machine must hold the identities the donor's
+pods use (``heir_identity``, read from the AzureAssignedIdentities' status); only then is the
+donor cordoned and drained (Eviction API, PodDisruptionBudgets respected, never forced; the pods
+about to be evicted are first recorded on the heir for the evicted-pods health gate,
+``evicted_pods``) and handed to a Leave PendingNode. A drain not done within the reconciler's
+``drainTimeoutSeconds`` is reported (Degraded DrainStuck); one not done within the NodeImage's
+``drainTimeout`` meets ``undrainableNodeBehavior``: under ``Cordon`` the donor is labelled
+``nodewright.io/upgrade-status=Quarantined``, stays cordoned and its heir is released (at most
+``maxBlockedNodes``); otherwise the rollout fails. New-image nodes get the ready-seen mark the
+health gate reads. Side effects: Node patches, evictions, PendingNode creates, Events, metrics.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from nodewright.api.nodewright.v1alpha1 import QUARANTINE_LABEL, PendingNodeGoal, PendingNodeSpec
+from nodewright.cloud.resource_ids import InvalidResourceIdError, ScaleSetInstanceId, parse_provider_id
 from nodewright.controllers.node_image.decisions import (
     DONOR_ANNOTATION,
     DRAIN_STARTED_ANNOTATION,
@@ -37,6 +40,17 @@ from nodewright.controllers.node_image.decisions import (
     removal_step,
     replacement_step,
 )
+from nodewright.controllers.node_image.draining import PodKey
+from nodewright.controllers.node_image.evicted_pods import (
+    EVICTED_PODS_ANNOTATION,
+    EvictedPodsVerdict,
+    EvictionCheck,
+    EvictionRecord,
+    check_evictions,
+    controller_of,
+    new_record,
+)
+from nodewright.controllers.node_image.heir_identity import heir_identities_missing
 from nodewright.controllers.node_image.heir_network import heir_pool_shortfall
 from nodewright.controllers.node_image.rollout_state import READY_SEEN_ANNOTATION
 from nodewright.controllers.node_image.rollout_writes import RolloutWrites
@@ -61,8 +75,11 @@ class ReplacementPass:
     stuck_drains: list[str] = field(default_factory=list)
     waiting_for_pods: bool = False
     heirs_short_of_addresses: list[str] = field(default_factory=list)
+    heirs_short_of_identities: list[str] = field(default_factory=list)
     overdue_drains: list[str] = field(default_factory=list)
     """Drains not done within the NodeImage's drainTimeout (undrainableNodeBehavior applies)."""
+    unavailable_left: int = 0
+    """How many more donors may be cordoned before their heir is Ready (``unavailable``)."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +91,11 @@ class RemovalContext:
     drain_timeout: timedelta
     reason: str
     scaling_group_names: Mapping[str, str]
+    max_unavailable: int = 0
+    """The NodeImage's maxUnavailable, resolved to a count."""
+    identity_wait: timedelta = timedelta(minutes=10)
+    """How long a VM heir (its own identity target) is waited for after it registered (the
+    NodeImage's heirReadyTimeout)."""
 
 
 class NodeReplacement(RolloutWrites):
@@ -134,10 +156,15 @@ class NodeReplacement(RolloutWrites):
             step = replacement_step(pair)
         if step is ReplacementStep.WAIT_FOR_HEIR_READY:
             progress.steps.append(step)
-            return
-        if step is ReplacementStep.CORDON and self._heir_short_of_addresses(pair):
+            if not _may_drain_early(context, pair, progress):
+                return
+        elif step is ReplacementStep.CORDON and self._heir_short_of_addresses(pair):
             progress.steps.append(ReplacementStep.WAIT_FOR_HEIR_NETWORK)
             progress.heirs_short_of_addresses.append(pair.heir.name)
+            return
+        elif step is ReplacementStep.CORDON and self._heir_short_of_identities(context, pair):
+            progress.steps.append(ReplacementStep.WAIT_FOR_HEIR_IDENTITIES)
+            progress.heirs_short_of_identities.append(pair.heir.name)
             return
         self._take_out(context, pair.donor, pair.heir, current, progress)
 
@@ -163,6 +190,39 @@ class NodeReplacement(RolloutWrites):
         )
         return True
 
+    def _heir_short_of_identities(self, context: RemovalContext, pair: ReplacementPair) -> bool:
+        """Whether the heir's machine lacks identities the donor's pods use (logged with which).
+        A VM heir is its own identity target, and the identity reconciler puts identities on a VM
+        only once a pod using them runs there: it is waited for ``identity_wait`` after it
+        registered, then the donor goes on with a Warning Event naming what is missing."""
+        store = self._stores.assigned_identities
+        if store is None:
+            return False
+        try:
+            machine = parse_provider_id(pair.heir.provider_id)
+        except InvalidResourceIdError:
+            return False  # grouping reports a node the cloud cannot place
+        target = machine.scale_set if isinstance(machine, ScaleSetInstanceId) else machine
+        missing = heir_identities_missing(store.list(), donor=pair.donor.name, heir_target=str(target))
+        if not missing:
+            return False
+        created = pair.heir.created
+        waited = created is not None and self._clock() - created >= context.identity_wait
+        if not isinstance(machine, ScaleSetInstanceId) and waited:
+            message = (
+                f"Heir {pair.heir.name} of {pair.donor.name} still lacks identities after "
+                f"{context.identity_wait}: {', '.join(missing)}; draining anyway"
+            )
+            self._events.event(context.owner, "Warning", "HeirIdentitiesMissing", message)
+            return False
+        log.info(
+            "Donor waits for its heir's identities",
+            donor=pair.donor.name,
+            heir=pair.heir.name,
+            missing=", ".join(missing),
+        )
+        return True
+
     def _take_out(
         self,
         context: RemovalContext,
@@ -183,7 +243,7 @@ class NodeReplacement(RolloutWrites):
             node = current[node.name] = ClusterNode.from_object(patched)
             message = f"Cordoned {node.name}" + (f" for heir {heir.name}" if heir else "")
             self._events.event(context.owner, "Normal", "CordonedNode", message)
-        drain = self._drain(node, self._settings.timeouts.drain)
+        drain = self._drain(node, self._settings.timeouts.drain, heir)
         if drain.stuck:
             progress.stuck_drains.append(node.name)
         started = parse_time(node.annotations.get(DRAIN_STARTED_ANNOTATION))
@@ -194,6 +254,8 @@ class NodeReplacement(RolloutWrites):
         if step is ReplacementStep.DRAIN:
             progress.waiting_for_pods = True
             return
+        if heir is not None and not heir.ready:
+            return  # drained early (maxUnavailable): the node leaves only once its heir is Ready
         self._hand_over(context, node, heir)
 
     def _hand_over(self, context: RemovalContext, node: ClusterNode, heir: ClusterNode | None) -> None:
@@ -213,6 +275,57 @@ class NodeReplacement(RolloutWrites):
             seconds = (self._clock() - heir.created).total_seconds()
         self._metrics.node_replaced(context.reason if heir is not None else "Obsolete", group, seconds)
 
+    def _record_evictions(
+        self, donor: ClusterNode, heir: ClusterNode, pods: list[dict[str, Any]], evict: list[PodKey]
+    ) -> None:
+        """Merge the pods about to be evicted (those with a controller) into the heir's record."""
+        wanted = {str(key) for key in evict}
+        controlled = {
+            key: owner
+            for pod in pods
+            if (key := f"{pod['metadata'].get('namespace', '')}/{pod['metadata'].get('name', '')}") in wanted
+            and (owner := controller_of(pod)) is not None
+        }
+        if not controlled:
+            return
+        now = self._clock()
+        record = EvictionRecord.parse(heir.annotations.get(EVICTED_PODS_ANNOTATION))
+        if record is None or record.donor != donor.name:
+            record = new_record(donor.name, controlled, now)
+        else:
+            record = record.merged(controlled, now)
+        body = {"metadata": {"annotations": {EVICTED_PODS_ANNOTATION: record.format()}}}
+        self._patch(NODE, self._stores.nodes, heir.name, body, "record-evictions")
+
+    def _check_evicted_pods(self, nodes: Iterable[ClusterNode], timeout: timedelta) -> list[EvictionCheck]:
+        """The eviction records on ``nodes`` checked against their namespaces' pods (read fresh)."""
+        records = {
+            node.name: record
+            for node in nodes
+            if (record := EvictionRecord.parse(node.annotations.get(EVICTED_PODS_ANNOTATION))) is not None
+        }
+        namespaces = sorted({namespace for record in records.values() for namespace in record.namespaces})
+        pods = [pod for namespace in namespaces for pod in self._client.list(POD, namespace).items]
+        return check_evictions(records, pods, now=self._clock(), timeout=timeout)
+
+    def _settle_evictions(
+        self, checks: Iterable[EvictionCheck], current: dict[str, ClusterNode], *, gated: bool
+    ) -> bool:
+        """Remove the records that are done: satisfied once their donor is gone or unpaired, and
+        overdue ones once no gate reads them (the failure is in the status by then). Returns
+        whether any record still waits."""
+        waiting = False
+        for check in checks:
+            donor = current.get(check.record.donor)
+            donor_done = donor is None or donor.heir != check.heir
+            satisfied = check.verdict is EvictedPodsVerdict.SATISFIED
+            if (satisfied and donor_done) or (check.verdict is EvictedPodsVerdict.OVERDUE and not gated):
+                self._annotate(current, check.heir, {EVICTED_PODS_ANNOTATION: None}, "clear-evictions")
+                log.info("Found evicted pods settled", heir=check.heir, donor=check.record.donor)
+            elif not satisfied:
+                waiting = True
+        return waiting
+
     def _quarantine(self, context: RemovalContext, current: dict[str, ClusterNode], name: str) -> None:
         """Leave a node that could not be drained cordoned, labelled Quarantined, its heir freed."""
         body = {
@@ -227,8 +340,9 @@ class NodeReplacement(RolloutWrites):
             self._events.event(context.owner, "Warning", "NodeQuarantined", message)
             log.info("Quarantined node", node=name)
 
-    def _drain(self, node: ClusterNode, timeout: timedelta) -> DrainPlan:
-        """Plan the node's drain and evict what the plan allows now (side effect: evictions)."""
+    def _drain(self, node: ClusterNode, timeout: timedelta, heir: ClusterNode | None = None) -> DrainPlan:
+        """Plan the node's drain and evict what the plan allows now, recorded on the heir first
+        (side effects: the record, evictions)."""
         pods = self._client.list(POD, field_selector=f"spec.nodeName={node.name}").items
         plan = plan_drain(
             pods,
@@ -237,6 +351,8 @@ class NodeReplacement(RolloutWrites):
             drain_started=parse_time(node.annotations.get(DRAIN_STARTED_ANNOTATION)),
             timeout=timeout,
         )
+        if heir is not None and plan.evict:
+            self._record_evictions(node, heir, pods, plan.evict)
         for key in plan.evict:
             self._checkpoint("evict")
             try:
@@ -254,3 +370,17 @@ class NodeReplacement(RolloutWrites):
             names = "; ".join(f"{key}: {why}" for key, why in sorted(plan.blocked.items()))
             log.info("Drain waiting for disruption budgets", node=node.name, pods=names)
         return plan
+
+
+def _may_drain_early(context: RemovalContext, pair: ReplacementPair, progress: ReplacementPass) -> bool:
+    """Whether the donor may be cordoned and drained while its heir is not Ready: one that is
+    cordoned already goes on draining; a new one spends the maxUnavailable allowance. The IP-pool
+    gate does not apply (the pods cannot land on a heir that is not Ready)."""
+    if context.max_unavailable <= 0:
+        return False
+    if pair.donor.unschedulable:
+        return True
+    if progress.unavailable_left > 0:
+        progress.unavailable_left -= 1
+        return True
+    return False

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from nodewright.api.aadpodidentity.v1 import AzureAssignedIdentity
 from nodewright.api.acn.v1alpha import NodeNetworkConfig
 from nodewright.api.nodewright.v1alpha1 import AutoscalingStrategy, NodeImage, PendingNode, ScalingGroup
 from nodewright.controllers.kinds import kind_of
@@ -47,6 +48,7 @@ SCALING_GROUP = kind_of(ScalingGroup)
 PENDING_NODE = kind_of(PendingNode)
 AUTOSCALING_STRATEGY = kind_of(AutoscalingStrategy)
 NODE_NETWORK_CONFIG = kind_of(NodeNetworkConfig)
+AZURE_ASSIGNED_IDENTITY = kind_of(AzureAssignedIdentity)
 """Read only: the heir IP-pool gate reads the status the IPAM side publishes."""
 
 Checkpoint = Callable[[str], None]

@@ -12,14 +12,16 @@ when ``spec.canary`` is 0), remembering the image most outdated nodes run as the
   is True; then ``Rolling``. With a soak, later batches (as many machines as the surge allows) are
   each followed by a soak too, the last one included (the rollout is ``Complete`` only after it);
   without one they are pipelined within the surge.
-- Health gates (``gate_failure``), checked while a rollout runs: a new-image node that was Ready
-  and is not; a new-image node not Ready ``heirReadyTimeout`` after it registered; a user gate
-  condition set False. A failed gate turns the rollout into ``RollingBack``: the desired image
-  becomes ``previousImage`` (the ScalingGroups put it back into the scale sets' models) and the
-  new-image nodes are replaced by old-image ones with the same donor/heir safety; when that is
-  done, ``RolledBack`` (which stays until ``spec.image`` changes). Without a previous image the
-  rollout is ``Failed`` and stops. No I/O. Neighbours: ``node_image`` (reads the status and the
-  nodes, writes what is decided), ``scaling_group`` (applies ``desired_image``).
+- Health gates (``gate_failure``), checked while a rollout runs: a new-image node that was
+  Ready and is not; a new-image node not Ready ``heirReadyTimeout`` after it registered; pods
+  evicted from a donor not Running and Ready elsewhere ``evictedPodsReadyTimeout`` after the
+  latest eviction (``evicted_pods``); a user gate condition set False. A failed gate turns the
+  rollout into ``RollingBack``: the desired image becomes ``previousImage`` (the ScalingGroups
+  put it back into the scale sets' models) and the new-image nodes are replaced by old-image
+  ones with the same donor/heir safety; when that is done, ``RolledBack`` (which stays until
+  ``spec.image`` changes). Without a previous image the rollout is ``Failed`` and stops. No I/O.
+  Neighbours: ``node_image`` (reads the status and the nodes, writes what is decided),
+  ``scaling_group`` (applies ``desired_image``).
 """
 
 from __future__ import annotations
@@ -149,8 +151,11 @@ def gate_failure(
     heir_ready_timeout: timedelta,
     conditions: Iterable[Condition] = (),
     gate_conditions: Sequence[str] = (),
+    evicted_pods_overdue: Sequence[str] = (),
 ) -> GateFailure | None:
-    """The first failed health gate among the nodes on the rollout's new image, if any."""
+    """The first failed health gate among the nodes on the rollout's new image, if any;
+    ``evicted_pods_overdue`` describes donors whose evicted pods are not back in time
+    (``evicted_pods``)."""
     nodes = sorted(new_nodes, key=lambda n: n.name)
     went_down = [n.name for n in nodes if not n.ready and READY_SEEN_ANNOTATION in n.annotations]
     if went_down:
@@ -169,6 +174,8 @@ def gate_failure(
             f"New-image nodes not Ready {heir_ready_timeout} after they registered: "
             + ", ".join(never_ready),
         )
+    if evicted_pods_overdue:
+        return GateFailure("EvictedPodsNotReady", "; ".join(evicted_pods_overdue))
     failed = sorted(c.type for c in conditions if c.type in gate_conditions and c.status == "False")
     if failed:
         return GateFailure("GateFailed", "Gate conditions False: " + ", ".join(failed))
@@ -302,12 +309,21 @@ def overlay_conditions(
     *,
     conflicts: Sequence[str] = (),
     broken_groups: Sequence[str] = (),
+    evicted_pods_waiting: bool = False,
 ) -> list[ConditionState]:
     """The grouping's conditions with what the rollout state adds: Progressing says Soaking,
     RollingBack, RolledBack or Failed; Degraded names the failed gate, else a ScalingGroup that
     cannot apply the image (``broken_groups``) when nothing else is wrong; Conflict lists
-    ScalingGroups whose scale set another NodeImage claims."""
+    ScalingGroups whose scale set another NodeImage claims. While the pods evicted from a donor are
+    not back (``evicted_pods_waiting``) and nothing else is said to progress, Progressing says
+    WaitingForEvictedPods."""
     result = list(conditions)
+    progressing = next((c for c in result if c.type == CONDITION_PROGRESSING), None)
+    if evicted_pods_waiting and (progressing is None or progressing.status != "True"):
+        message = "Waiting for the pods evicted from replaced nodes to be Running and Ready elsewhere"
+        _replace_condition(
+            result, ConditionState(CONDITION_PROGRESSING, "True", "WaitingForEvictedPods", message)
+        )
     degraded = next((c for c in result if c.type == CONDITION_DEGRADED), None)
     if broken_groups and (degraded is None or degraded.status != "True"):
         problem = ConditionState(CONDITION_DEGRADED, "True", "ScalingGroupFailed", "; ".join(broken_groups))

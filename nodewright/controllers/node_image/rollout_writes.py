@@ -87,6 +87,8 @@ class NodeImageStores:
     pod_disruption_budgets: Store
     node_network_configs: Store | None = None
     """NodeNetworkConfigs of the configured namespace (``None``: no heir IP-pool gate)."""
+    assigned_identities: Store | None = None
+    """AzureAssignedIdentities (``None``: no heir identity gate)."""
 
 
 class RolloutWrites:
@@ -114,6 +116,8 @@ class RolloutWrites:
         self._metrics = RolloutMetrics()
         self._reported: dict[str, tuple[str, str]] = {}
         """The Degraded problem last reported per NodeImage (one Event per problem)."""
+        self._standalone_machines: set[str] = set()
+        """providerIDs of VM nodes the cloud says belong to no scale set (not asked again)."""
 
     def _annotate(
         self, current: dict[str, ClusterNode], name: str, annotations: Mapping[str, str | None], step: str

@@ -60,8 +60,9 @@ def claim_scaling_groups(all_scaling_groups: Iterable[ScalingGroup], node_image:
 
 
 def node_scale_set(node: ClusterNode) -> str:
-    """The lowercased ID of the scale set a node's machine belongs to: its annotation when written,
-    else read from its providerID; empty when neither names a uniform scale set's instance."""
+    """The lowercased ID of the scale set a node's machine belongs to: its annotation when written
+    (a Flexible member's is written from the cloud, see ``node_image``), else read from its
+    providerID; empty when neither names a scale set."""
     if node.scaling_group_id:
         return node.scaling_group_id.lower()
     try:

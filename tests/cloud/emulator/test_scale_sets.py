@@ -341,6 +341,21 @@ def test_flexible_scale_out_creates_standalone_vm_and_nic(estate: Estate, client
         clients.compute.virtual_machines.get(estate.group, name)
 
 
+def test_deleting_a_flexible_member_vm_lowers_the_capacity(estate: Estate, clients: Clients) -> None:
+    """A Flexible member deleted through the VM API leaves the scale set one smaller, as Azure does,
+    so a later scale-out by one creates exactly one member."""
+    clients.compute.virtual_machine_scale_sets.begin_update(
+        estate.group, "vmss-flex", models.VirtualMachineScaleSetUpdate(sku=models.Sku(capacity=2))
+    ).result()
+    name = list(clients.compute.virtual_machine_scale_set_vms.list(estate.group, "vmss-flex"))[-1].instance_id
+    assert name is not None
+    clients.compute.virtual_machines.begin_delete(estate.group, name).result()
+    scale_set = clients.compute.virtual_machine_scale_sets.get(estate.group, "vmss-flex")
+    assert scale_set.sku is not None
+    assert scale_set.sku.capacity == 1
+    assert len(list(clients.compute.virtual_machine_scale_set_vms.list(estate.group, "vmss-flex"))) == 1
+
+
 def test_list_and_delete_scale_sets_and_vms(
     arm_emulator: ArmEmulator, estate: Estate, clients: Clients
 ) -> None:

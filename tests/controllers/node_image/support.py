@@ -19,9 +19,11 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from nodewright.api.aadpodidentity.v1 import RESOURCES as IDENTITY_RESOURCES
 from nodewright.api.acn.v1alpha import RESOURCES as NETWORK_RESOURCES
 from nodewright.api.nodewright.v1alpha1 import RESOURCES, NodeImage, PendingNode
 from nodewright.cloud.emulator import ArmEmulator
+from nodewright.cloud.emulator.scale_set_members import members
 from nodewright.cloud.factory import Cloud
 from nodewright.cloud.throttle import InMemoryCallCounter
 from nodewright.controllers.node_image import install
@@ -149,13 +151,16 @@ class RolloutBench:
             self._cloud = cloud_for(self.emulator, observer=self.counter)
         return self._cloud
 
-    def add_scale_set(self, name: str, capacity: int, image: str = OLD_IMAGE) -> str:
-        """A uniform scale set of ``capacity`` machines on ``image``; returns its ID."""
+    def add_scale_set(
+        self, name: str, capacity: int, image: str = OLD_IMAGE, *, orchestration_mode: str = "Uniform"
+    ) -> str:
+        """A scale set (Uniform unless said) of ``capacity`` machines on ``image``; returns its ID."""
         scale_set = self.emulator.estate.add_scale_set(
             RESOURCE_GROUP,
             f"{name}{self.suffix}",
             subnet_id=self.subnet,
             capacity=capacity,
+            orchestration_mode=orchestration_mode,
             image={"communityGalleryImageId": image},
             computer_name_prefix=f"{name}{self.suffix}",
         )
@@ -284,12 +289,13 @@ class RolloutBench:
         ]
 
     def machines(self) -> list[dict[str, Any]]:
-        """Every live instance of the bench's scale sets: id, node name, state, power, image."""
+        """Every instance (Uniform) or member VM (Flexible) of the bench's scale sets: id, node
+        name, state, power, image."""
         found: list[dict[str, Any]] = []
         with self.emulator.state.locked():
             for scale_set_id in self.scale_sets:
                 scale_set = self.emulator.state.scale_sets[scale_set_id.lower()]
-                for instance in scale_set.instances.values():
+                for instance in members(self.emulator.state, scale_set):
                     properties = instance.document["properties"]
                     found.append(
                         {
@@ -345,7 +351,7 @@ def rollout_bench(
 ) -> Iterator[RolloutBench]:
     """A bench with the CRDs installed, closed afterwards."""
     client = Client.from_kubeconfig(kubeconfig)
-    install_crds(client, [*RESOURCES, *NETWORK_RESOURCES], timeout=30)
+    install_crds(client, [*RESOURCES, *NETWORK_RESOURCES, *IDENTITY_RESOURCES], timeout=30)
     bench = RolloutBench(kubeconfig, client, emulator, namespace, join_delay=join_delay)
     try:
         yield bench

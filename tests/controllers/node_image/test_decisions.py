@@ -353,11 +353,20 @@ def test_budget(
 
 
 def test_settled_joins_are_the_ones_whose_node_is_no_longer_a_mint() -> None:
-    """A join whose node became a heir or came up outdated is done; joins still in flight are not."""
-    nodes = [node("heir", image=NEW, donor="x"), node("late", image=OLD), node("mint", image=NEW)]
-    pending_nodes = [pending("heir"), pending("late"), pending("mint"), pending("flying")]
+    """A join whose node became a heir is done; one whose node came up on an image no longer
+    desired makes it obsolete (removed, not replaced) and is done once the obsolete mark is
+    written; joins still in flight are not."""
+    nodes = [
+        node("heir", image=NEW, donor="x"),
+        node("late", image=OLD),
+        node("marked", image=OLD, obsolete="true"),
+        node("mint", image=NEW),
+    ]
+    pending_nodes = [pending(n) for n in ("heir", "late", "marked", "mint", "flying")]
     groups = group_nodes(nodes, pending_nodes, DESIRED)
-    assert [p.name for p in settled_joins(groups, pending_nodes)] == ["heir", "late"]
+    assert [n.name for n in groups.obsolete] == ["late", "marked"]
+    assert not groups.outdated
+    assert [p.name for p in settled_joins(groups, pending_nodes)] == ["heir", "marked"]
 
 
 @pytest.mark.parametrize(

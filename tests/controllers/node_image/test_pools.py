@@ -84,6 +84,7 @@ def test_two_node_images_on_two_pools_roll_independently(bench: RolloutBench) ->
             lambda: (
                 bench.condition(pool_a) == ("True", "AllNodesUpToDate")
                 and bench.node_image(pool_a).status.rollout_state == "Complete"
+                and bench.node_image(pool_a).status.target_image == OLD_IMAGE  # not the last rollout's
             ),
             150,
             "pool a rolled back to the old image",
@@ -92,6 +93,7 @@ def test_two_node_images_on_two_pools_roll_independently(bench: RolloutBench) ->
             lambda: (
                 bench.condition(pool_b) == ("True", "AllNodesUpToDate")
                 and bench.node_image(pool_b).status.rollout_state == "Complete"
+                and bench.node_image(pool_b).status.target_image == NEW_IMAGE
             ),
             150,
             "pool b rolled",

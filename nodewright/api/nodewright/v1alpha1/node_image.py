@@ -5,8 +5,9 @@ Constellation's NodeImage (update.edgeless.systems) field for field in the statu
 group ``nodewright.io``, with additions: ``spec.maxSurge`` (constellation fixed the number of
 extra nodes at 1), ``status.awaitingAnnotation`` (constellation reported nodes whose annotations
 were still missing as heirs), node counts for ``kubectl get``, and a safe rollout: ``canary``,
-``soakDuration``, ``heirReadyTimeout`` and ``gateConditions`` with the rollout state kept in the
-status (``rolloutState``, ``previousImage`` for the automatic rollback, ...), and AKS's drain
+``soakDuration``, ``heirReadyTimeout``, ``evictedPodsReadyTimeout`` and ``gateConditions`` with
+the rollout state kept in the status (``rolloutState``, ``previousImage`` for the automatic
+rollback, ...), ``maxUnavailable`` beside ``maxSurge`` (Cluster API's and AKS's), and AKS's drain
 settings ``drainTimeout``, ``undrainableNodeBehavior`` and ``maxBlockedNodes``. A NodeImage acts
 on the nodes of the ScalingGroups that name it. The NodeImage reconciler in
 ``nodewright.controllers.node_image`` writes the status. Cluster-scoped.
@@ -99,6 +100,17 @@ class NodeImageSpec(Model):
         ),
         schema={"minimum": 1, "default": 1},
     )
+    max_unavailable: int | str = field(
+        default=0,
+        omit_empty=False,
+        description=(
+            "How many nodes may be unavailable at once (cordoned and draining while their heir is not "
+            "Ready yet), as a count or a percentage of the nodes such as 25% (rounded down), as Cluster "
+            "API's and AKS's maxUnavailable. 0 (the default): a node is cordoned only once its heir is "
+            "Ready. A node leaves the cluster only once its heir is Ready, whatever this says."
+        ),
+        schema={"default": 0},
+    )
     canary: int = field(
         default=1,
         omit_empty=False,
@@ -119,6 +131,14 @@ class NodeImageSpec(Model):
     heir_ready_timeout: str = field(
         default="10m",
         description="A new node not Ready this long after it registered fails the rollout's health gate.",
+        schema={**_DURATION_SCHEMA, "default": "10m"},
+    )
+    evicted_pods_ready_timeout: str = field(
+        default="10m",
+        description=(
+            "How long the pods evicted from a donor may take to be Running and Ready elsewhere (their "
+            "controllers' replacements) after the latest eviction; later fails the health gate."
+        ),
         schema={**_DURATION_SCHEMA, "default": "10m"},
     )
     gate_conditions: list[str] = field(
@@ -152,7 +172,7 @@ class NodeImageSpec(Model):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, path: str = "") -> Self:
         spec = super().from_dict(data, path=path)
-        for key in ("soakDuration", "heirReadyTimeout", "drainTimeout"):
+        for key in ("soakDuration", "heirReadyTimeout", "evictedPodsReadyTimeout", "drainTimeout"):
             parse_duration(child_path(path, key), str(data.get(key, "0s")))
         return spec
 
@@ -163,6 +183,10 @@ class NodeImageSpec(Model):
     @property
     def heir_ready_deadline(self) -> timedelta:
         return parse_duration("spec.heirReadyTimeout", self.heir_ready_timeout)
+
+    @property
+    def evicted_pods_ready_deadline(self) -> timedelta:
+        return parse_duration("spec.evictedPodsReadyTimeout", self.evicted_pods_ready_timeout)
 
     @property
     def drain_deadline(self) -> timedelta:

@@ -1,5 +1,6 @@
-"""ScalingGroup: one Azure VM scale set whose machines are nodes of the cluster, the NodeImage
-it follows, its role, and the bounds the cluster autoscaler may use.
+"""ScalingGroup: one Azure VM scale set (Uniform or Flexible orchestration) whose machines are
+nodes of the cluster, the NodeImage it follows, its role, and the bounds the cluster autoscaler
+may use.
 
 Constellation's ScalingGroup in our group ``nodewright.io``; ``groupID`` (constellation spells it
 ``groupId``) is the scale set's ARM resource ID, compared case-insensitively. The ScalingGroup

@@ -1,0 +1,185 @@
+"""The health gate "the pods evicted from a donor are Running and Ready elsewhere within a
+deadline" (pure): the record a drain leaves on the heir, and what it says once the pods are read.
+
+Before the reconciler evicts pods from a donor it writes (merges) them into an annotation on the
+donor's heir (``nodewright.io/evicted-pods``): the donor, when the first and the latest evictions
+were asked for, and per pod its controller (a ReplicaSet, StatefulSet, ... by kind, name and uid).
+Pods without a controller are not recorded: nothing brings them back. Written before the eviction,
+the record survives a crash between the two and outlives the donor (which leaves the cluster).
+
+A record is checked against the pods of its namespaces: per controller, each recorded pod that has
+left the donor (gone, or being deleted) must be matched by a pod of the same controller created
+since the first eviction, not on the donor, not being deleted, and Running and Ready (or
+Succeeded). All matched: ``SATISFIED`` (the record is removed once its donor is gone or no longer
+paired with this heir). Not matched ``evictedPodsReadyTimeout`` after the latest eviction:
+``OVERDUE``, which fails the rollout's health gate (``EvictedPodsNotReady``). Else ``WAITING``: the
+batch is still in flight, so the canary's soak does not start before its donor's pods are back.
+Neighbours: ``replacement`` (writes the record before evicting), ``node_image`` (reads the pods,
+checks, removes finished records), ``rollout_state`` (the gate).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from nodewright.runtime.times import format_time, parse_time
+
+__all__ = [
+    "EVICTED_PODS_ANNOTATION",
+    "EvictedPodsVerdict",
+    "EvictionCheck",
+    "EvictionRecord",
+    "check_evictions",
+    "controller_of",
+    "new_record",
+]
+
+EVICTED_PODS_ANNOTATION = "nodewright.io/evicted-pods"
+"""On a heir while the pods evicted from its donor are not yet back: the record (JSON)."""
+
+
+class EvictedPodsVerdict(enum.Enum):
+    SATISFIED = "Satisfied"
+    WAITING = "Waiting"
+    OVERDUE = "Overdue"
+
+
+def controller_of(pod: Mapping[str, Any]) -> str | None:
+    """The pod's controller as ``Kind/name/uid``, or ``None`` when nothing controls it."""
+    for owner in (pod.get("metadata") or {}).get("ownerReferences") or []:
+        if owner.get("controller"):
+            return f"{owner.get('kind', '')}/{owner.get('name', '')}/{owner.get('uid', '')}"
+    return None
+
+
+@dataclass(frozen=True)
+class EvictionRecord:
+    """The pods evicted from ``donor`` (``namespace/name`` -> controller), and when."""
+
+    donor: str
+    since: datetime
+    latest: datetime
+    pods: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, text: str | None) -> EvictionRecord | None:
+        """The record in an annotation; ``None`` when there is none or it does not parse."""
+        if not text:
+            return None
+        try:
+            data = json.loads(text)
+            since, latest = parse_time(data["since"]), parse_time(data["latest"])
+            pods = {str(key): str(value) for key, value in dict(data["pods"]).items()}
+            donor = str(data["donor"])
+        except (ValueError, TypeError, KeyError):
+            return None
+        if since is None or latest is None:
+            return None
+        return cls(donor, since, latest, pods)
+
+    def format(self) -> str:
+        data = {
+            "donor": self.donor,
+            "since": format_time(self.since),
+            "latest": format_time(self.latest),
+            "pods": dict(sorted(self.pods.items())),
+        }
+        return json.dumps(data, separators=(",", ":"))
+
+    def merged(self, pods: Mapping[str, str], now: datetime) -> EvictionRecord:
+        """This record with ``pods`` added and the latest eviction at ``now``."""
+        return replace(self, latest=now, pods={**self.pods, **pods})
+
+    @property
+    def namespaces(self) -> list[str]:
+        return sorted({key.split("/", 1)[0] for key in self.pods})
+
+
+def new_record(donor: str, pods: Mapping[str, str], now: datetime) -> EvictionRecord:
+    return EvictionRecord(donor, now, now, dict(pods))
+
+
+@dataclass(frozen=True)
+class EvictionCheck:
+    """A record's verdict; ``missing`` names the controllers still short of pods."""
+
+    heir: str
+    record: EvictionRecord
+    verdict: EvictedPodsVerdict
+    missing: Mapping[str, int] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        short = ", ".join(
+            f"{owner.rsplit('/', 1)[0]} ({count})" for owner, count in sorted(self.missing.items())
+        )
+        return f"pods evicted from {self.record.donor} not Ready elsewhere: {short}"
+
+
+def _pod_ready(pod: Mapping[str, Any]) -> bool:
+    status = pod.get("status") or {}
+    if status.get("phase") == "Succeeded":
+        return True
+    conditions = status.get("conditions") or []
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    return ready and status.get("phase") == "Running"
+
+
+def _key(pod: Mapping[str, Any]) -> str:
+    metadata = pod.get("metadata") or {}
+    return f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
+
+
+def _missing(record: EvictionRecord, pods: list[Mapping[str, Any]]) -> dict[str, int]:
+    """Per controller (namespace-qualified), how many evicted pods have no Ready replacement."""
+    on_donor = {
+        _key(p)
+        for p in pods
+        if (p.get("spec") or {}).get("nodeName") == record.donor
+        and not (p.get("metadata") or {}).get("deletionTimestamp")
+    }
+    evicted: Counter[str] = Counter()
+    for key, recorded_owner in record.pods.items():
+        if key not in on_donor:  # still on the donor: not evicted yet (refused, or a restart)
+            evicted[f"{key.split('/', 1)[0]}/{recorded_owner}"] += 1
+    since = record.since.replace(microsecond=0)
+    replacements: Counter[str] = Counter()
+    for pod in pods:
+        metadata = pod.get("metadata") or {}
+        owner = controller_of(pod)
+        created = parse_time(metadata.get("creationTimestamp"))
+        if owner is None or created is None or created < since or metadata.get("deletionTimestamp"):
+            continue
+        if (pod.get("spec") or {}).get("nodeName") != record.donor and _pod_ready(pod):
+            replacements[f"{metadata.get('namespace', '')}/{owner}"] += 1
+    return {
+        owner: count - replacements[owner] for owner, count in evicted.items() if count > replacements[owner]
+    }
+
+
+def check_evictions(
+    records: Mapping[str, EvictionRecord],
+    pods: Iterable[Mapping[str, Any]],
+    *,
+    now: datetime,
+    timeout: timedelta,
+) -> list[EvictionCheck]:
+    """Each heir's record (by heir name) checked against ``pods`` (those of the records'
+    namespaces), in heir order (see the module docstring)."""
+    listed = list(pods)
+    checks: list[EvictionCheck] = []
+    for heir, record in sorted(records.items()):
+        missing = _missing(record, listed)
+        if not missing:
+            verdict = EvictedPodsVerdict.SATISFIED
+        elif now - record.latest >= timeout:
+            verdict = EvictedPodsVerdict.OVERDUE
+        else:
+            verdict = EvictedPodsVerdict.WAITING
+        checks.append(EvictionCheck(heir, record, verdict, missing))
+    return checks
