@@ -181,6 +181,14 @@ class CloudOutcome:
     retained: Mapping[str, str] = field(default_factory=dict)
     target_gone: bool = False
     failure: Exception | None = None
+    untouched: frozenset[str] | None = None
+    """After a failure that left ``landed`` unknown: the identities the pass read on the target
+    and neither added nor removed (still there as far as anyone knows)."""
+
+    @property
+    def seen(self) -> frozenset[str] | None:
+        """What an assignment's outcome may count as on the target."""
+        return self.landed if self.landed is not None else self.untouched
 
 
 class IdentityAssignmentReconciler:
@@ -408,12 +416,17 @@ class IdentityAssignmentReconciler:
                 current=current,
                 max_per_request=self.options.max_identities_per_request,
             )
-        except IdentityUpdateIncompleteError as error:
-            landed = error.identities.user_assigned if error.identities is not None else None
-            table = self._note_rejections(key, error.rejected, landed, self.clock())
-            return dataclasses.replace(outcome, landed=landed, rejections=table, failure=error)
         except CloudError as error:
-            return dataclasses.replace(outcome, landed=None, failure=error)
+            landed: frozenset[str] | None = None
+            rejected: tuple[IdentityRejection, ...] = ()
+            if isinstance(error, IdentityUpdateIncompleteError):
+                landed = error.identities.user_assigned if error.identities is not None else None
+                rejected = error.rejected
+            table = self._note_rejections(key, rejected, landed, self.clock())
+            untouched = current.user_assigned - attempt - remove
+            return dataclasses.replace(
+                outcome, landed=landed, rejections=table, failure=error, untouched=untouched
+            )
         landed = result.identities.user_assigned
         table = self._note_rejections(key, result.rejected, landed, self.clock())
         log.info(
@@ -439,7 +452,7 @@ class IdentityAssignmentReconciler:
             outcome = assignment_outcome(
                 wanted,
                 view.target,
-                None if cloud.target_gone else cloud.landed,
+                None if cloud.target_gone else cloud.seen,
                 attempted=cloud.attempt,
                 owned=owned_by_nodewright(view.records_here, key, wanted.resource_key)
                 or (own is not None and own.target == key and own.added_by_nodewright),
