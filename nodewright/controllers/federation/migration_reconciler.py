@@ -163,6 +163,9 @@ class MigrationReconciler:
             message = f"{MIGRATION_ANNOTATION} is {value!r}; expected shadow or cutover"
             self._report(binding, Stage("False", "InvalidMigrationMode", message))
             return Result()
+        previous = get_condition((binding.get("status") or {}).get("conditions"), CONDITION_MIGRATION)
+        if mode is MigrationMode.OFF and previous is None:
+            return Result()  # never opted in (or already taken back): nothing to read or write
         selected = self._selected(binding)
         if mode is MigrationMode.OFF:
             self._undo(request.key, selected)
@@ -199,8 +202,8 @@ class MigrationReconciler:
                 unlabelled=unlabelled,
                 unowned=unowned,
             )
-        elif mode is MigrationMode.SHADOW:
-            self.owners.undo(key, selected)
+        elif mode is MigrationMode.SHADOW and _was_cut_over(binding):
+            self.owners.undo(key, selected)  # back from cutover: only then are owners read
         self._report(binding, stage)
         return self._next(key, stage)
 
@@ -282,7 +285,7 @@ class MigrationReconciler:
 
     def _undo(self, key: str, selected: list[dict[str, Any]]) -> None:
         """Take back what this binding's migration wrote: account requests and owner labels."""
-        self.owners.undo(key, selected)
+        self.owners.undo(key, selected)  # owners are read only for a binding that migrated
         for account in self.accounts.store.list():
             if _annotations(account).get(MIGRATED_BY_ANNOTATION) != key:
                 continue
@@ -345,6 +348,11 @@ class MigrationReconciler:
             retry_on_conflict(attempt)
         except errors.NotFound:
             return
+
+
+def _was_cut_over(binding: dict[str, Any]) -> bool:
+    condition = get_condition((binding.get("status") or {}).get("conditions"), CONDITION_MIGRATION) or {}
+    return condition.get("reason") in ("CutOver", "CuttingOver")
 
 
 _PROGRESS = ("Federating", "Verifying", "CuttingOver", "NoPods")

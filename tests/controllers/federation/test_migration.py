@@ -3,7 +3,9 @@ pod identity through an AzureIdentityBinding; the binding is opted in (``shadow`
 ServiceAccount federated, and a real token (TokenRequest against the API server) exchanged at the
 emulated Entra endpoint (signature checked against the API server's JWKS): Verified, with pod
 identity untouched. ``cutover`` labels the Deployment's template; kube-controller-manager rolls it
-(kwok runs the pods); the scale set's identity goes only once no pod without the label needs it."""
+(kwok runs the pods); the scale set's identity goes only once no pod without the label needs it.
+Going back to ``shadow`` takes the label off; removing the annotation withdraws the
+ServiceAccount's request and the condition."""
 
 from __future__ import annotations
 
@@ -160,3 +162,15 @@ def test_a_binding_is_federated_verified_and_cut_over_without_losing_its_identit
     [pod] = [p for p in _pods(federation) if not p["metadata"].get("deletionTimestamp")]
     assert pod["metadata"]["labels"][WORKLOAD_IDENTITY_LABEL] == "true"
     assert pod["spec"]["serviceAccountName"] == "web-sa"
+
+    _annotate(federation, "shadow")  # back: the label nodewright put on the template comes off
+    eventually(lambda: _stage(federation) == ("True", "Verified"), timeout=60, message="back to Verified")
+    template = world.client.get(DEPLOYMENT, "web", world.namespace)["spec"]["template"]
+    assert WORKLOAD_IDENTITY_LABEL not in template["metadata"]["labels"]
+    body = {"metadata": {"annotations": {MIGRATION_ANNOTATION: None}}}
+    world.client.patch(AZURE_IDENTITY_BINDING, "web-binding", body, world.namespace)
+    eventually(lambda: _stage(federation) == ("", ""), timeout=60, message="condition taken back")
+    eventually(
+        lambda: IDENTITY_ANNOTATION not in federation.annotations("web-sa"), message="request withdrawn"
+    )
+    assert MIGRATED_BY_ANNOTATION not in federation.annotations("web-sa")
