@@ -29,6 +29,10 @@ WORKLOAD_KINDS = {
 }
 
 
+_REMEMBERED = 10_000
+"""At most this many ReplicaSets' owners are remembered."""
+
+
 def _controller(obj: dict[str, Any]) -> dict[str, Any] | None:
     references = (obj.get("metadata") or {}).get("ownerReferences") or []
     return next((r for r in references if r.get("controller")), None)
@@ -66,6 +70,8 @@ class OwnerLabels:
             except errors.NotFound:
                 return None
             above = _controller(replica_set)
+            if len(self._replica_set_owners) >= _REMEMBERED:
+                self._replica_set_owners.clear()  # bounded: old ReplicaSets are gone anyway
             if above is not None and above.get("kind") == "Deployment":
                 self._replica_set_owners[uid] = Owner("Deployment", namespace, str(above["name"]))
             else:
