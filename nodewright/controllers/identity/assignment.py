@@ -19,6 +19,7 @@ Side effects: Kubernetes writes and Events, ARM calls through ``IdentityCompute`
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -234,7 +235,8 @@ class IdentityAssignmentReconciler:
         """Indexes the passes and map functions read (call before the cache starts)."""
         self.nodes.add_indexer(TARGET_INDEX, node_target_index)
         self.pods.add_indexer(NODE_NAME_INDEX, pod_node_index)
-        self.pods.add_indexer(BINDING_LABEL_INDEX, pod_binding_label_index)
+        with contextlib.suppress(ValueError):  # the same index, added first by the migration
+            self.pods.add_indexer(BINDING_LABEL_INDEX, pod_binding_label_index)
         self.assigned.add_indexer(ASSIGNED_TARGET_INDEX, assigned_target_index)
         self.assigned.add_indexer(ASSIGNED_NODE_INDEX, assigned_node_index)
         self.assigned.add_indexer(ASSIGNED_POD_INDEX, assigned_pod_index)

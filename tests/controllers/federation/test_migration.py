@@ -45,7 +45,6 @@ def _start(federation: Federation) -> None:
         "cacheSyncTimeout": 20,
         "gracefulShutdownTimeout": 5,
         "reconcilers": {
-            "identity-assignment": {"module": "nodewright.controllers.identity", "options": {"cloud": cloud}},
             "workload-identity-federation": {
                 "module": "nodewright.controllers.federation",
                 "options": {
@@ -56,6 +55,8 @@ def _start(federation: Federation) -> None:
                     "migration": {"enabled": True, "authorityHost": emulator.endpoint.split("://", 1)[1]},
                 },
             },
+            # set up second: the pods index the migration added first is shared, not added twice
+            "identity-assignment": {"module": "nodewright.controllers.identity", "options": {"cloud": cloud}},
         },
     }
     manager = Manager(parse_config(data, "test"), kubeconfig=str(world.cluster.kubeconfig))
