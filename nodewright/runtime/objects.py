@@ -8,6 +8,7 @@ client-backed ``ensure_finalizer`` and ``drop_finalizer`` patch the API server w
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from nodewright.runtime import errors
@@ -68,7 +69,7 @@ def set_controller_reference(
     return True
 
 
-def controller_of(obj: dict[str, Any]) -> dict[str, Any] | None:
+def controller_of(obj: Mapping[str, Any]) -> dict[str, Any] | None:
     """The owner reference with ``controller: true``, or None."""
     for reference in (obj.get("metadata") or {}).get("ownerReferences") or []:
         if reference.get("controller"):

@@ -16,6 +16,7 @@ from nodewright.runtime import errors
 from nodewright.runtime.client import Client
 from nodewright.runtime.kinds import Kind
 from nodewright.runtime.logs import get_logger
+from nodewright.runtime.objects import controller_of
 
 __all__ = ["WORKLOAD_KINDS", "OwnerLabels"]
 
@@ -31,11 +32,6 @@ WORKLOAD_KINDS = {
 
 _REMEMBERED = 10_000
 """At most this many ReplicaSets' owners are remembered."""
-
-
-def _controller(obj: dict[str, Any]) -> dict[str, Any] | None:
-    references = (obj.get("metadata") or {}).get("ownerReferences") or []
-    return next((r for r in references if r.get("controller")), None)
 
 
 def _pod_name(pod: dict[str, Any]) -> str:
@@ -58,7 +54,7 @@ class OwnerLabels:
 
     def owner_of(self, pod: dict[str, Any]) -> Owner | None:
         namespace = str((pod.get("metadata") or {}).get("namespace") or "")
-        reference = _controller(pod)
+        reference = controller_of(pod)
         if reference is None or reference.get("kind") not in WORKLOAD_KINDS:
             return None
         if reference["kind"] != "ReplicaSet":
@@ -69,7 +65,7 @@ class OwnerLabels:
                 replica_set = self.client.get(WORKLOAD_KINDS["ReplicaSet"], str(reference["name"]), namespace)
             except errors.NotFound:
                 return None
-            above = _controller(replica_set)
+            above = controller_of(replica_set)
             if len(self._replica_set_owners) >= _REMEMBERED:
                 self._replica_set_owners.clear()  # bounded: old ReplicaSets are gone anyway
             if above is not None and above.get("kind") == "Deployment":

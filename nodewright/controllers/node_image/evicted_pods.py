@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from nodewright.runtime.objects import controller_of as controller_reference
 from nodewright.runtime.times import format_time, parse_time
 
 __all__ = [
@@ -52,10 +53,10 @@ class EvictedPodsVerdict(enum.Enum):
 
 def controller_of(pod: Mapping[str, Any]) -> str | None:
     """The pod's controller as ``Kind/name/uid``, or ``None`` when nothing controls it."""
-    for owner in (pod.get("metadata") or {}).get("ownerReferences") or []:
-        if owner.get("controller"):
-            return f"{owner.get('kind', '')}/{owner.get('name', '')}/{owner.get('uid', '')}"
-    return None
+    owner = controller_reference(pod)
+    if owner is None:
+        return None
+    return f"{owner.get('kind', '')}/{owner.get('name', '')}/{owner.get('uid', '')}"
 
 
 @dataclass(frozen=True)

@@ -70,24 +70,31 @@ class Federation:
         raw = self.annotations(name).get(STATUS_ANNOTATION)
         return json.loads(raw) if raw else {}
 
-    def start(self, propagation: float = 1.0) -> Manager:
+    def start(
+        self, propagation: float = 1.0, *, options: dict[str, Any] | None = None, with_identity: bool = False
+    ) -> Manager:
+        """The manager with the federation reconciler (``options`` added to its own), and the
+        identity assignment reconciler set up after it when ``with_identity``."""
+        cloud = self.world.cloud_options()
+        base = {"cloud": cloud, "issuer": ISSUER, "tenantId": TENANT, "propagationDelay": propagation}
+        reconcilers: dict[str, Any] = {
+            "workload-identity-federation": {
+                "module": "nodewright.controllers.federation",
+                "options": {**base, **(options or {})},
+            }
+        }
+        if with_identity:
+            reconcilers["identity-assignment"] = {
+                "module": "nodewright.controllers.identity",
+                "options": {"cloud": cloud},
+            }
         data = {
             "metrics": {"bindAddress": "0"},
             "health": {"bindAddress": "0"},
             "leaderElection": {"enabled": False},
             "cacheSyncTimeout": 20,
             "gracefulShutdownTimeout": 5,
-            "reconcilers": {
-                "workload-identity-federation": {
-                    "module": "nodewright.controllers.federation",
-                    "options": {
-                        "cloud": self.world.cloud_options(),
-                        "issuer": ISSUER,
-                        "tenantId": TENANT,
-                        "propagationDelay": propagation,
-                    },
-                }
-            },
+            "reconcilers": reconcilers,
         }
         manager = Manager(parse_config(data, "test"), kubeconfig=str(self.world.cluster.kubeconfig))
         manager.setup_reconcilers()

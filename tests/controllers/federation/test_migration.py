@@ -24,45 +24,21 @@ from nodewright.controllers.federation.migration import (
 from nodewright.controllers.federation.owners import WORKLOAD_KINDS
 from nodewright.controllers.federation.reconciler import SERVICE_ACCOUNT
 from nodewright.controllers.identity.options import AZURE_IDENTITY_BINDING
-from nodewright.runtime.config import parse_config
 from nodewright.runtime.kinds import POD
-from nodewright.runtime.manager import Manager
 from tests.controllers.federation.helpers import ISSUER, Federation
 from tests.controllers.federation.test_token_exchange import api_server_jwks
-from tests.runtime.manager_helpers import RunningManager
 from tests.waiting import eventually
 
 DEPLOYMENT = WORKLOAD_KINDS["Deployment"]
 
 
 def _start(federation: Federation) -> None:
-    world, emulator = federation.world, federation.emulator
-    cloud = world.cloud_options()
-    data = {
-        "metrics": {"bindAddress": "0"},
-        "health": {"bindAddress": "0"},
-        "leaderElection": {"enabled": False},
-        "cacheSyncTimeout": 20,
-        "gracefulShutdownTimeout": 5,
-        "reconcilers": {
-            "workload-identity-federation": {
-                "module": "nodewright.controllers.federation",
-                "options": {
-                    "cloud": cloud,
-                    "issuer": ISSUER,
-                    "tenantId": emulator.state.tenant_id,
-                    "propagationDelay": 0.5,
-                    "migration": {"enabled": True, "authorityHost": emulator.endpoint.split("://", 1)[1]},
-                },
-            },
-            # set up second: the pods index the migration added first is shared, not added twice
-            "identity-assignment": {"module": "nodewright.controllers.identity", "options": {"cloud": cloud}},
-        },
-    }
-    manager = Manager(parse_config(data, "test"), kubeconfig=str(world.cluster.kubeconfig))
-    manager.setup_reconcilers()
-    federation.running = RunningManager(manager)
-    eventually(manager.started.is_set, timeout=30, message="manager started")
+    """Federation with the migration (tokens exchanged at the emulator's Entra endpoint), then the
+    identity reconciler: set up second, it shares the pods index the migration added first."""
+    emulator = federation.emulator
+    migration = {"enabled": True, "authorityHost": emulator.endpoint.split("://", 1)[1]}
+    options = {"tenantId": emulator.state.tenant_id, "migration": migration}
+    federation.start(propagation=0.5, options=options, with_identity=True)
 
 
 def _deploy(federation: Federation, node: str, selector: str) -> None:
