@@ -6,7 +6,8 @@ node_network_config reconciler (batch 16, buffer 50 %) and the node simulator. T
 either the pod address agent that reads NodeNetworkConfig status (consumer ``crd``) or the
 simulated Azure CNS in NodeSubnet mode (consumer ``nodesubnet``, ``devenv.cns_nodesubnet``),
 which discovers IPs from the NIC on CNS's schedule (4 s doubling to 1,024 s) and so makes pods
-wait for discovery as they would on Azure. Pods are created at 20/s up to a warm population, then
+wait for discovery as they would on Azure. Pods are placed by kube-scheduler (``--placement
+random`` binds each to a random node instead) and created at 20/s up to a warm population, then
 created and deleted at 20/s each (quick: 30 s of churn; ``--full``: 10 minutes; on a loaded
 machine the client may fall behind that rate, and "churn as run" says so).
 
@@ -18,7 +19,8 @@ Reported (a printable table):
   writes 200 at 10/s) would have answered for the recorded request times (a replay, so the
   figure holds whatever throttling the emulator models);
 - idle IPs per node (on the NIC, not used by a pod, not pending release): peak, and the peak
-  next to the configured buffer plus one batch;
+  next to the configured buffer plus one batch; and the most IPs a node held beyond the highest
+  demand it had seen (what ``release: never`` costs is the gap between the two);
 - for NodeSubnet: addresses the consumer handed out that were no longer on the NIC (must be 0)
   and IP updates it refused because an assigned IP vanished.
 
@@ -96,6 +98,9 @@ class Scenario:
     """Experimental /28 blocks (standalone VMs: uniform scale-set models carry no prefix)."""
     vms: bool = False
     """Standalone VMs instead of one uniform scale set (always with ``prefix``)."""
+    placement: str = "scheduler"
+    """``scheduler``: kube-scheduler places each pod, as in a real cluster; ``random``: the bench
+    binds each pod to a node chosen at random (a harsher, unrealistic spread)."""
 
     @property
     def buffer_ips(self) -> float:
@@ -104,13 +109,18 @@ class Scenario:
 
 @dataclass
 class IdleSampler:
-    """Samples idle IPs per node (on the NIC, unused, not pending release) every ``interval`` s."""
+    """Samples idle IPs per node (on the NIC, unused, not pending release) every ``interval`` s,
+    and how far a node's pool exceeds the highest demand (pods bound to it) it has had so far:
+    with ``release: never`` a pool may only stay above today's demand by what it kept from its
+    peak."""
 
     client: Client
     namespace: str
     interval: float = 1.0
     peak_per_node: float = 0.0
+    beyond_peak_demand: float = 0.0
     samples: list[float] = field(default_factory=list)
+    peak_demand: dict[str, int] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -134,17 +144,24 @@ class IdleSampler:
             for o in self.client.list(NODE_NETWORK_CONFIG, self.namespace).items
         ]
         used: dict[str, int] = {}
+        bound: dict[str, int] = {}
         for pod in self.client.list(POD, self.namespace).items:
+            node = str((pod.get("spec") or {}).get("nodeName") or "")
+            if node:
+                bound[node] = bound.get(node, 0) + 1
             if (pod.get("status") or {}).get("podIP"):
-                node = str((pod.get("spec") or {}).get("nodeName"))
                 used[node] = used.get(node, 0) + 1
+        for node, count in bound.items():
+            self.peak_demand[node] = max(self.peak_demand.get(node, 0), count)
         total = 0.0
         for config in configs:
             held = sum(
                 address_count(a.ip for a in c.ip_assignments) for c in config.status.network_containers
-            )
-            idle = held - len(config.spec.ips_not_in_use) - used.get(config.name, 0)
+            ) - len(config.spec.ips_not_in_use)
+            idle = held - used.get(config.name, 0)
             self.peak_per_node = max(self.peak_per_node, idle)
+            beyond = held - self.peak_demand.get(config.name, 0)
+            self.beyond_peak_demand = max(self.beyond_peak_demand, beyond)
             total += max(0, idle)
         self.samples.append(total / max(1, len(configs)))
 
@@ -176,15 +193,18 @@ def percentile(values: Sequence[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, math.ceil(fraction * len(ordered)) - 1)]
 
 
-def _pod(name: str, namespace: str, node: str) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "nodeName": node,
-            "containers": [{"name": "app", "image": "registry.invalid/app:1"}],
-            "terminationGracePeriodSeconds": 0,
-        },
+def _pod(name: str, namespace: str, *, node: str | None, owner: str) -> dict[str, Any]:
+    """A bench pod: bound to ``node``, or (None) left to kube-scheduler among the bench's nodes."""
+    spec: dict[str, Any] = {
+        "containers": [{"name": "app", "image": "registry.invalid/app:1"}],
+        "terminationGracePeriodSeconds": 0,
     }
+    if node is None:
+        spec["nodeSelector"] = {SIMULATED_LABEL: owner}
+        spec["tolerations"] = [{"operator": "Exists"}]
+    else:
+        spec["nodeName"] = node
+    return {"metadata": {"name": name, "namespace": namespace}, "spec": spec}
 
 
 def _paced(count: int, rate: float) -> Iterator[int]:
@@ -301,7 +321,8 @@ def _drive(rig: _Rig, scenario: Scenario, rng: random.Random) -> None:
 
     def create() -> str:
         name = f"p-{uuid.uuid4().hex[:10]}"
-        rig.client.create(POD, _pod(name, rig.namespace, rng.choice(rig.nodes)), rig.namespace)
+        node = rng.choice(rig.nodes) if scenario.placement == "random" else None
+        rig.client.create(POD, _pod(name, rig.namespace, node=node, owner=rig.owner), rig.namespace)
         rig.created_at[name] = time.monotonic()
         alive.append(name)
         return name
@@ -370,6 +391,7 @@ def _figures(rig: _Rig, scenario: Scenario) -> dict[str, Any]:
         "idle_peak_per_node": rig.sampler.peak_per_node,
         "idle_mean_per_node": sum(rig.sampler.samples) / max(1, len(rig.sampler.samples)),
         "idle_allowed_per_node": scenario.buffer_ips + SCALER.batch_size,
+        "held_beyond_peak_demand": rig.sampler.beyond_peak_demand,
         "consumer_errors": len(rig.consumer.errors),
     }
     if isinstance(rig.consumer, NodeSubnetConsumer):
@@ -400,7 +422,7 @@ def render(figures: dict[str, Any]) -> str:
         (
             "consumer",
             f"{scenario['consumer']} (release {scenario['release']}, "
-            f"headroom {scenario['headroom']}, {shape})",
+            f"headroom {scenario['headroom']}, {shape}, placement {scenario['placement']})",
         ),
         ("churn as run", f"{figures['churn_seconds_actual']:.0f} s"),
         (
@@ -435,6 +457,7 @@ def render(figures: dict[str, Any]) -> str:
             f"{figures['idle_peak_per_node']:.0f} / {figures['idle_mean_per_node']:.1f} / "
             f"{figures['idle_allowed_per_node']:.0f}",
         ),
+        ("IPs held beyond the node's peak demand (max)", f"{figures['held_beyond_peak_demand']:.0f}"),
     ]
     if "stale_handouts" in figures:
         rows.append(
@@ -456,6 +479,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--release", choices=("never", "idle"), default="never")
     parser.add_argument("--prefix", action="store_true", help="experimental /28 blocks (standalone VMs)")
     parser.add_argument("--vms", action="store_true", help="standalone VMs instead of a scale set")
+    parser.add_argument(
+        "--placement",
+        choices=("scheduler", "random"),
+        default="scheduler",
+        help="who places pods: kube-scheduler (default) or the bench at random",
+    )
     parser.add_argument("--kubeconfig", help="use this cluster instead of a private control plane")
     arguments = parser.parse_args(argv)
     churn = arguments.churn_seconds or CHURN_SECONDS["full" if arguments.full else "quick"]
@@ -466,6 +495,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         arguments.release,
         prefix=arguments.prefix,
         vms=arguments.vms,
+        placement=arguments.placement,
     )
     print(render(measure(scenario, arguments.kubeconfig or os.environ.get("KUBECONFIG"))))
     return 0
