@@ -22,7 +22,7 @@ from azure.mgmt.compute import ComputeManagementClient
 from azure.mgmt.compute import models as compute_models
 
 from nodewright.cloud.backoff import TargetBackoff, guarded_call
-from nodewright.cloud.errors import CloudError, IdentityRejectedError, NotFoundError
+from nodewright.cloud.errors import CloudError, IdentityRejectedError, NotFoundError, PreconditionFailedError
 from nodewright.cloud.identity_updates import (
     MAX_IDENTITIES_PER_REQUEST,
     IdentityPatch,
@@ -52,6 +52,9 @@ from nodewright.cloud.throttle import CallObserver, NullObserver
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+CONFLICT_RETRIES = 3
+"""Fresh reads after a 412 (the target changed under a PATCH) before giving up for this pass."""
 
 IdentityTarget = VirtualMachineId | ScaleSetId
 
@@ -96,12 +99,13 @@ def image_from_sdk(reference: compute_models.ImageReference | None) -> ImageRefe
     return result
 
 
-def identities_from_sdk(identity: Any) -> ResourceIdentities:
-    """Our ``ResourceIdentities`` from an SDK identity block (VM or scale set)."""
+def identities_from_sdk(identity: Any, etag: str | None = None) -> ResourceIdentities:
+    """Our ``ResourceIdentities`` from an SDK identity block (VM or scale set) and the
+    resource's etag."""
     if identity is None:
-        return ResourceIdentities.from_parts("None", ())
+        return ResourceIdentities.from_parts("None", (), etag)
     user_assigned = identity.user_assigned_identities or {}
-    return ResourceIdentities.from_parts(identity.type, user_assigned.keys())
+    return ResourceIdentities.from_parts(identity.type, user_assigned.keys(), etag)
 
 
 def _status_codes(instance_view: Any) -> list[str]:
@@ -159,35 +163,48 @@ class ComputeService:
                 lambda: self._compute.virtual_machine_scale_sets.get(target.resource_group, target.name),
                 target,
             )
-            return identities_from_sdk(scale_set.identity)
+            return identities_from_sdk(scale_set.identity, scale_set.etag)
         machine = self._call(
             "compute.get_virtual_machine",
             lambda: self._compute.virtual_machines.get(target.resource_group, target.name),
             target,
         )
-        return identities_from_sdk(machine.identity)
+        return identities_from_sdk(machine.identity, machine.etag)
 
-    def _send_identity_patch(self, target: IdentityTarget, patch: IdentityPatch) -> ResourceIdentities | None:
+    def _send_identity_patch(
+        self, target: IdentityTarget, patch: IdentityPatch, etag: str | None
+    ) -> ResourceIdentities | None:
+        """One identity PATCH, guarded by ``etag`` (If-Match) when given: a 412 means the target
+        changed since it was read, and nothing was applied."""
         body = {"identity": patch.body()}
+        condition = MatchConditions.IfNotModified if etag else None
         if isinstance(target, ScaleSetId):
             scale_set = self._call(
                 "compute.patch_scale_set_identities",
                 lambda: self._compute.virtual_machine_scale_sets.begin_update(
-                    target.resource_group, target.name, compute_models.VirtualMachineScaleSetUpdate(body)
+                    target.resource_group,
+                    target.name,
+                    compute_models.VirtualMachineScaleSetUpdate(body),
+                    etag=etag,
+                    match_condition=condition,
                 ).result(),
                 target,
                 write=True,
             )
-            return identities_from_sdk(scale_set.identity) if scale_set is not None else None
+            return identities_from_sdk(scale_set.identity, scale_set.etag) if scale_set is not None else None
         machine = self._call(
             "compute.patch_virtual_machine_identities",
             lambda: self._compute.virtual_machines.begin_update(
-                target.resource_group, target.name, compute_models.VirtualMachineUpdate(body)
+                target.resource_group,
+                target.name,
+                compute_models.VirtualMachineUpdate(body),
+                etag=etag,
+                match_condition=condition,
             ).result(),
             target,
             write=True,
         )
-        return identities_from_sdk(machine.identity) if machine is not None else None
+        return identities_from_sdk(machine.identity, machine.etag) if machine is not None else None
 
     def update_identities(
         self,
@@ -200,9 +217,11 @@ class ComputeService:
     ) -> IdentityUpdateResult:
         """Add and remove user-assigned identities on a VM or scale set; a system-assigned
         identity is kept. Side effects: GET (skipped when the caller passes the ``current``
-        identities it has just read), then PATCHes of ``identity`` only (150 entries at
-        most each, or ``max_per_request``; the delta is idempotent, so a stale ``current`` costs at
-        most a no-op entry).
+        identities it has read), then PATCHes of ``identity`` only (150 entries at most each, or
+        ``max_per_request``). Each PATCH carries the etag of the state it was planned from
+        (If-Match) when known: if the target changed since, the first PATCH raises
+        ``PreconditionFailedError`` with nothing applied, and the caller decides again from a
+        fresh read.
         An identity ARM rejects by name (LinkedAuthorizationFailed,
         FailedIdentityOperation) is dropped and the rest retried; the result lists rejections.
         Any other failure re-reads what landed and raises ``IdentityUpdateIncompleteError``.
@@ -211,8 +230,10 @@ class ComputeService:
         unwanted = {identity_id.lower() for identity_id in remove}
         self._call.check_write(target)
         with self._scale_set_locks.hold(str(target)):
+            planned_by_caller = current is not None
             if current is None:
                 current = self.get_identities(target)
+            stale_reads = 0
             excluded: set[str] = set()
             rejected: list[IdentityRejection] = []
             requests, chunk = 0, max_per_request or self.max_identities_per_request
@@ -223,29 +244,45 @@ class ComputeService:
                 patch = patches[0]
                 requests += 1
                 try:
-                    landed = self._send_identity_patch(target, patch)
+                    landed = self._send_identity_patch(target, patch, current.etag)
+                except PreconditionFailedError:
+                    stale_reads += 1
+                    if (planned_by_caller and requests == 1) or stale_reads > CONFLICT_RETRIES:
+                        raise  # nothing applied: the caller decides again from a fresh read
+                    current = self.get_identities(target)
+                    continue
                 except IdentityRejectedError as error:
-                    in_patch = {identity_id for identity_id, _ in patch.changes}
-                    named = [identity_id for identity_id in error.identity_ids if identity_id in in_patch]
-                    if not named and len(in_patch) == 1:
-                        named = list(in_patch)
-                    if not named:
-                        raise self._incomplete(target, error, rejected) from error
-                    for identity_id in named:
-                        rejected.append(IdentityRejection(identity_id, error.code or "", error.message))
-                        excluded.add(identity_id)
-                    log.warning(
-                        "Identity rejected by ARM, retrying without it: target=%s identities=%s code=%s",
-                        target,
-                        named,
-                        error.code,
-                    )
+                    excluded.update(self._set_aside(target, patch, error, rejected))
                     current = self.get_identities(target)
                     continue
                 except CloudError as error:
                     raise self._incomplete(target, error, rejected) from error
                 current = landed if landed is not None else apply_patch(current, patch)
             return IdentityUpdateResult(identities=current, rejected=tuple(rejected), requests=requests)
+
+    def _set_aside(
+        self,
+        target: IdentityTarget,
+        patch: IdentityPatch,
+        error: IdentityRejectedError,
+        rejected: list[IdentityRejection],
+    ) -> list[str]:
+        """The identities of ``patch`` that ARM refused by name (recorded in ``rejected``), to
+        retry the rest without them; raises ``IdentityUpdateIncompleteError`` when none is named."""
+        in_patch = {identity_id for identity_id, _ in patch.changes}
+        named = [identity_id for identity_id in error.identity_ids if identity_id in in_patch]
+        if not named and len(in_patch) == 1:
+            named = list(in_patch)
+        if not named:
+            raise self._incomplete(target, error, rejected) from error
+        rejected.extend(IdentityRejection(name, error.code or "", error.message) for name in named)
+        log.warning(
+            "Identity rejected by ARM, retrying without it: target=%s identities=%s code=%s",
+            target,
+            named,
+            error.code,
+        )
+        return named
 
     def _incomplete(
         self, target: IdentityTarget, error: CloudError, rejected: list[IdentityRejection]

@@ -66,18 +66,23 @@ def node_state_from_status_codes(codes: Iterable[str]) -> NodeState:
 @dataclass(frozen=True)
 class ResourceIdentities:
     """The identity block of a VM or scale set: type, system-assigned flag and the user-assigned
-    identity IDs (lowercased)."""
+    identity IDs (lowercased), and the resource's etag when it was read (not compared: two reads
+    of the same identities are equal whatever else changed on the resource)."""
 
     type: str
     system_assigned: bool
     user_assigned: frozenset[str] = frozenset()
+    etag: str | None = field(default=None, compare=False)
 
     @classmethod
-    def from_parts(cls, identity_type: str | None, user_assigned: Iterable[str]) -> ResourceIdentities:
+    def from_parts(
+        cls, identity_type: str | None, user_assigned: Iterable[str], etag: str | None = None
+    ) -> ResourceIdentities:
         identity_type = identity_type or "None"
         return cls(
             type=identity_type,
             system_assigned="systemassigned" in identity_type.replace(" ", "").lower().split(","),
+            etag=etag,
             user_assigned=frozenset(identity_id.lower() for identity_id in user_assigned),
         )
 

@@ -15,7 +15,7 @@ import pytest
 from nodewright.cloud.backoff import BackingOffError
 from nodewright.cloud.compute import IdentityUpdateIncompleteError
 from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION, ArmEmulator
-from nodewright.cloud.errors import CloudError, NotFoundError
+from nodewright.cloud.errors import CloudError, NotFoundError, PreconditionFailedError
 from nodewright.cloud.factory import Cloud
 from nodewright.cloud.models import ImageReference, NodeState
 from nodewright.cloud.resource_ids import (
@@ -99,6 +99,45 @@ def test_nothing_to_change_sends_no_patch(estate: Estate) -> None:
     )
     assert result.requests == 0
     assert estate.emulator.requests.count("VirtualMachineScaleSets.update") == 0
+
+
+def test_identity_patch_carries_the_etag_it_was_planned_from(estate: Estate) -> None:
+    """The GET's etag goes out as If-Match on the PATCH, and the result carries the new etag."""
+    scale_set_id = estate.emulator.estate.add_scale_set(GROUP, "vmss-a", subnet_id=estate.subnet_id)
+    scale_set = parse_scale_set_id(scale_set_id)
+    before = estate.cloud.compute.get_identities(scale_set)
+    assert before.etag
+
+    result = estate.cloud.compute.update_identities(scale_set, add=[estate.identity(0)], current=before)
+
+    (patch,) = estate.emulator.requests.entries("VirtualMachineScaleSets.update")
+    assert patch.if_match is not None
+    assert before.etag in patch.if_match
+    assert result.identities.etag
+    assert result.identities.etag != before.etag
+    assert estate.cloud.compute.get_identities(scale_set).etag == result.identities.etag
+
+
+def test_a_plan_from_a_stale_view_is_refused_and_nothing_applied(estate: Estate) -> None:
+    """A caller's ``current`` older than a change by someone else: 412, no identity changed, and
+    the caller gets ``PreconditionFailedError`` to decide again from a fresh read."""
+    vm_id = estate.emulator.estate.add_virtual_machine(
+        GROUP, "vm-0", subnet_id=estate.subnet_id, identity_ids=[estate.identity(0)]
+    )
+    machine = parse_machine_id(vm_id)
+    assert not isinstance(machine, ScaleSetInstanceId)
+    stale = estate.cloud.compute.get_identities(machine)
+    estate.cloud.compute.update_identities(machine, add=[estate.identity(1)])  # another writer
+
+    with pytest.raises(PreconditionFailedError):
+        estate.cloud.compute.update_identities(machine, remove=[estate.identity(0)], current=stale)
+
+    assert keys(rendered_identity(estate.emulator, vm_id)) == {
+        estate.identity(0).lower(),
+        estate.identity(1).lower(),
+    }
+    statuses = [e.status for e in estate.emulator.requests.entries("VirtualMachines.update")]
+    assert statuses == [200, 412]
 
 
 @pytest.mark.parametrize(

@@ -22,8 +22,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -32,15 +32,13 @@ from nodewright.api.aadpodidentity.v1 import (
     AzureAssignedIdentity,
     AzureIdentity,
     AzureIdentityBinding,
-    IdentityType,
 )
 from nodewright.cloud.compute import IdentityUpdateIncompleteError
-from nodewright.cloud.errors import CloudError, NotFoundError
+from nodewright.cloud.errors import CloudError, NotFoundError, PreconditionFailedError
 from nodewright.cloud.models import IdentityRejection, IdentityUpdateResult, ResourceIdentities
 from nodewright.controllers.identity.assigned_writes import AssignedIdentityWriter
 from nodewright.controllers.identity.decisions import (
     EVENT_BINDING_APPLY_ERROR,
-    AssignmentChanges,
     DesiredAssignment,
     IdentityTarget,
     NodeInfo,
@@ -49,6 +47,7 @@ from nodewright.controllers.identity.decisions import (
     kept_and_new,
 )
 from nodewright.controllers.identity.keys import IdentityWork, TargetKey, target_key
+from nodewright.controllers.identity.known_identities import KnownIdentities
 from nodewright.controllers.identity.lifecycle import NodeWait, next_wait_in, node_wait_step
 from nodewright.controllers.identity.options import (
     AZURE_ASSIGNED_IDENTITY,
@@ -56,6 +55,7 @@ from nodewright.controllers.identity.options import (
     AZURE_IDENTITY_BINDING,
     IdentityOptions,
 )
+from nodewright.controllers.identity.pass_view import CloudOutcome, TargetView
 from nodewright.controllers.identity.reading import (
     parse_assigned,
     parse_bindings,
@@ -65,7 +65,6 @@ from nodewright.controllers.identity.reading import (
 )
 from nodewright.controllers.identity.targets import (
     AssignmentRecord,
-    IdentityNeed,
     Rejection,
     assignment_outcome,
     drift_repairs,
@@ -118,7 +117,11 @@ log = get_logger(__name__)
 
 MIN_REQUEUE = 0.05
 """Seconds: the soonest a pass comes back for a retry that is already due."""
-"""Pods on nodes without an Azure target, and MIC's objects whose node is gone."""
+READS_PER_PASS = 2
+"""GETs a pass makes when the target changes between its GET and its PATCH (412) before it
+gives up and retries later."""
+REMEMBER_SECONDS = 60.0
+"""How long a target's identities (with their etag) may stand in for a GET in a pass that writes."""
 
 
 def _now() -> datetime:
@@ -139,57 +142,6 @@ class IdentityCompute(Protocol):
         current: ResourceIdentities | None = None,
         max_per_request: int | None = None,
     ) -> IdentityUpdateResult: ...
-
-
-@dataclass(frozen=True)
-class TargetView:
-    """What one pass over a target read and decided (the read step's result)."""
-
-    key: str
-    target: IdentityTarget
-    has_nodes: bool
-    desired: list[DesiredAssignment]
-    changes: AssignmentChanges
-    records_here: list[AssignmentRecord]
-    released: dict[tuple[str, str], AssignmentRecord | None]
-
-    @property
-    def needs(self) -> list[IdentityNeed]:
-        return [
-            IdentityNeed(wanted.resource_key, wanted.client_id, wanted.key)
-            for wanted in self.desired
-            if wanted.identity_type is IdentityType.USER_ASSIGNED_MSI
-        ]
-
-    @property
-    def touches_cloud(self) -> bool:
-        return bool(self.needs) or any(
-            record is not None and record.identity_type is IdentityType.USER_ASSIGNED_MSI
-            for record in self.released.values()
-        )
-
-
-@dataclass(frozen=True)
-class CloudOutcome:
-    """What the cloud step did: identities on the target after it (None: unknown), what it tried
-    to add, what it held back, ARM's refusals on this target, released identities kept (and why),
-    whether the target is gone, and the failure to raise once statuses are written."""
-
-    landed: frozenset[str] | None = frozenset()
-    attempt: frozenset[str] = frozenset()
-    held: frozenset[str] = frozenset()
-    rejections: Mapping[str, Rejection] = field(default_factory=dict)
-    retained: Mapping[str, str] = field(default_factory=dict)
-    target_gone: bool = False
-    failure: Exception | None = None
-    untouched: frozenset[str] | None = None
-    """After a failure that left ``landed`` unknown: the identities the pass read on the target
-    and neither added nor removed (still there as far as anyone knows)."""
-
-    @property
-    def seen(self) -> frozenset[str] | None:
-        """What an assignment's outcome may count as on the target."""
-        return self.landed if self.landed is not None else self.untouched
 
 
 class IdentityAssignmentReconciler:
@@ -222,6 +174,7 @@ class IdentityAssignmentReconciler:
         self._rejected_lock = threading.Lock()
         self._rejected: dict[str, dict[str, Rejection]] = {}
         self._node_waits: dict[tuple[str, str, str], NodeWait] = {}
+        self.known = KnownIdentities(max_age=REMEMBER_SECONDS, clock=time.monotonic)
         self.writer = AssignedIdentityWriter(
             client,
             self.bindings,
@@ -369,26 +322,51 @@ class IdentityAssignmentReconciler:
         return Result(requeue_after=max(MIN_REQUEUE, min(interval, retry)) if retry is not None else interval)
 
     def _update_cloud(self, view: TargetView) -> CloudOutcome:
-        """Apply step: GET the target's identities, decide the delta, record intents, then one
-        delta PATCH (fewer only when ARM refuses an identity by name)."""
-        key, now = view.key, self.clock()
-        target_gone = False
+        """Apply step: the target's identities (remembered from the last pass when this pass
+        writes, see ``known_identities``; else a GET), the delta, intents, then one delta PATCH
+        (fewer only when ARM refuses an identity by name)."""
+        remembered = self.known.fresh(view.key)
+        if remembered is not None:
+            remove, outcome = self._decide_cloud(view, remembered, target_gone=False)
+            if outcome.attempt or remove:
+                try:
+                    return self._apply_cloud(view, remembered, outcome, remove)
+                except PreconditionFailedError:
+                    self.known.forget(view.key)
+                    log.info("Found target changed since it was read, reading again", target=view.key)
+        for _ in range(READS_PER_PASS):
+            current, target_gone = self._read_cloud(view)
+            remove, outcome = self._decide_cloud(view, current, target_gone=target_gone)
+            try:
+                return self._apply_cloud(view, current, outcome, remove)
+            except PreconditionFailedError as error:  # changed between the GET and the PATCH
+                self.known.forget(view.key)
+                failed = dataclasses.replace(
+                    outcome, landed=None, failure=error, untouched=current.user_assigned
+                )
+        return failed
+
+    def _read_cloud(self, view: TargetView) -> tuple[ResourceIdentities, bool]:
+        """The target's identities from a GET (remembered), and whether the target is gone."""
         try:
             current = self.compute.get_identities(view.target)
         except NotFoundError:
-            target_gone = True
-            current = ResourceIdentities(type="None", system_assigned=False, user_assigned=frozenset())
-            log.info("Found target gone from Azure", target=key)
+            log.info("Found target gone from Azure", target=view.key)
+            self.known.forget(view.key)
+            return ResourceIdentities(type="None", system_assigned=False, user_assigned=frozenset()), True
+        self.known.remember(view.key, current)
+        return current, False
+
+    def _decide_cloud(
+        self, view: TargetView, current: ResourceIdentities, *, target_gone: bool
+    ) -> tuple[frozenset[str], CloudOutcome]:
+        """Decide step: what to add (held back by ARM's refusals) and remove, given ``current``."""
         released = [r for r in view.released.values() if r is not None]
         diff = identity_diff(current.user_assigned, view.needs, released, self.policy)
-        table = self._rejections_of(key)
-        attempt, held = identities_to_attempt(diff.to_add, table, now)
+        table = self._rejections_of(view.key)
+        attempt, held = identities_to_attempt(diff.to_add, table, self.clock())
         if target_gone:
             attempt = frozenset()
-        repairs = drift_repairs(current.user_assigned, view.records_here, key) & attempt
-        if repairs:
-            log.info("Re-added identities removed out of band", target=key, identities=sorted(repairs))
-        self.writer.write_intents(view.changes, key, attempt, view.records_here)
         outcome = CloudOutcome(
             landed=current.user_assigned,
             attempt=attempt,
@@ -397,8 +375,18 @@ class IdentityAssignmentReconciler:
             retained=diff.retained,
             target_gone=target_gone,
         )
-        if (attempt or diff.to_remove) and not target_gone:
-            return self._send(view, current, outcome, diff.to_remove)
+        return (frozenset() if target_gone else diff.to_remove), outcome
+
+    def _apply_cloud(
+        self, view: TargetView, current: ResourceIdentities, outcome: CloudOutcome, remove: frozenset[str]
+    ) -> CloudOutcome:
+        """Intents, then the PATCH when there is anything to change."""
+        repairs = drift_repairs(current.user_assigned, view.records_here, view.key) & outcome.attempt
+        if repairs:
+            log.info("Re-added identities removed out of band", target=view.key, identities=sorted(repairs))
+        self.writer.write_intents(view.changes, view.key, outcome.attempt, view.records_here)
+        if outcome.attempt or remove:
+            return self._send(view, current, outcome, remove)
         return outcome
 
     def _send(
@@ -418,7 +406,10 @@ class IdentityAssignmentReconciler:
                 current=current,
                 max_per_request=self.options.max_identities_per_request,
             )
+        except PreconditionFailedError:
+            raise
         except CloudError as error:
+            self.known.forget(key)
             landed: frozenset[str] | None = None
             rejected: tuple[IdentityRejection, ...] = ()
             if isinstance(error, IdentityUpdateIncompleteError):
@@ -430,6 +421,7 @@ class IdentityAssignmentReconciler:
                 outcome, landed=landed, rejections=table, failure=error, untouched=untouched
             )
         landed = result.identities.user_assigned
+        self.known.remember(key, result.identities)
         table = self._note_rejections(key, result.rejected, landed, self.clock())
         log.info(
             "Updated identities",

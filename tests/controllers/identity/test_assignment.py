@@ -57,6 +57,12 @@ def update_count(world: World, operation: str, since: float = 0.0) -> int:
     )
 
 
+def operations_since(world: World, mark: float) -> list[str]:
+    """The ARM operations answered since ``mark``, oldest first (an LRO's status polls and its
+    final GET follow the PATCH that started it)."""
+    return [entry.operation for entry in world.emulator.requests.entries(since=mark)]
+
+
 def test_pods_on_vm_and_scale_set_nodes_get_and_release_identities(world: World) -> None:
     """Cold start: one PATCH per target; the identity stays on the scale set while a pod on another
     of its nodes needs it, goes with the last pod; a pre-existing identity is used, never removed.
@@ -350,6 +356,42 @@ def test_identities_removed_out_of_band_are_re_added_and_foreign_ones_left_alone
     eventually(lambda: world.identities_on(scale_set) == {foreign.lower()}, message="web removed")
     time.sleep(1.5)
     assert world.identities_on(scale_set) == {foreign.lower()}, "never removes what it did not add"
+
+
+def test_a_pass_after_a_write_skips_the_get_and_a_change_in_between_is_caught(world: World) -> None:
+    """A pass that follows another plans from what the last PATCH left (no GET) and sends that
+    state's etag as If-Match; when someone else changed the scale set in between, ARM answers 412,
+    nothing of the stale plan lands, and the pass reads again and still keeps the foreign change."""
+    group = world.resource_group("mc")
+    web, api, jobs, foreign = (world.identity(group, name) for name in ("web", "api", "jobs", "foreign"))
+    scale_set = world.scale_set(group, "pool", capacity=1)
+    world.start_nodes()
+    (node,) = world.nodes_of(scale_set)
+    for name, identity_id in (("web", web), ("api", api), ("jobs", jobs)):
+        world.azure_identity(name, identity_id, world.client_id_of(identity_id))
+        world.binding(f"{name}-binding", name, name)
+    world.pod("web", node, "web")
+    world.start_manager()
+    eventually(lambda: all_assigned(world, {"web"}), message="web Assigned")
+
+    mark = time.monotonic()
+    world.pod("api", node, "api")
+    eventually(lambda: all_assigned(world, {"web", "api"}), message="api Assigned")
+    assert operations_since(world, mark)[0] == "VirtualMachineScaleSets.update", "planned from the last PATCH"
+    assert update_count(world, "VirtualMachineScaleSets.update", since=mark) == 1
+
+    cloud_for(world.emulator).compute.update_identities(parse_scale_set_id(scale_set), add=[foreign])
+    mark = time.monotonic()
+    world.pod("jobs", node, "jobs")
+    eventually(lambda: all_assigned(world, {"web", "api", "jobs"}), message="jobs Assigned")
+    assert world.identities_on(scale_set) == {i.lower() for i in (web, api, jobs, foreign)}
+    patches = world.emulator.requests.entries("VirtualMachineScaleSets.update", since=mark)
+    assert [p.status for p in patches] == [412, 200], "the stale plan refused, then sent from a fresh read"
+    assert operations_since(world, mark)[:3] == [
+        "VirtualMachineScaleSets.update",
+        "VirtualMachineScaleSets.get",
+        "VirtualMachineScaleSets.update",
+    ]
 
 
 def test_stale_client_id_is_flagged_and_the_identity_still_assigned(world: World) -> None:
