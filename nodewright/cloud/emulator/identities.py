@@ -101,9 +101,27 @@ def apply_identity(
     """
     if incoming is None:
         return current
+    requested_map = _requested_map(target_id, incoming)
+    current = current or {}
+    identity_type = _canonical_type(incoming.get("type", current.get("type", "None")))
+    kept = (current.get("userAssignedIdentities") or {}) if patch else {}
+    result_map = _merged_map(state, target_id, kept, requested_map)
+    result_map = _map_for_type(identity_type, requested_map, result_map)
+    if identity_type == "None":
+        return None
+    result: dict[str, Any] = {"type": identity_type}
+    if "SystemAssigned" in identity_type:
+        result["principalId"] = current.get("principalId") or str(uuid.uuid4())
+        result["tenantId"] = current.get("tenantId") or state.tenant_id
+    if result_map:
+        result["userAssignedIdentities"] = result_map
+    return result
+
+
+def _requested_map(target_id: str, incoming: Any) -> dict[str, Any]:
+    """The request's ``userAssignedIdentities`` map, checked for shape and the 150 limit."""
     if not isinstance(incoming, dict):
         raise ArmError.invalid_parameter("The identity must be a JSON object.", target="identity")
-    current = current or {}
     requested_map = incoming.get("userAssignedIdentities") or {}
     if not isinstance(requested_map, dict):
         raise ArmError.invalid_parameter("userAssignedIdentities must be a map.", target="identity")
@@ -114,44 +132,59 @@ def apply_identity(
             f"User Assigned Identities Number '{len(requested_map)}' Assign exceed limit "
             f"'{IDENTITY_LIMIT_PER_REQUEST}' in one request.",
         )
-    identity_type = _canonical_type(incoming.get("type", current.get("type", "None")))
-    result_map: dict[str, dict[str, str]] = (
-        {key: dict(value) for key, value in (current.get("userAssignedIdentities") or {}).items()}
-        if patch
-        else {}
-    )
+    return requested_map
+
+
+def _merged_map(
+    state: EmulatorState, target_id: str, kept: dict[str, Any], requested_map: dict[str, Any]
+) -> dict[str, dict[str, str]]:
+    """``kept`` (the current map for a PATCH, empty for a PUT) with the request's entries:
+    ``null`` removes one, anything else assigns it (IDs matched case-insensitively)."""
+    result_map = {key: dict(value) for key, value in kept.items()}
     for requested_id, value in requested_map.items():
         existing_key = next((key for key in result_map if key.lower() == requested_id.lower()), None)
-        if value is None:
-            if existing_key is not None:
-                del result_map[existing_key]
-            continue
-        identity = state.find_identity(requested_id)
-        if identity is None:
-            raise _identity_failure(
-                target_id, ErrorCode.BAD_REQUEST, f"Resource '{requested_id.lower()}' was not found."
-            )
-        if state.linked_access_denied(requested_id):
-            action = (
-                "virtualMachineScaleSets"
-                if "/virtualmachinescalesets/" in target_id.lower()
-                else "virtualMachines"
-            )
-            raise ArmError(
-                403,
-                ErrorCode.LINKED_AUTHORIZATION_FAILED,
-                f"The client '{state.tenant_id}' has permission to perform action "
-                f"'Microsoft.Compute/{action}/write' on scope '{target_id}'; however, it does not have "
-                "permission to perform action "
-                "'Microsoft.ManagedIdentity/userAssignedIdentities/assign/action' on the linked scope(s) "
-                f"'{requested_id}' or the linked scope(s) are invalid.",
-            )
         if existing_key is not None:
             del result_map[existing_key]
+        if value is None:
+            continue
+        identity = _assignable_identity(state, target_id, requested_id)
         result_map[identity.identifier] = {
             "principalId": identity.properties["principalId"],
             "clientId": identity.properties["clientId"],
         }
+    return result_map
+
+
+def _assignable_identity(state: EmulatorState, target_id: str, requested_id: str) -> Resource:
+    """The identity ``requested_id`` names, if it exists and the caller may assign it."""
+    identity = state.find_identity(requested_id)
+    if identity is None:
+        raise _identity_failure(
+            target_id, ErrorCode.BAD_REQUEST, f"Resource '{requested_id.lower()}' was not found."
+        )
+    if state.linked_access_denied(requested_id):
+        action = (
+            "virtualMachineScaleSets"
+            if "/virtualmachinescalesets/" in target_id.lower()
+            else "virtualMachines"
+        )
+        raise ArmError(
+            403,
+            ErrorCode.LINKED_AUTHORIZATION_FAILED,
+            f"The client '{state.tenant_id}' has permission to perform action "
+            f"'Microsoft.Compute/{action}/write' on scope '{target_id}'; however, it does not have "
+            "permission to perform action "
+            "'Microsoft.ManagedIdentity/userAssignedIdentities/assign/action' on the linked scope(s) "
+            f"'{requested_id}' or the linked scope(s) are invalid.",
+        )
+    return identity
+
+
+def _map_for_type(
+    identity_type: str, requested_map: dict[str, Any], result_map: dict[str, dict[str, str]]
+) -> dict[str, dict[str, str]]:
+    """The map the identity type allows: none without UserAssigned (assigning one then is an
+    error), at least one with it."""
     if "UserAssigned" not in identity_type:
         if any(value is not None for value in requested_map.values()):
             raise ArmError.invalid_parameter(
@@ -159,22 +192,14 @@ def apply_identity(
                 f"'SystemAssigned, UserAssigned', not '{identity_type}'.",
                 target="identity.userAssignedIdentities",
             )
-        result_map = {}
-    elif not result_map:
+        return {}
+    if not result_map:
         raise ArmError.invalid_parameter(
             f"The identity type '{identity_type}' requires at least one user assigned identity; use type "
             "'None' or 'SystemAssigned' to remove the last one.",
             target="identity.userAssignedIdentities",
         )
-    if identity_type == "None":
-        return None
-    result: dict[str, Any] = {"type": identity_type}
-    if "SystemAssigned" in identity_type:
-        result["principalId"] = current.get("principalId") or str(uuid.uuid4())
-        result["tenantId"] = current.get("tenantId") or state.tenant_id
-    if result_map:
-        result["userAssignedIdentities"] = result_map
-    return result
+    return result_map
 
 
 def _identity_id(request: ArmRequest) -> str:
