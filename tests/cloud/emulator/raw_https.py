@@ -22,19 +22,11 @@ class Answer:
     body: Any
 
 
-def call(
-    emulator: ArmEmulator,
-    method: str,
-    path: str,
-    body: Any = None,
-    token: str | None = None,
-    *,
-    raw: bytes | None = None,
-) -> Answer:
-    """``method`` on ``path``, sending ``body`` as JSON (or the ``raw`` bytes as they are) and
+def call(emulator: ArmEmulator, method: str, path: str, body: Any = None, token: str | None = None) -> Answer:
+    """``method`` on ``path``, sending ``body`` as JSON (bytes as they are) and
     ``Authorization: Bearer <token>`` when a token is given."""
     context = ssl.create_default_context(cafile=str(emulator.ca_file))
-    data = raw if raw is not None else None if body is None else json.dumps(body).encode()
+    data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
     request = urllib.request.Request(emulator.endpoint + path, data=data, method=method)  # noqa: S310 - https to loopback
     request.add_header("Content-Type", "application/json")
     if token is not None:

@@ -77,54 +77,28 @@ def test_limits_and_operation_duration_are_set_over_http(arm_emulator: ArmEmulat
     assert arm_emulator.state.operation_duration == 1.5
 
 
-@pytest.mark.parametrize(
-    ("request_sent", "status", "error"),
-    [
-        pytest.param(
-            ("POST", "/_emulator/faults", b"{not json"),
-            400,
-            {"code": "InvalidRequestContent", "message": "Body is not JSON."},
-            id="body not JSON",
-        ),
-        pytest.param(
-            ("POST", "/_emulator/faults", b'{"operation": "VirtualMachines.get"}'),
-            400,
-            {"code": "InvalidParameter", "message": "'kind'"},
-            id="fault without a kind",
-        ),
-        pytest.param(
-            ("POST", "/_emulator/operation-duration", b'{"seconds": "soon"}'),
-            400,
-            {"code": "InvalidParameter", "message": "could not convert string to float: 'soon'"},
-            id="duration not a number",
-        ),
-        pytest.param(
-            ("GET", "/_emulator/nothing", None),
-            404,
-            {"code": "NotFound", "message": "No admin action GET nothing."},
-            id="unknown action",
-        ),
-        pytest.param(
-            ("GET", "/_emulator/reset/", None),
-            404,
-            {"code": "NotFound", "message": "No admin action GET reset."},
-            id="known action, other method",
-        ),
-        pytest.param(
-            ("DELETE", "/_emulator/faults/7", None),
-            404,
-            {"code": "NotFound", "message": "No admin action DELETE faults/7."},
-            id="below an action",
-        ),
-    ],
-)
-def test_admin_errors(
-    arm_emulator: ArmEmulator, request_sent: tuple[str, str, bytes | None], status: int, error: dict[str, str]
-) -> None:
+REFUSALS = {
+    "body not JSON": ("POST faults", b"{not json", "400 InvalidRequestContent: Body is not JSON."),
+    "fault without a kind": ("POST faults", b'{"operation": "X.get"}', "400 InvalidParameter: 'kind'"),
+    "duration not a number": (
+        "POST operation-duration", b'{"seconds": "soon"}',
+        "400 InvalidParameter: could not convert string to float: 'soon'",
+    ),
+    "unknown action": ("GET nothing", None, "404 NotFound: No admin action GET nothing."),
+    "known action, other method": ("GET reset/", None, "404 NotFound: No admin action GET reset."),
+    "below an action": ("DELETE faults/7", None, "404 NotFound: No admin action DELETE faults/7."),
+}  # fmt: skip
+"""(method and action, body, the answer: status, error code and message)."""
+
+
+@pytest.mark.parametrize(("request_sent", "raw", "refusal"), list(REFUSALS.values()), ids=list(REFUSALS))
+def test_admin_errors(arm_emulator: ArmEmulator, request_sent: str, raw: bytes | None, refusal: str) -> None:
     """Refusals carry the ARM error shape; nothing was changed and nothing was logged."""
-    method, path, raw = request_sent
-    answer = call(arm_emulator, method, path, raw=raw)
-    assert (answer.status, answer.body) == (status, {"error": error})
+    method, action = request_sent.split()
+    answer = call(arm_emulator, method, f"/_emulator/{action}", body=raw)
+    status, error = refusal.split(" ", 1)
+    code, message = error.split(": ", 1)
+    assert (answer.status, answer.body) == (int(status), {"error": {"code": code, "message": message}})
     assert answer.headers["content-type"] == "application/json; charset=utf-8"
     assert arm_emulator.faults.active() == []
     assert arm_emulator.state.operation_duration == 0

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from azure.core.exceptions import HttpResponseError
 from azure.mgmt.compute import models
 
-from nodewright.cloud.emulator import ArmEmulator, Fault
+from nodewright.cloud.emulator import ArmEmulator, FaultKind
 from nodewright.cloud.emulator.throttling import BucketLimit, RequestLimits, Throttling
 from tests.cloud.emulator.conftest import Estate
 from tests.cloud.emulator.raw_https import call
@@ -24,136 +23,72 @@ API_VERSION = "?api-version=2024-07-01"
 MALFORMED = b'{"tags": '
 
 
-def _no_reads_left_and_a_throttle(emulator: ArmEmulator) -> Fault:
-    emulator.throttling.configure(
+FAULTS: dict[str, Callable[[ArmEmulator], object]] = {
+    "throttle": lambda emulator: emulator.faults.throttle(path="*"),
+    "compute_throttle": lambda emulator: emulator.faults.compute_throttle(path="*"),
+    "server_error": lambda emulator: emulator.faults.server_error(path="*", status=503),
+    "operation_failure": lambda emulator: emulator.faults.fail_operation(path="*"),
+    "operation_duration": lambda emulator: emulator.faults.slow_operations(5.0, path="*", times=1),
+    "no_reads_left": lambda emulator: emulator.throttling.configure(
         RequestLimits(enforce=True, buckets={**RequestLimits().buckets, "reads": BucketLimit(0, 1.0)})
-    )
-    return emulator.faults.throttle("VirtualMachines.get")
+    ),
+}
+"""What a race sets up: faults by kind, or the read bucket spent."""
+
+WON_BY_A_FAULT = {
+    "429 OperationNotAllowed": "compute_throttle",
+    "429 TooManyRequests": "throttle",
+    "503 InternalServerError": "server_error",
+}
+"""Answers that come from an injected fault: that fault is used up, every other one stays."""
+
+RACES = {
+    "unknown route > no token": ("throttle", "GET nowhere no-token", "404 NoRegisteredProviderFound"),
+    "no token > no api-version": ("throttle", "GET vm no-token no-version", "401 AuthenticationFailed"),
+    "no token > throttle": ("throttle", "GET vm no-token", "401 AuthenticationFailed"),
+    "no api-version > throttle": ("throttle", "GET vm no-version", "400 MissingApiVersionParameter"),
+    "limits > throttle": ("no_reads_left,throttle", "GET vm", "429 Number of 'read'"),
+    "compute throttle > throttle": ("throttle,compute_throttle", "GET vm", "429 OperationNotAllowed"),
+    "throttle > server error": ("server_error,throttle", "GET vm", "429 TooManyRequests"),
+    "5xx > body": ("operation_failure,server_error", "PATCH vmss not-json", "503 InternalServerError"),
+    "body > LRO": (
+        "operation_failure,operation_duration", "PATCH vmss not-json", "400 InvalidRequestContent"
+    ),
+}  # fmt: skip
+"""Which refusal wins: (what is set up, the request, what must answer: its status and error
+code or the start of its message)."""
 
 
-@dataclass(frozen=True)
-class Race:
-    """Two refusals apply to one request; ``winner`` is the ARM error code (and message start)
-    that must answer, and every injected fault left over must be unfired."""
-
-    inject: Callable[[ArmEmulator], object]
-    method: str
-    target: str  # "vm", "scale set" or "nowhere"
-    token: str | None
-    api_version: bool
-    raw: bytes | None
-    status: int
-    winner: tuple[str, str]
-    faults_left: int
-
-
-RACES = [
-    pytest.param(
-        Race(
-            lambda emulator: emulator.faults.throttle(path="*"),
-            "GET", "nowhere", None, True, None,
-            404, ("NoRegisteredProviderFound", "No registered resource provider"), 1,
-        ),
-        id="an unknown route beats no token",
-    ),
-    pytest.param(
-        Race(
-            lambda emulator: emulator.faults.throttle("VirtualMachines.get"),
-            "GET", "vm", None, False, None,
-            401, ("AuthenticationFailed", "Authentication failed."), 1,
-        ),
-        id="no token beats a missing api-version",
-    ),
-    pytest.param(
-        Race(
-            lambda emulator: emulator.faults.throttle("VirtualMachines.get"),
-            "GET", "vm", None, True, None,
-            401, ("AuthenticationFailed", "Authentication failed."), 1,
-        ),
-        id="no token beats an injected throttle",
-    ),
-    pytest.param(
-        Race(
-            lambda emulator: emulator.faults.throttle("VirtualMachines.get"),
-            "GET", "vm", "token", False, None,
-            400, ("MissingApiVersionParameter", "The api-version query parameter"), 1,
-        ),
-        id="a missing api-version beats an injected throttle",
-    ),
-    pytest.param(
-        Race(
-            _no_reads_left_and_a_throttle,
-            "GET", "vm", "token", True, None,
-            429, ("TooManyRequests", "Number of 'read' requests"), 1,
-        ),
-        id="spent limits beat an injected throttle",
-    ),
-    pytest.param(
-        Race(
-            lambda emulator: (
-                emulator.faults.compute_throttle("VirtualMachines.get"),
-                emulator.faults.throttle("VirtualMachines.get"),
-            ),
-            "GET", "vm", "token", True, None,
-            429, ("OperationNotAllowed", "The server rejected the request"), 1,
-        ),
-        id="an injected Compute throttle beats an injected throttle",
-    ),
-    pytest.param(
-        Race(
-            lambda emulator: (
-                emulator.faults.server_error("VirtualMachines.get"),
-                emulator.faults.throttle("VirtualMachines.get"),
-            ),
-            "GET", "vm", "token", True, None,
-            429, ("TooManyRequests", "The request is being throttled."), 1,
-        ),
-        id="an injected throttle beats an injected server error",
-    ),
-    pytest.param(
-        Race(
-            lambda emulator: (
-                emulator.faults.fail_operation("VirtualMachineScaleSets.update"),
-                emulator.faults.server_error("VirtualMachineScaleSets.update", status=503),
-            ),
-            "PATCH", "scale set", "token", True, MALFORMED,
-            503, ("InternalServerError", "An injected server error occurred."), 1,
-        ),
-        id="an injected server error beats a malformed body",
-    ),
-    pytest.param(
-        Race(
-            lambda emulator: (
-                emulator.faults.fail_operation("VirtualMachineScaleSets.update"),
-                emulator.faults.slow_operations(5.0, "VirtualMachineScaleSets.update", times=1),
-            ),
-            "PATCH", "scale set", "token", True, MALFORMED,
-            400, ("InvalidRequestContent", "The request content is not JSON"), 2,
-        ),
-        id="a malformed body beats the long-running operation's faults",
-    ),
-]  # fmt: skip
-
-
-@pytest.mark.parametrize("race", RACES)
+@pytest.mark.parametrize(("setup", "request_sent", "winner"), list(RACES.values()), ids=list(RACES))
 def test_the_first_refusal_wins_and_later_faults_stay(
-    arm_emulator: ArmEmulator, estate: Estate, race: Race
+    arm_emulator: ArmEmulator, estate: Estate, setup: str, request_sent: str, winner: str
 ) -> None:
-    """The earlier guard answers; the later guard's fault is neither fired nor used up; the
+    """The earlier guard answers; no injected fault of a later guard is fired or used up; the
     scale set is untouched."""
-    race.inject(arm_emulator)
+    for name in setup.split(","):
+        FAULTS[name](arm_emulator)
     before = arm_emulator.state.render(estate.scale_set_id)
-    target = {"vm": estate.vm_id, "scale set": estate.scale_set_id, "nowhere": "/subscriptions/s/nothing"}
-    path = target[race.target] + (API_VERSION if race.api_version else "")
-    answer = call(arm_emulator, race.method, path, token=race.token, raw=race.raw)
-    code, message_start = race.winner
-    assert (answer.status, answer.body["error"]["code"]) == (race.status, code)
-    assert answer.body["error"]["message"].startswith(message_start)
+    method, target, *flags = request_sent.split()
+    path = {"vm": estate.vm_id, "vmss": estate.scale_set_id, "nowhere": "/subscriptions/s/nothing"}[target]
+    answer = call(
+        arm_emulator,
+        method,
+        path + ("" if "no-version" in flags else API_VERSION),
+        token=None if "no-token" in flags else "token",
+        body=MALFORMED if "not-json" in flags else None,
+    )
+    status, expected = winner.split(" ", 1)
+    error = answer.body["error"]
+    assert answer.status == int(status)
+    assert expected in (error["code"], error["message"][: len(expected)])
     left = arm_emulator.faults.active()
-    assert len(left) == race.faults_left
+    expected_left = [name for name in setup.split(",") if name in FaultKind.__members__.values()]
+    if winner in WON_BY_A_FAULT:
+        expected_left.remove(WON_BY_A_FAULT[winner])
+    assert sorted(str(fault.kind) for fault in left) == sorted(expected_left)
     assert all(fault.fired == 0 for fault in left)
     assert arm_emulator.state.render(estate.scale_set_id) == before
-    assert [entry.status for entry in arm_emulator.requests.entries()] == [race.status]
+    assert [entry.status for entry in arm_emulator.requests.entries()] == [int(status)]
 
 
 def test_what_comes_before_the_limits_is_not_counted(arm_emulator: ArmEmulator, estate: Estate) -> None:
@@ -218,7 +153,7 @@ def test_a_malformed_body_is_a_400_in_arm_shape(arm_emulator: ArmEmulator, estat
     """A body that is not JSON: 400 InvalidRequestContent with the parser's reason, JSON content
     type and the rate-limit headers; logged with no body, and nothing written."""
     before = arm_emulator.state.render(estate.scale_set_id)
-    answer = call(arm_emulator, "PATCH", estate.scale_set_id + API_VERSION, token="token", raw=MALFORMED)
+    answer = call(arm_emulator, "PATCH", estate.scale_set_id + API_VERSION, token="token", body=MALFORMED)
     assert answer.status == 400
     assert answer.body == {
         "error": {
@@ -254,7 +189,7 @@ def test_a_body_is_parsed_once(
         return parse(document, *args, **kwargs)
 
     monkeypatch.setattr(json, "loads", counting)
-    answer = call(arm_emulator, "PATCH", estate.scale_set_id + API_VERSION, token="token", raw=sent)
+    answer = call(arm_emulator, "PATCH", estate.scale_set_id + API_VERSION, token="token", body=sent)
     assert answer.status == status
     assert len(parses) == 1
 
