@@ -20,7 +20,7 @@ from nodewright.cloud.emulator.instance_views import instance_view
 from nodewright.cloud.emulator.long_running import OperationError
 from nodewright.cloud.emulator.machine_defaults import with_disk_defaults, with_server_defaults
 from nodewright.cloud.emulator.routing import ArmRequest, ArmResponse, Router, start_operation
-from nodewright.cloud.emulator.state import EmulatorState, Resource, now_iso, resource_id
+from nodewright.cloud.emulator.state import EmulatorState, Resource, now_iso, resource_id, tracked_resource
 
 __all__ = [
     "check_image_exists",
@@ -201,14 +201,7 @@ def new_virtual_machine(
         image=image,
     )
     properties["timeCreated"] = now_iso()
-    document: dict[str, Any] = {
-        "id": arm_id,
-        "name": name,
-        "type": _VM_TYPE,
-        "location": location,
-        "tags": dict(tags or {}),
-        "properties": properties,
-    }
+    document = {**tracked_resource(arm_id, _VM_TYPE, location, tags), "properties": properties}
     if zones:
         document["zones"] = list(zones)
     if identity:
@@ -224,27 +217,15 @@ def new_virtual_machine(
 
 
 def group_name(state: EmulatorState, request: ArmRequest) -> str:
-    return state.require_resource_group(
-        request.parameters["subscriptionId"], request.parameters["resourceGroupName"]
-    ).name
+    return request.resource_group(state).name
 
 
 def _vm_id(request: ArmRequest) -> str:
-    return resource_id(
-        request.parameters["subscriptionId"],
-        request.parameters["resourceGroupName"],
-        _NAMESPACE,
-        "virtualMachines",
-        request.parameters["vmName"],
-    )
+    return request.resource_id(_NAMESPACE, "virtualMachines", request.parameters["vmName"])
 
 
 def _find_vm(state: EmulatorState, request: ArmRequest) -> Resource:
-    group = group_name(state, request)
-    machine = state.virtual_machines.get(_vm_id(request).lower())
-    if machine is None:
-        raise ArmError.resource_not_found(_VM_TYPE, request.parameters["vmName"], group)
-    return machine
+    return request.require_resource(state, state.virtual_machines, _VM_TYPE, "vmName")
 
 
 def expand_instance_view(request: ArmRequest) -> bool:
@@ -325,13 +306,9 @@ def update_vm(state: EmulatorState, request: ArmRequest) -> ArmResponse:
 
 
 def create_or_update_vm(state: EmulatorState, request: ArmRequest) -> ArmResponse:
-    group = state.require_resource_group(
-        request.parameters["subscriptionId"], request.parameters["resourceGroupName"]
-    )
+    group = request.resource_group(state)
     body = request.json_object()
-    arm_id = _vm_id(request)
-    existing = state.virtual_machines.get(arm_id.lower())
-    request.check_preconditions(existing, arm_id)
+    arm_id, existing = request.current(state.virtual_machines, _NAMESPACE, "virtualMachines", "vmName")
     if existing is not None:
         return update_machine(state, request, existing, body, patch=False)
     identity = apply_identity(state, arm_id, None, body.get("identity"), patch=False)
@@ -350,10 +327,10 @@ def create_or_update_vm(state: EmulatorState, request: ArmRequest) -> ArmRespons
         subscription=request.parameters["subscriptionId"],
         resource_group=group.name,
         name=request.parameters["vmName"],
-        location=str(body.get("location") or group.location),
+        location=request.requested_location(group.location),
         properties={**properties, "provisioningState": "Creating"},
         identity=identity,
-        tags=body.get("tags") if isinstance(body.get("tags"), dict) else None,
+        tags=request.requested_tags(),
         zones=body.get("zones") if isinstance(body.get("zones"), list) else None,
     )
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from nodewright.cloud.emulator.errors import IDENTITY_LIMIT_PER_REQUEST, ArmError, ErrorCode
 from nodewright.cloud.emulator.routing import ArmRequest, ArmResponse, Router
-from nodewright.cloud.emulator.state import EmulatorState, Resource, resource_id
+from nodewright.cloud.emulator.state import EmulatorState, Resource, resource_id, tracked_resource
 
 __all__ = ["apply_identity", "new_identity", "register"]
 
@@ -46,11 +46,7 @@ def new_identity(
         return existing
     identity = Resource(
         {
-            "id": arm_id,
-            "name": name,
-            "type": f"{_NAMESPACE}/{_TYPE}",
-            "location": location,
-            "tags": dict(tags or {}),
+            **tracked_resource(arm_id, f"{_NAMESPACE}/{_TYPE}", location, tags),
             "properties": {
                 "tenantId": state.tenant_id,
                 "principalId": str(uuid.uuid4()),
@@ -203,25 +199,11 @@ def _map_for_type(
 
 
 def _identity_id(request: ArmRequest) -> str:
-    return resource_id(
-        request.parameters["subscriptionId"],
-        request.parameters["resourceGroupName"],
-        _NAMESPACE,
-        _TYPE,
-        request.parameters["resourceName"],
-    )
+    return request.resource_id(_NAMESPACE, _TYPE, request.parameters["resourceName"])
 
 
 def _find(state: EmulatorState, request: ArmRequest) -> Resource:
-    group = state.require_resource_group(
-        request.parameters["subscriptionId"], request.parameters["resourceGroupName"]
-    )
-    identity = state.identities.get(_identity_id(request).lower())
-    if identity is None:
-        raise ArmError.resource_not_found(
-            f"{_NAMESPACE}/{_TYPE}", request.parameters["resourceName"], group.name
-        )
-    return identity
+    return request.require_resource(state, state.identities, f"{_NAMESPACE}/{_TYPE}", "resourceName")
 
 
 def get_identity(state: EmulatorState, request: ArmRequest) -> ArmResponse:
@@ -230,9 +212,7 @@ def get_identity(state: EmulatorState, request: ArmRequest) -> ArmResponse:
 
 def create_or_update_identity(state: EmulatorState, request: ArmRequest) -> ArmResponse:
     body = request.json_object()
-    group = state.require_resource_group(
-        request.parameters["subscriptionId"], request.parameters["resourceGroupName"]
-    )
+    group = request.resource_group(state)
     existing = state.identities.get(_identity_id(request).lower())
     if existing is not None:
         if isinstance(body.get("tags"), dict):
@@ -244,24 +224,20 @@ def create_or_update_identity(state: EmulatorState, request: ArmRequest) -> ArmR
         subscription=request.parameters["subscriptionId"],
         resource_group=group.name,
         name=request.parameters["resourceName"],
-        location=str(body.get("location") or group.location),
-        tags=body.get("tags") if isinstance(body.get("tags"), dict) else None,
+        location=request.requested_location(group.location),
+        tags=request.requested_tags(),
     )
     return ArmResponse(201, created.render())
 
 
 def delete_identity(state: EmulatorState, request: ArmRequest) -> ArmResponse:
-    state.require_resource_group(
-        request.parameters["subscriptionId"], request.parameters["resourceGroupName"]
-    )
+    request.resource_group(state)
     removed = state.identities.pop(_identity_id(request).lower(), None)
     return ArmResponse(200 if removed is not None else 204)
 
 
 def list_identities(state: EmulatorState, request: ArmRequest) -> ArmResponse:
-    group = state.require_resource_group(
-        request.parameters["subscriptionId"], request.parameters["resourceGroupName"]
-    )
+    group = request.resource_group(state)
     prefix = f"/subscriptions/{group.subscription}/resourcegroups/{group.name}/".lower()
     values = [identity.render() for key, identity in state.identities.items() if key.startswith(prefix)]
     return ArmResponse(200, {"value": values})

@@ -391,39 +391,26 @@ def sync_instance_addresses(state: EmulatorState, instance: Resource) -> None:
 
 
 def _group(state: EmulatorState, request: ArmRequest) -> str:
-    return state.require_resource_group(
-        request.parameters["subscriptionId"], request.parameters["resourceGroupName"]
-    ).name
+    return request.resource_group(state).name
 
 
 def _nic_id(request: ArmRequest) -> str:
-    return resource_id(
-        request.parameters["subscriptionId"],
-        request.parameters["resourceGroupName"],
-        _NAMESPACE,
-        "networkInterfaces",
-        request.parameters["networkInterfaceName"],
-    )
+    return request.resource_id(_NAMESPACE, "networkInterfaces", request.parameters["networkInterfaceName"])
 
 
 def get_network_interface(state: EmulatorState, request: ArmRequest) -> ArmResponse:
-    group = _group(state, request)
-    nic = state.network_interfaces.get(_nic_id(request).lower())
-    if nic is None:
-        raise ArmError.resource_not_found(
-            "Microsoft.Network/networkInterfaces", request.parameters["networkInterfaceName"], group
-        )
+    nic = request.require_resource(
+        state, state.network_interfaces, "Microsoft.Network/networkInterfaces", "networkInterfaceName"
+    )
     return ArmResponse.of(nic)
 
 
 def create_or_update_network_interface(state: EmulatorState, request: ArmRequest) -> ArmResponse:
-    group = state.require_resource_group(
-        request.parameters["subscriptionId"], request.parameters["resourceGroupName"]
-    )
+    group = request.resource_group(state)
     body = request.json_object()
-    arm_id = _nic_id(request)
-    existing = state.network_interfaces.get(arm_id.lower())
-    request.check_preconditions(existing, arm_id)
+    arm_id, existing = request.current(
+        state.network_interfaces, _NAMESPACE, "networkInterfaces", "networkInterfaceName"
+    )
     previous = copy.deepcopy(existing.document) if existing is not None else None
     nic = new_network_interface(state, arm_id, group.location, body, existing)
     nic.provisioning_state = "Updating"

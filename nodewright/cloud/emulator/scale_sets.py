@@ -11,6 +11,7 @@ operation finishes.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 from nodewright.cloud.emulator import network
@@ -37,7 +38,7 @@ from nodewright.cloud.emulator.scale_set_members import (
     remove_member,
     scale_to,
 )
-from nodewright.cloud.emulator.state import EmulatorState, Resource, ScaleSet, resource_id
+from nodewright.cloud.emulator.state import EmulatorState, Resource, ScaleSet
 
 __all__ = ["new_scale_set", "register", "scale_to"]
 
@@ -51,13 +52,7 @@ def _scale_set_name(request: ArmRequest) -> str:
 
 
 def _scale_set_id(request: ArmRequest) -> str:
-    return resource_id(
-        request.parameters["subscriptionId"],
-        request.parameters["resourceGroupName"],
-        _NAMESPACE,
-        "virtualMachineScaleSets",
-        _scale_set_name(request),
-    )
+    return request.resource_id(_NAMESPACE, "virtualMachineScaleSets", _scale_set_name(request))
 
 
 def _find_scale_set(state: EmulatorState, request: ArmRequest) -> ScaleSet:
@@ -171,9 +166,7 @@ def update_scale_set(state: EmulatorState, request: ArmRequest) -> ArmResponse:
 
 
 def create_or_update_scale_set(state: EmulatorState, request: ArmRequest) -> ArmResponse:
-    group = state.require_resource_group(
-        request.parameters["subscriptionId"], request.parameters["resourceGroupName"]
-    )
+    group = request.resource_group(state)
     body = request.json_object()
     arm_id = _scale_set_id(request)
     existing = state.scale_sets.get(arm_id.lower())
@@ -191,11 +184,11 @@ def create_or_update_scale_set(state: EmulatorState, request: ArmRequest) -> Arm
         subscription=request.parameters["subscriptionId"],
         resource_group=group.name,
         name=_scale_set_name(request),
-        location=str(body.get("location") or group.location),
+        location=request.requested_location(group.location),
         sku=sku,
         properties={**properties, "provisioningState": "Creating"},
         identity=identity,
-        tags=body.get("tags") if isinstance(body.get("tags"), dict) else None,
+        tags=request.requested_tags(),
     )
     if isinstance(body.get("zones"), list):
         scale_set.resource.document["zones"] = list(body["zones"])
@@ -234,16 +227,26 @@ def delete_scale_set(state: EmulatorState, request: ArmRequest) -> ArmResponse:
         del error
         scale_set.resource.provisioning_state = "Failed"
 
-    return ArmResponse(
-        202,
-        None,
-        start_compute_operation(state, request, resource_location(scale_set.resource), succeed, fail),
-    )
+    return _accepted(state, request, scale_set, succeed, fail)
 
 
 def get_scale_set_instance_view(state: EmulatorState, request: ArmRequest) -> ArmResponse:
     scale_set = _find_scale_set(state, request)
     return ArmResponse(200, scale_set_instance_view(scale_set, members(state, scale_set)))
+
+
+def _accepted(
+    state: EmulatorState,
+    request: ArmRequest,
+    scale_set: ScaleSet,
+    on_success: Callable[[], None],
+    on_failure: Callable[[OperationError], None],
+) -> ArmResponse:
+    """202 Accepted, with the headers of the long-running operation that finishes the change."""
+    headers = start_compute_operation(
+        state, request, resource_location(scale_set.resource), on_success, on_failure
+    )
+    return ArmResponse(202, None, headers)
 
 
 def _delete_members(
@@ -270,11 +273,7 @@ def _delete_members(
             member.provisioning_state = "Failed"
             member.touch()
 
-    return ArmResponse(
-        202,
-        None,
-        start_compute_operation(state, request, resource_location(scale_set.resource), succeed, fail),
-    )
+    return _accepted(state, request, scale_set, succeed, fail)
 
 
 def delete_instances(state: EmulatorState, request: ArmRequest) -> ArmResponse:
