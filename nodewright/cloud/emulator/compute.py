@@ -35,6 +35,7 @@ __all__ = [
     "register",
     "resource_location",
     "start_compute_operation",
+    "start_update",
     "update_machine",
     "writable_fields",
 ]
@@ -239,13 +240,45 @@ def resource_location(resource: Resource) -> str:
 def start_compute_operation(
     state: EmulatorState,
     request: ArmRequest,
-    location: str,
+    resource: Resource,
     on_success: Callable[[], None],
     on_failure: Callable[[OperationError], None],
 ) -> dict[str, str]:
+    """Start the Compute operation that finishes a change of ``resource`` (in its location); its headers."""
     return start_operation(
-        state, request, namespace=_NAMESPACE, location=location, on_success=on_success, on_failure=on_failure
+        state,
+        request,
+        namespace=_NAMESPACE,
+        location=resource_location(resource),
+        on_success=on_success,
+        on_failure=on_failure,
     )
+
+
+def start_update(
+    state: EmulatorState,
+    request: ArmRequest,
+    machine: Resource,
+    previous: dict[str, Any],
+    restored: Callable[[], None] = lambda: None,
+) -> dict[str, str]:
+    """Mark ``machine`` (a VM or scale-set instance, already changed) Updating and start the
+    operation that ends the update: Succeeded, or back to the ``previous`` document (then
+    ``restored``, for what follows from it) and Failed. The operation's headers."""
+    machine.provisioning_state = "Updating"
+    machine.touch()
+
+    def succeed() -> None:
+        machine.provisioning_state = "Succeeded"
+
+    def fail(error: OperationError) -> None:
+        del error
+        machine.document = previous
+        restored()
+        machine.provisioning_state = "Failed"
+        machine.touch()
+
+    return start_compute_operation(state, request, machine, succeed, fail)
 
 
 def get_vm(state: EmulatorState, request: ArmRequest) -> ArmResponse:
@@ -283,19 +316,7 @@ def update_machine(
         machine.document.pop("identity", None)
     else:
         machine.document["identity"] = identity
-    machine.provisioning_state = "Updating"
-    machine.touch()
-
-    def succeed() -> None:
-        machine.provisioning_state = "Succeeded"
-
-    def fail(error: OperationError) -> None:
-        del error
-        machine.document = previous
-        machine.provisioning_state = "Failed"
-        machine.touch()
-
-    headers = start_compute_operation(state, request, resource_location(machine), succeed, fail)
+    headers = start_update(state, request, machine, previous)
     return ArmResponse.of(machine, 200, headers)
 
 
@@ -342,7 +363,7 @@ def create_or_update_vm(state: EmulatorState, request: ArmRequest) -> ArmRespons
         machine.provisioning_state = "Failed"
         machine.touch()
 
-    headers = start_compute_operation(state, request, resource_location(machine), succeed, fail)
+    headers = start_compute_operation(state, request, machine, succeed, fail)
     return ArmResponse.of(machine, 201, headers)
 
 
@@ -374,9 +395,7 @@ def delete_vm(state: EmulatorState, request: ArmRequest) -> ArmResponse:
         if isinstance(sku, dict):
             sku["capacity"] = int(sku.get("capacity", 0)) + 1
 
-    return ArmResponse(
-        202, None, start_compute_operation(state, request, resource_location(machine), succeed, fail)
-    )
+    return ArmResponse(202, None, start_compute_operation(state, request, machine, succeed, fail))
 
 
 def register(router: Router) -> None:

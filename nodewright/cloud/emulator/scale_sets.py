@@ -11,7 +11,6 @@ operation finishes.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
 from typing import Any
 
 from nodewright.cloud.emulator import network
@@ -20,8 +19,8 @@ from nodewright.cloud.emulator.compute import (
     expand_instance_view,
     group_name,
     merge,
-    resource_location,
     start_compute_operation,
+    start_update,
     update_machine,
     writable_fields,
 )
@@ -155,7 +154,7 @@ def _update_scale_set(
         resource.provisioning_state = "Failed"
         resource.touch()
 
-    headers = start_compute_operation(state, request, resource_location(resource), succeed, fail)
+    headers = start_compute_operation(state, request, resource, succeed, fail)
     return ArmResponse.of(resource, status, headers)
 
 
@@ -207,7 +206,7 @@ def create_or_update_scale_set(state: EmulatorState, request: ArmRequest) -> Arm
         scale_set.resource.provisioning_state = "Failed"
         finish_members(state, scale_set, created, [], succeeded=False)
 
-    headers = start_compute_operation(state, request, resource_location(scale_set.resource), succeed, fail)
+    headers = start_compute_operation(state, request, scale_set.resource, succeed, fail)
     return ArmResponse.of(scale_set.resource, 201, headers)
 
 
@@ -227,26 +226,12 @@ def delete_scale_set(state: EmulatorState, request: ArmRequest) -> ArmResponse:
         del error
         scale_set.resource.provisioning_state = "Failed"
 
-    return _accepted(state, request, scale_set, succeed, fail)
+    return ArmResponse(202, None, start_compute_operation(state, request, scale_set.resource, succeed, fail))
 
 
 def get_scale_set_instance_view(state: EmulatorState, request: ArmRequest) -> ArmResponse:
     scale_set = _find_scale_set(state, request)
     return ArmResponse(200, scale_set_instance_view(scale_set, members(state, scale_set)))
-
-
-def _accepted(
-    state: EmulatorState,
-    request: ArmRequest,
-    scale_set: ScaleSet,
-    on_success: Callable[[], None],
-    on_failure: Callable[[OperationError], None],
-) -> ArmResponse:
-    """202 Accepted, with the headers of the long-running operation that finishes the change."""
-    headers = start_compute_operation(
-        state, request, resource_location(scale_set.resource), on_success, on_failure
-    )
-    return ArmResponse(202, None, headers)
 
 
 def _delete_members(
@@ -273,7 +258,7 @@ def _delete_members(
             member.provisioning_state = "Failed"
             member.touch()
 
-    return _accepted(state, request, scale_set, succeed, fail)
+    return ArmResponse(202, None, start_compute_operation(state, request, scale_set.resource, succeed, fail))
 
 
 def delete_instances(state: EmulatorState, request: ArmRequest) -> ArmResponse:
@@ -330,20 +315,9 @@ def update_instance(state: EmulatorState, request: ArmRequest) -> ArmResponse:
     except ArmError:
         member.document = previous
         raise
-    member.provisioning_state = "Updating"
-    member.touch()
-
-    def succeed() -> None:
-        member.provisioning_state = "Succeeded"
-
-    def fail(error: OperationError) -> None:
-        del error
-        member.document = previous
-        network.sync_instance_addresses(state, member)
-        member.provisioning_state = "Failed"
-        member.touch()
-
-    headers = start_compute_operation(state, request, resource_location(member), succeed, fail)
+    headers = start_update(
+        state, request, member, previous, restored=lambda: network.sync_instance_addresses(state, member)
+    )
     response_body = _render_member(state, scale_set, member, with_instance_view=False)
     return ArmResponse(200, response_body, {"ETag": member.etag, **headers})
 
