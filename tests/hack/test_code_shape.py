@@ -21,11 +21,6 @@ DATA_TABLES: frozenset[str] = frozenset()
 
 KNOWN_DEBT: frozenset[str] = frozenset(
     {
-        "nodewright/cloud/emulator/identities.py::apply_identity",
-        "nodewright/cloud/emulator/network.py::new_network_interface",
-        "nodewright/cloud/emulator/seed.py::EstateBuilder.add_scale_set",
-        "nodewright/cloud/emulator/seed.py::EstateBuilder.apply",
-        "nodewright/cloud/emulator/server.py::ArmEmulator._dispatch",
         "nodewright/controllers/identity/validation.py::validate",
         "nodewright/controllers/node_image/__init__.py::install",
         "nodewright/controllers/node_image/conditions.py::rollout_conditions",

@@ -54,9 +54,12 @@ machines are placed on its hosts in turn.
 
 Admin HTTP endpoints (no auth): ``GET|POST|DELETE /_emulator/faults`` (POST JSON such as
 ``{"kind": "throttle", "operation": "VirtualMachineScaleSets.update", "times": 2, "retry_after": 1}``;
-kinds ``throttle``, ``server_error``, ``operation_failure``, ``latency``, ``operation_duration``),
+kinds ``throttle``, ``compute_throttle``, ``server_error``, ``operation_failure``, ``latency``,
+``operation_duration``),
 ``GET|DELETE /_emulator/requests``, ``GET /_emulator/state``, ``POST /_emulator/seed`` (a seed
-document), ``POST /_emulator/reset``, ``POST /_emulator/operation-duration`` ``{"seconds": s}``.
+document), ``POST /_emulator/reset``, ``POST /_emulator/throttling`` (request limits, see
+:func:`~nodewright.cloud.emulator.throttling.limits_from_json`), ``POST
+/_emulator/operation-duration`` ``{"seconds": s}``.
 
 CLI: ``python -m nodewright.cloud.emulator --seed config/emulator/seed-sample.yaml --port 0
 --state-dir DIR`` prints the endpoint and CA path (also written to ``DIR/endpoint.json``).

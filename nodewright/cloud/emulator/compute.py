@@ -20,7 +20,7 @@ from nodewright.cloud.emulator.instance_views import instance_view
 from nodewright.cloud.emulator.long_running import OperationError
 from nodewright.cloud.emulator.machine_defaults import with_disk_defaults, with_server_defaults
 from nodewright.cloud.emulator.routing import ArmRequest, ArmResponse, Router, start_operation
-from nodewright.cloud.emulator.state import EmulatorState, Resource, now_iso, resource_id
+from nodewright.cloud.emulator.state import EmulatorState, Resource, now_iso, resource_id, tracked_resource
 
 __all__ = [
     "check_image_exists",
@@ -35,6 +35,7 @@ __all__ = [
     "register",
     "resource_location",
     "start_compute_operation",
+    "start_update",
     "update_machine",
     "writable_fields",
 ]
@@ -201,14 +202,7 @@ def new_virtual_machine(
         image=image,
     )
     properties["timeCreated"] = now_iso()
-    document: dict[str, Any] = {
-        "id": arm_id,
-        "name": name,
-        "type": _VM_TYPE,
-        "location": location,
-        "tags": dict(tags or {}),
-        "properties": properties,
-    }
+    document = {**tracked_resource(arm_id, _VM_TYPE, location, tags), "properties": properties}
     if zones:
         document["zones"] = list(zones)
     if identity:
@@ -224,27 +218,15 @@ def new_virtual_machine(
 
 
 def group_name(state: EmulatorState, request: ArmRequest) -> str:
-    return state.require_resource_group(
-        request.parameters["subscriptionId"], request.parameters["resourceGroupName"]
-    ).name
+    return request.resource_group(state).name
 
 
 def _vm_id(request: ArmRequest) -> str:
-    return resource_id(
-        request.parameters["subscriptionId"],
-        request.parameters["resourceGroupName"],
-        _NAMESPACE,
-        "virtualMachines",
-        request.parameters["vmName"],
-    )
+    return request.resource_id(_NAMESPACE, "virtualMachines", request.parameters["vmName"])
 
 
 def _find_vm(state: EmulatorState, request: ArmRequest) -> Resource:
-    group = group_name(state, request)
-    machine = state.virtual_machines.get(_vm_id(request).lower())
-    if machine is None:
-        raise ArmError.resource_not_found(_VM_TYPE, request.parameters["vmName"], group)
-    return machine
+    return request.require_resource(state, state.virtual_machines, _VM_TYPE, "vmName")
 
 
 def expand_instance_view(request: ArmRequest) -> bool:
@@ -258,13 +240,45 @@ def resource_location(resource: Resource) -> str:
 def start_compute_operation(
     state: EmulatorState,
     request: ArmRequest,
-    location: str,
+    resource: Resource,
     on_success: Callable[[], None],
     on_failure: Callable[[OperationError], None],
 ) -> dict[str, str]:
+    """Start the Compute operation that finishes a change of ``resource`` (in its location); its headers."""
     return start_operation(
-        state, request, namespace=_NAMESPACE, location=location, on_success=on_success, on_failure=on_failure
+        state,
+        request,
+        namespace=_NAMESPACE,
+        location=resource_location(resource),
+        on_success=on_success,
+        on_failure=on_failure,
     )
+
+
+def start_update(
+    state: EmulatorState,
+    request: ArmRequest,
+    machine: Resource,
+    previous: dict[str, Any],
+    restored: Callable[[], None] = lambda: None,
+) -> dict[str, str]:
+    """Mark ``machine`` (a VM or scale-set instance, already changed) Updating and start the
+    operation that ends the update: Succeeded, or back to the ``previous`` document (then
+    ``restored``, for what follows from it) and Failed. The operation's headers."""
+    machine.provisioning_state = "Updating"
+    machine.touch()
+
+    def succeed() -> None:
+        machine.provisioning_state = "Succeeded"
+
+    def fail(error: OperationError) -> None:
+        del error
+        machine.document = previous
+        restored()
+        machine.provisioning_state = "Failed"
+        machine.touch()
+
+    return start_compute_operation(state, request, machine, succeed, fail)
 
 
 def get_vm(state: EmulatorState, request: ArmRequest) -> ArmResponse:
@@ -302,19 +316,7 @@ def update_machine(
         machine.document.pop("identity", None)
     else:
         machine.document["identity"] = identity
-    machine.provisioning_state = "Updating"
-    machine.touch()
-
-    def succeed() -> None:
-        machine.provisioning_state = "Succeeded"
-
-    def fail(error: OperationError) -> None:
-        del error
-        machine.document = previous
-        machine.provisioning_state = "Failed"
-        machine.touch()
-
-    headers = start_compute_operation(state, request, resource_location(machine), succeed, fail)
+    headers = start_update(state, request, machine, previous)
     return ArmResponse.of(machine, 200, headers)
 
 
@@ -325,13 +327,9 @@ def update_vm(state: EmulatorState, request: ArmRequest) -> ArmResponse:
 
 
 def create_or_update_vm(state: EmulatorState, request: ArmRequest) -> ArmResponse:
-    group = state.require_resource_group(
-        request.parameters["subscriptionId"], request.parameters["resourceGroupName"]
-    )
+    group = request.resource_group(state)
     body = request.json_object()
-    arm_id = _vm_id(request)
-    existing = state.virtual_machines.get(arm_id.lower())
-    request.check_preconditions(existing, arm_id)
+    arm_id, existing = request.current(state.virtual_machines, _NAMESPACE, "virtualMachines", "vmName")
     if existing is not None:
         return update_machine(state, request, existing, body, patch=False)
     identity = apply_identity(state, arm_id, None, body.get("identity"), patch=False)
@@ -350,10 +348,10 @@ def create_or_update_vm(state: EmulatorState, request: ArmRequest) -> ArmRespons
         subscription=request.parameters["subscriptionId"],
         resource_group=group.name,
         name=request.parameters["vmName"],
-        location=str(body.get("location") or group.location),
+        location=request.requested_location(group.location),
         properties={**properties, "provisioningState": "Creating"},
         identity=identity,
-        tags=body.get("tags") if isinstance(body.get("tags"), dict) else None,
+        tags=request.requested_tags(),
         zones=body.get("zones") if isinstance(body.get("zones"), list) else None,
     )
 
@@ -365,7 +363,7 @@ def create_or_update_vm(state: EmulatorState, request: ArmRequest) -> ArmRespons
         machine.provisioning_state = "Failed"
         machine.touch()
 
-    headers = start_compute_operation(state, request, resource_location(machine), succeed, fail)
+    headers = start_compute_operation(state, request, machine, succeed, fail)
     return ArmResponse.of(machine, 201, headers)
 
 
@@ -397,9 +395,7 @@ def delete_vm(state: EmulatorState, request: ArmRequest) -> ArmResponse:
         if isinstance(sku, dict):
             sku["capacity"] = int(sku.get("capacity", 0)) + 1
 
-    return ArmResponse(
-        202, None, start_compute_operation(state, request, resource_location(machine), succeed, fail)
-    )
+    return ArmResponse(202, None, start_compute_operation(state, request, machine, succeed, fail))
 
 
 def register(router: Router) -> None:

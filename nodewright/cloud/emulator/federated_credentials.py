@@ -28,7 +28,7 @@ from typing import Any
 
 from nodewright.cloud.emulator.errors import ArmError, ErrorCode
 from nodewright.cloud.emulator.routing import ArmRequest, ArmResponse, Router
-from nodewright.cloud.emulator.state import EmulatorState, resource_id
+from nodewright.cloud.emulator.state import EmulatorState
 
 __all__ = [
     "CONCURRENT_WRITES_CODE",
@@ -90,20 +90,13 @@ def credentials_of(state: EmulatorState) -> CredentialStore:
 
 
 def _identity_id(request: ArmRequest) -> str:
-    parameters = request.parameters
-    return resource_id(
-        parameters["subscriptionId"],
-        parameters["resourceGroupName"],
-        "Microsoft.ManagedIdentity",
-        "userAssignedIdentities",
-        parameters["resourceName"],
+    return request.resource_id(
+        "Microsoft.ManagedIdentity", "userAssignedIdentities", request.parameters["resourceName"]
     )
 
 
 def _require_identity(state: EmulatorState, request: ArmRequest) -> str:
-    group = state.require_resource_group(
-        request.parameters["subscriptionId"], request.parameters["resourceGroupName"]
-    )
+    group = request.resource_group(state)
     identity_id = _identity_id(request)
     if state.identities.get(identity_id.lower()) is None:
         raise ArmError.resource_not_found(

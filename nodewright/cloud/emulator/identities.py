@@ -16,7 +16,7 @@ from typing import Any
 
 from nodewright.cloud.emulator.errors import IDENTITY_LIMIT_PER_REQUEST, ArmError, ErrorCode
 from nodewright.cloud.emulator.routing import ArmRequest, ArmResponse, Router
-from nodewright.cloud.emulator.state import EmulatorState, Resource, resource_id
+from nodewright.cloud.emulator.state import EmulatorState, Resource, resource_id, tracked_resource
 
 __all__ = ["apply_identity", "new_identity", "register"]
 
@@ -46,11 +46,7 @@ def new_identity(
         return existing
     identity = Resource(
         {
-            "id": arm_id,
-            "name": name,
-            "type": f"{_NAMESPACE}/{_TYPE}",
-            "location": location,
-            "tags": dict(tags or {}),
+            **tracked_resource(arm_id, f"{_NAMESPACE}/{_TYPE}", location, tags),
             "properties": {
                 "tenantId": state.tenant_id,
                 "principalId": str(uuid.uuid4()),
@@ -101,71 +97,12 @@ def apply_identity(
     """
     if incoming is None:
         return current
-    if not isinstance(incoming, dict):
-        raise ArmError.invalid_parameter("The identity must be a JSON object.", target="identity")
+    requested_map = _requested_map(target_id, incoming)
     current = current or {}
-    requested_map = incoming.get("userAssignedIdentities") or {}
-    if not isinstance(requested_map, dict):
-        raise ArmError.invalid_parameter("userAssignedIdentities must be a map.", target="identity")
-    if len(requested_map) > IDENTITY_LIMIT_PER_REQUEST:
-        raise _identity_failure(
-            target_id,
-            ErrorCode.BAD_REQUEST,
-            f"User Assigned Identities Number '{len(requested_map)}' Assign exceed limit "
-            f"'{IDENTITY_LIMIT_PER_REQUEST}' in one request.",
-        )
     identity_type = _canonical_type(incoming.get("type", current.get("type", "None")))
-    result_map: dict[str, dict[str, str]] = (
-        {key: dict(value) for key, value in (current.get("userAssignedIdentities") or {}).items()}
-        if patch
-        else {}
-    )
-    for requested_id, value in requested_map.items():
-        existing_key = next((key for key in result_map if key.lower() == requested_id.lower()), None)
-        if value is None:
-            if existing_key is not None:
-                del result_map[existing_key]
-            continue
-        identity = state.find_identity(requested_id)
-        if identity is None:
-            raise _identity_failure(
-                target_id, ErrorCode.BAD_REQUEST, f"Resource '{requested_id.lower()}' was not found."
-            )
-        if state.linked_access_denied(requested_id):
-            action = (
-                "virtualMachineScaleSets"
-                if "/virtualmachinescalesets/" in target_id.lower()
-                else "virtualMachines"
-            )
-            raise ArmError(
-                403,
-                ErrorCode.LINKED_AUTHORIZATION_FAILED,
-                f"The client '{state.tenant_id}' has permission to perform action "
-                f"'Microsoft.Compute/{action}/write' on scope '{target_id}'; however, it does not have "
-                "permission to perform action "
-                "'Microsoft.ManagedIdentity/userAssignedIdentities/assign/action' on the linked scope(s) "
-                f"'{requested_id}' or the linked scope(s) are invalid.",
-            )
-        if existing_key is not None:
-            del result_map[existing_key]
-        result_map[identity.identifier] = {
-            "principalId": identity.properties["principalId"],
-            "clientId": identity.properties["clientId"],
-        }
-    if "UserAssigned" not in identity_type:
-        if any(value is not None for value in requested_map.values()):
-            raise ArmError.invalid_parameter(
-                f"User assigned identities can only be given with identity type 'UserAssigned' or "
-                f"'SystemAssigned, UserAssigned', not '{identity_type}'.",
-                target="identity.userAssignedIdentities",
-            )
-        result_map = {}
-    elif not result_map:
-        raise ArmError.invalid_parameter(
-            f"The identity type '{identity_type}' requires at least one user assigned identity; use type "
-            "'None' or 'SystemAssigned' to remove the last one.",
-            target="identity.userAssignedIdentities",
-        )
+    kept = (current.get("userAssignedIdentities") or {}) if patch else {}
+    result_map = _merged_map(state, target_id, kept, requested_map)
+    result_map = _map_for_type(identity_type, requested_map, result_map)
     if identity_type == "None":
         return None
     result: dict[str, Any] = {"type": identity_type}
@@ -177,26 +114,96 @@ def apply_identity(
     return result
 
 
+def _requested_map(target_id: str, incoming: Any) -> dict[str, Any]:
+    """The request's ``userAssignedIdentities`` map, checked for shape and the 150 limit."""
+    if not isinstance(incoming, dict):
+        raise ArmError.invalid_parameter("The identity must be a JSON object.", target="identity")
+    requested_map = incoming.get("userAssignedIdentities") or {}
+    if not isinstance(requested_map, dict):
+        raise ArmError.invalid_parameter("userAssignedIdentities must be a map.", target="identity")
+    if len(requested_map) > IDENTITY_LIMIT_PER_REQUEST:
+        raise _identity_failure(
+            target_id,
+            ErrorCode.BAD_REQUEST,
+            f"User Assigned Identities Number '{len(requested_map)}' Assign exceed limit "
+            f"'{IDENTITY_LIMIT_PER_REQUEST}' in one request.",
+        )
+    return requested_map
+
+
+def _merged_map(
+    state: EmulatorState, target_id: str, kept: dict[str, Any], requested_map: dict[str, Any]
+) -> dict[str, dict[str, str]]:
+    """``kept`` (the current map for a PATCH, empty for a PUT) with the request's entries:
+    ``null`` removes one, anything else assigns it (IDs matched case-insensitively)."""
+    result_map = {key: dict(value) for key, value in kept.items()}
+    for requested_id, value in requested_map.items():
+        existing_key = next((key for key in result_map if key.lower() == requested_id.lower()), None)
+        if existing_key is not None:
+            del result_map[existing_key]
+        if value is None:
+            continue
+        identity = _assignable_identity(state, target_id, requested_id)
+        result_map[identity.identifier] = {
+            "principalId": identity.properties["principalId"],
+            "clientId": identity.properties["clientId"],
+        }
+    return result_map
+
+
+def _assignable_identity(state: EmulatorState, target_id: str, requested_id: str) -> Resource:
+    """The identity ``requested_id`` names, if it exists and the caller may assign it."""
+    identity = state.find_identity(requested_id)
+    if identity is None:
+        raise _identity_failure(
+            target_id, ErrorCode.BAD_REQUEST, f"Resource '{requested_id.lower()}' was not found."
+        )
+    if state.linked_access_denied(requested_id):
+        action = (
+            "virtualMachineScaleSets"
+            if "/virtualmachinescalesets/" in target_id.lower()
+            else "virtualMachines"
+        )
+        raise ArmError(
+            403,
+            ErrorCode.LINKED_AUTHORIZATION_FAILED,
+            f"The client '{state.tenant_id}' has permission to perform action "
+            f"'Microsoft.Compute/{action}/write' on scope '{target_id}'; however, it does not have "
+            "permission to perform action "
+            "'Microsoft.ManagedIdentity/userAssignedIdentities/assign/action' on the linked scope(s) "
+            f"'{requested_id}' or the linked scope(s) are invalid.",
+        )
+    return identity
+
+
+def _map_for_type(
+    identity_type: str, requested_map: dict[str, Any], result_map: dict[str, dict[str, str]]
+) -> dict[str, dict[str, str]]:
+    """The map the identity type allows: none without UserAssigned (assigning one then is an
+    error), at least one with it."""
+    if "UserAssigned" not in identity_type:
+        if any(value is not None for value in requested_map.values()):
+            raise ArmError.invalid_parameter(
+                f"User assigned identities can only be given with identity type 'UserAssigned' or "
+                f"'SystemAssigned, UserAssigned', not '{identity_type}'.",
+                target="identity.userAssignedIdentities",
+            )
+        return {}
+    if not result_map:
+        raise ArmError.invalid_parameter(
+            f"The identity type '{identity_type}' requires at least one user assigned identity; use type "
+            "'None' or 'SystemAssigned' to remove the last one.",
+            target="identity.userAssignedIdentities",
+        )
+    return result_map
+
+
 def _identity_id(request: ArmRequest) -> str:
-    return resource_id(
-        request.parameters["subscriptionId"],
-        request.parameters["resourceGroupName"],
-        _NAMESPACE,
-        _TYPE,
-        request.parameters["resourceName"],
-    )
+    return request.resource_id(_NAMESPACE, _TYPE, request.parameters["resourceName"])
 
 
 def _find(state: EmulatorState, request: ArmRequest) -> Resource:
-    group = state.require_resource_group(
-        request.parameters["subscriptionId"], request.parameters["resourceGroupName"]
-    )
-    identity = state.identities.get(_identity_id(request).lower())
-    if identity is None:
-        raise ArmError.resource_not_found(
-            f"{_NAMESPACE}/{_TYPE}", request.parameters["resourceName"], group.name
-        )
-    return identity
+    return request.require_resource(state, state.identities, f"{_NAMESPACE}/{_TYPE}", "resourceName")
 
 
 def get_identity(state: EmulatorState, request: ArmRequest) -> ArmResponse:
@@ -205,9 +212,7 @@ def get_identity(state: EmulatorState, request: ArmRequest) -> ArmResponse:
 
 def create_or_update_identity(state: EmulatorState, request: ArmRequest) -> ArmResponse:
     body = request.json_object()
-    group = state.require_resource_group(
-        request.parameters["subscriptionId"], request.parameters["resourceGroupName"]
-    )
+    group = request.resource_group(state)
     existing = state.identities.get(_identity_id(request).lower())
     if existing is not None:
         if isinstance(body.get("tags"), dict):
@@ -219,24 +224,20 @@ def create_or_update_identity(state: EmulatorState, request: ArmRequest) -> ArmR
         subscription=request.parameters["subscriptionId"],
         resource_group=group.name,
         name=request.parameters["resourceName"],
-        location=str(body.get("location") or group.location),
-        tags=body.get("tags") if isinstance(body.get("tags"), dict) else None,
+        location=request.requested_location(group.location),
+        tags=request.requested_tags(),
     )
     return ArmResponse(201, created.render())
 
 
 def delete_identity(state: EmulatorState, request: ArmRequest) -> ArmResponse:
-    state.require_resource_group(
-        request.parameters["subscriptionId"], request.parameters["resourceGroupName"]
-    )
+    request.resource_group(state)
     removed = state.identities.pop(_identity_id(request).lower(), None)
     return ArmResponse(200 if removed is not None else 204)
 
 
 def list_identities(state: EmulatorState, request: ArmRequest) -> ArmResponse:
-    group = state.require_resource_group(
-        request.parameters["subscriptionId"], request.parameters["resourceGroupName"]
-    )
+    group = request.resource_group(state)
     prefix = f"/subscriptions/{group.subscription}/resourcegroups/{group.name}/".lower()
     values = [identity.render() for key, identity in state.identities.items() if key.startswith(prefix)]
     return ArmResponse(200, {"value": values})

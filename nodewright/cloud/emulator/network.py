@@ -272,65 +272,17 @@ def new_network_interface(
     name = arm_id.rsplit("/", 1)[-1]
     properties = copy.deepcopy(body.get("properties") or {})
     configurations = properties.get("ipConfigurations") or []
-    if not isinstance(configurations, list) or not configurations:
-        raise ArmError.invalid_parameter(
-            f"Network interface {name} must have at least one IP configuration.", target="ipConfigurations"
-        )
-    _check_ip_configuration_count(name, len(configurations))
-    names = [str(configuration.get("name", "")) for configuration in configurations]
-    if any(not item for item in names) or len({item.lower() for item in names}) != len(names):
-        raise ArmError.invalid_parameter(
-            f"IP configuration names of network interface {name} must be present and unique.",
-            target="ipConfigurations",
-        )
-    if existing is not None:
-        _check_primary_kept(name, existing.properties.get("ipConfigurations") or [], set(names))
-    primaries = [c for c in configurations if (c.get("properties") or {}).get("primary")]
-    if len(primaries) > 1:
-        raise ArmError.invalid_parameter(
-            f"Network interface {name} has more than one primary IP configuration.", target="ipConfigurations"
-        )
-    if not primaries:
+    _check_ip_configurations(name, configurations, existing)
+    if not any((configuration.get("properties") or {}).get("primary") for configuration in configurations):
         configurations[0].setdefault("properties", {})["primary"] = True
     wanted = _wanted_addresses(state, arm_id, configurations)
     addresses = _allocate_all(state, wanted, f"{arm_id}/ipConfigurations/")
-    rendered_configurations = []
-    for configuration, (owner, subnet, _) in zip(configurations, wanted, strict=True):
-        configuration_properties = configuration["properties"]
-        configuration_properties.update(
-            {
-                "privateIPAddress": addresses[owner.lower()],
-                "privateIPAllocationMethod": configuration_properties.get(
-                    "privateIPAllocationMethod", "Dynamic"
-                ),
-                "privateIPAddressVersion": configuration_properties.get("privateIPAddressVersion", "IPv4"),
-                "primary": bool(configuration_properties.get("primary", False)),
-                "provisioningState": "Succeeded",
-                "subnet": {"id": subnet.resource.identifier},
-            }
-        )
-        rendered_configurations.append(
-            {
-                "id": owner,
-                "name": configuration["name"],
-                "type": "Microsoft.Network/networkInterfaces/ipConfigurations",
-                "etag": "",
-                "properties": configuration_properties,
-            }
-        )
-    old = existing.properties if existing is not None else {}
+    rendered_configurations = [
+        _rendered_ip_configuration(configuration, owner, subnet, addresses[owner.lower()])
+        for configuration, (owner, subnet, _) in zip(configurations, wanted, strict=True)
+    ]
     properties["ipConfigurations"] = rendered_configurations
-    properties["provisioningState"] = "Succeeded"
-    properties["resourceGuid"] = old.get("resourceGuid") or str(uuid.uuid4())
-    properties["macAddress"] = old.get("macAddress") or _mac_address()
-    properties.setdefault("primary", old.get("primary", True))
-    properties.setdefault("vnetEncryptionSupported", False)
-    properties.setdefault("dnsSettings", {"dnsServers": [], "appliedDnsServers": []})
-    properties.setdefault("nicType", "Standard")
-    properties.setdefault("enableAcceleratedNetworking", False)
-    properties.setdefault("enableIPForwarding", False)
-    if "virtualMachine" in old:
-        properties["virtualMachine"] = old["virtualMachine"]
+    _complete_nic_properties(properties, existing.properties if existing is not None else {})
     document = {key: value for key, value in body.items() if key not in (*_READ_ONLY, "properties")}
     document.update(
         {
@@ -351,6 +303,70 @@ def new_network_interface(
     for configuration in rendered_configurations:
         configuration["etag"] = resource.etag
     return resource
+
+
+def _check_ip_configurations(name: str, configurations: Any, existing: Resource | None) -> None:
+    """At least one IP configuration and at most the limit, named and unique, the primary one
+    kept (when replacing) and at most one marked primary."""
+    if not isinstance(configurations, list) or not configurations:
+        raise ArmError.invalid_parameter(
+            f"Network interface {name} must have at least one IP configuration.", target="ipConfigurations"
+        )
+    _check_ip_configuration_count(name, len(configurations))
+    names = [str(configuration.get("name", "")) for configuration in configurations]
+    if any(not item for item in names) or len({item.lower() for item in names}) != len(names):
+        raise ArmError.invalid_parameter(
+            f"IP configuration names of network interface {name} must be present and unique.",
+            target="ipConfigurations",
+        )
+    if existing is not None:
+        _check_primary_kept(name, existing.properties.get("ipConfigurations") or [], set(names))
+    primaries = [c for c in configurations if (c.get("properties") or {}).get("primary")]
+    if len(primaries) > 1:
+        raise ArmError.invalid_parameter(
+            f"Network interface {name} has more than one primary IP configuration.", target="ipConfigurations"
+        )
+
+
+def _rendered_ip_configuration(
+    configuration: dict[str, Any], owner: str, subnet: Subnet, address: str
+) -> dict[str, Any]:
+    """An IP configuration as the NIC stores it: its allocated address, defaults, subnet; the
+    etag is filled in once the NIC has one."""
+    configuration_properties = configuration["properties"]
+    configuration_properties.update(
+        {
+            "privateIPAddress": address,
+            "privateIPAllocationMethod": configuration_properties.get("privateIPAllocationMethod", "Dynamic"),
+            "privateIPAddressVersion": configuration_properties.get("privateIPAddressVersion", "IPv4"),
+            "primary": bool(configuration_properties.get("primary", False)),
+            "provisioningState": "Succeeded",
+            "subnet": {"id": subnet.resource.identifier},
+        }
+    )
+    return {
+        "id": owner,
+        "name": configuration["name"],
+        "type": "Microsoft.Network/networkInterfaces/ipConfigurations",
+        "etag": "",
+        "properties": configuration_properties,
+    }
+
+
+def _complete_nic_properties(properties: dict[str, Any], old: dict[str, Any]) -> None:
+    """The read-only and defaulted NIC properties: kept from ``old`` (the replaced NIC's) where
+    it has them, fresh otherwise."""
+    properties["provisioningState"] = "Succeeded"
+    properties["resourceGuid"] = old.get("resourceGuid") or str(uuid.uuid4())
+    properties["macAddress"] = old.get("macAddress") or _mac_address()
+    properties.setdefault("primary", old.get("primary", True))
+    properties.setdefault("vnetEncryptionSupported", False)
+    properties.setdefault("dnsSettings", {"dnsServers": [], "appliedDnsServers": []})
+    properties.setdefault("nicType", "Standard")
+    properties.setdefault("enableAcceleratedNetworking", False)
+    properties.setdefault("enableIPForwarding", False)
+    if "virtualMachine" in old:
+        properties["virtualMachine"] = old["virtualMachine"]
 
 
 def sync_instance_addresses(state: EmulatorState, instance: Resource) -> None:
@@ -375,39 +391,26 @@ def sync_instance_addresses(state: EmulatorState, instance: Resource) -> None:
 
 
 def _group(state: EmulatorState, request: ArmRequest) -> str:
-    return state.require_resource_group(
-        request.parameters["subscriptionId"], request.parameters["resourceGroupName"]
-    ).name
+    return request.resource_group(state).name
 
 
 def _nic_id(request: ArmRequest) -> str:
-    return resource_id(
-        request.parameters["subscriptionId"],
-        request.parameters["resourceGroupName"],
-        _NAMESPACE,
-        "networkInterfaces",
-        request.parameters["networkInterfaceName"],
-    )
+    return request.resource_id(_NAMESPACE, "networkInterfaces", request.parameters["networkInterfaceName"])
 
 
 def get_network_interface(state: EmulatorState, request: ArmRequest) -> ArmResponse:
-    group = _group(state, request)
-    nic = state.network_interfaces.get(_nic_id(request).lower())
-    if nic is None:
-        raise ArmError.resource_not_found(
-            "Microsoft.Network/networkInterfaces", request.parameters["networkInterfaceName"], group
-        )
+    nic = request.require_resource(
+        state, state.network_interfaces, "Microsoft.Network/networkInterfaces", "networkInterfaceName"
+    )
     return ArmResponse.of(nic)
 
 
 def create_or_update_network_interface(state: EmulatorState, request: ArmRequest) -> ArmResponse:
-    group = state.require_resource_group(
-        request.parameters["subscriptionId"], request.parameters["resourceGroupName"]
-    )
+    group = request.resource_group(state)
     body = request.json_object()
-    arm_id = _nic_id(request)
-    existing = state.network_interfaces.get(arm_id.lower())
-    request.check_preconditions(existing, arm_id)
+    arm_id, existing = request.current(
+        state.network_interfaces, _NAMESPACE, "networkInterfaces", "networkInterfaceName"
+    )
     previous = copy.deepcopy(existing.document) if existing is not None else None
     nic = new_network_interface(state, arm_id, group.location, body, existing)
     nic.provisioning_state = "Updating"

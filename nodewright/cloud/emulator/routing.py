@@ -16,7 +16,7 @@ from typing import Any
 
 from nodewright.cloud.emulator.errors import ArmError, ErrorCode
 from nodewright.cloud.emulator.long_running import OperationError
-from nodewright.cloud.emulator.state import EmulatorState, Resource, etag_matches
+from nodewright.cloud.emulator.state import EmulatorState, Resource, ResourceGroup, etag_matches, resource_id
 
 __all__ = ["ArmRequest", "ArmResponse", "Handler", "Route", "Router", "start_operation"]
 
@@ -44,6 +44,55 @@ class ArmRequest:
             if key.lower() == name.lower():
                 return value
         return None
+
+    def resource_group(self, state: EmulatorState) -> ResourceGroup:
+        """The resource group the path names, or 404 ResourceGroupNotFound."""
+        return state.require_resource_group(
+            self.parameters["subscriptionId"], self.parameters["resourceGroupName"]
+        )
+
+    def resource_id(self, namespace: str, resource_type: str, name: str) -> str:
+        """The ID of resource ``name`` of ``namespace/resource_type`` in the path's subscription and group."""
+        return resource_id(
+            self.parameters["subscriptionId"],
+            self.parameters["resourceGroupName"],
+            namespace,
+            resource_type,
+            name,
+        )
+
+    def require_resource(
+        self, state: EmulatorState, resources: dict[str, Resource], resource_type: str, name_parameter: str
+    ) -> Resource:
+        """The resource of ``resource_type`` (``namespace/type``) that the path names by its
+        ``name_parameter``, from ``resources`` (keyed by lower-case ID); 404 ResourceGroupNotFound
+        or ResourceNotFound otherwise."""
+        group = self.resource_group(state)
+        namespace, type_name = resource_type.split("/", 1)
+        name = self.parameters[name_parameter]
+        found = resources.get(self.resource_id(namespace, type_name, name).lower())
+        if found is None:
+            raise ArmError.resource_not_found(resource_type, name, group.name)
+        return found
+
+    def current(
+        self, resources: dict[str, Resource], namespace: str, resource_type: str, name_parameter: str
+    ) -> tuple[str, Resource | None]:
+        """For a write: the ID the path names (by its ``name_parameter``) and the resource there
+        now (None when absent), once If-Match / If-None-Match hold (412 otherwise)."""
+        arm_id = self.resource_id(namespace, resource_type, self.parameters[name_parameter])
+        existing = resources.get(arm_id.lower())
+        self.check_preconditions(existing, arm_id)
+        return arm_id, existing
+
+    def requested_location(self, default: str) -> str:
+        """The body's ``location``, or ``default`` when it names none."""
+        return str(self.json_object().get("location") or default)
+
+    def requested_tags(self) -> dict[str, str] | None:
+        """The body's ``tags`` when they are an object, else None."""
+        tags = self.json_object().get("tags")
+        return tags if isinstance(tags, dict) else None
 
     def json_object(self) -> dict[str, Any]:
         """The body as a JSON object, or 400 InvalidRequestContent."""

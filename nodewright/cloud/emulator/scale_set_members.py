@@ -18,7 +18,7 @@ from nodewright.cloud.emulator.compute import computer_name, new_virtual_machine
 from nodewright.cloud.emulator.errors import ArmError
 from nodewright.cloud.emulator.extensions import model_extensions
 from nodewright.cloud.emulator.machine_defaults import with_disk_defaults, with_server_defaults
-from nodewright.cloud.emulator.state import EmulatorState, Resource, ScaleSet, resource_id
+from nodewright.cloud.emulator.state import EmulatorState, Resource, ScaleSet, resource_id, tracked_resource
 
 __all__ = [
     "finish_members",
@@ -64,12 +64,8 @@ def new_scale_set(
         properties.setdefault("upgradePolicy", {"mode": "Manual"})
         properties.setdefault("overprovision", False)
         properties.setdefault("singlePlacementGroup", True)
-    document: dict[str, Any] = {
-        "id": arm_id,
-        "name": name,
-        "type": _SCALE_SET_TYPE,
-        "location": location,
-        "tags": dict(tags or {}),
+    document = {
+        **tracked_resource(arm_id, _SCALE_SET_TYPE, location, tags),
         "sku": {"name": "Standard_D4s_v5", "tier": "Standard", "capacity": 0, **sku},
         "properties": properties,
     }

@@ -138,9 +138,7 @@ def instance_network_interfaces(
 
 
 def _scale_set_instance(state: EmulatorState, request: ArmRequest) -> tuple[ScaleSet, Resource]:
-    group = state.require_resource_group(
-        request.parameters["subscriptionId"], request.parameters["resourceGroupName"]
-    ).name
+    group = request.resource_group(state).name
     scale_set_name = request.parameters["virtualMachineScaleSetName"]
     arm_id = resource_id(
         request.parameters["subscriptionId"],

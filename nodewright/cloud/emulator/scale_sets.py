@@ -19,8 +19,8 @@ from nodewright.cloud.emulator.compute import (
     expand_instance_view,
     group_name,
     merge,
-    resource_location,
     start_compute_operation,
+    start_update,
     update_machine,
     writable_fields,
 )
@@ -37,7 +37,7 @@ from nodewright.cloud.emulator.scale_set_members import (
     remove_member,
     scale_to,
 )
-from nodewright.cloud.emulator.state import EmulatorState, Resource, ScaleSet, resource_id
+from nodewright.cloud.emulator.state import EmulatorState, Resource, ScaleSet
 
 __all__ = ["new_scale_set", "register", "scale_to"]
 
@@ -51,13 +51,7 @@ def _scale_set_name(request: ArmRequest) -> str:
 
 
 def _scale_set_id(request: ArmRequest) -> str:
-    return resource_id(
-        request.parameters["subscriptionId"],
-        request.parameters["resourceGroupName"],
-        _NAMESPACE,
-        "virtualMachineScaleSets",
-        _scale_set_name(request),
-    )
+    return request.resource_id(_NAMESPACE, "virtualMachineScaleSets", _scale_set_name(request))
 
 
 def _find_scale_set(state: EmulatorState, request: ArmRequest) -> ScaleSet:
@@ -160,7 +154,7 @@ def _update_scale_set(
         resource.provisioning_state = "Failed"
         resource.touch()
 
-    headers = start_compute_operation(state, request, resource_location(resource), succeed, fail)
+    headers = start_compute_operation(state, request, resource, succeed, fail)
     return ArmResponse.of(resource, status, headers)
 
 
@@ -171,9 +165,7 @@ def update_scale_set(state: EmulatorState, request: ArmRequest) -> ArmResponse:
 
 
 def create_or_update_scale_set(state: EmulatorState, request: ArmRequest) -> ArmResponse:
-    group = state.require_resource_group(
-        request.parameters["subscriptionId"], request.parameters["resourceGroupName"]
-    )
+    group = request.resource_group(state)
     body = request.json_object()
     arm_id = _scale_set_id(request)
     existing = state.scale_sets.get(arm_id.lower())
@@ -191,11 +183,11 @@ def create_or_update_scale_set(state: EmulatorState, request: ArmRequest) -> Arm
         subscription=request.parameters["subscriptionId"],
         resource_group=group.name,
         name=_scale_set_name(request),
-        location=str(body.get("location") or group.location),
+        location=request.requested_location(group.location),
         sku=sku,
         properties={**properties, "provisioningState": "Creating"},
         identity=identity,
-        tags=body.get("tags") if isinstance(body.get("tags"), dict) else None,
+        tags=request.requested_tags(),
     )
     if isinstance(body.get("zones"), list):
         scale_set.resource.document["zones"] = list(body["zones"])
@@ -214,7 +206,7 @@ def create_or_update_scale_set(state: EmulatorState, request: ArmRequest) -> Arm
         scale_set.resource.provisioning_state = "Failed"
         finish_members(state, scale_set, created, [], succeeded=False)
 
-    headers = start_compute_operation(state, request, resource_location(scale_set.resource), succeed, fail)
+    headers = start_compute_operation(state, request, scale_set.resource, succeed, fail)
     return ArmResponse.of(scale_set.resource, 201, headers)
 
 
@@ -234,11 +226,7 @@ def delete_scale_set(state: EmulatorState, request: ArmRequest) -> ArmResponse:
         del error
         scale_set.resource.provisioning_state = "Failed"
 
-    return ArmResponse(
-        202,
-        None,
-        start_compute_operation(state, request, resource_location(scale_set.resource), succeed, fail),
-    )
+    return ArmResponse(202, None, start_compute_operation(state, request, scale_set.resource, succeed, fail))
 
 
 def get_scale_set_instance_view(state: EmulatorState, request: ArmRequest) -> ArmResponse:
@@ -270,11 +258,7 @@ def _delete_members(
             member.provisioning_state = "Failed"
             member.touch()
 
-    return ArmResponse(
-        202,
-        None,
-        start_compute_operation(state, request, resource_location(scale_set.resource), succeed, fail),
-    )
+    return ArmResponse(202, None, start_compute_operation(state, request, scale_set.resource, succeed, fail))
 
 
 def delete_instances(state: EmulatorState, request: ArmRequest) -> ArmResponse:
@@ -331,20 +315,9 @@ def update_instance(state: EmulatorState, request: ArmRequest) -> ArmResponse:
     except ArmError:
         member.document = previous
         raise
-    member.provisioning_state = "Updating"
-    member.touch()
-
-    def succeed() -> None:
-        member.provisioning_state = "Succeeded"
-
-    def fail(error: OperationError) -> None:
-        del error
-        member.document = previous
-        network.sync_instance_addresses(state, member)
-        member.provisioning_state = "Failed"
-        member.touch()
-
-    headers = start_compute_operation(state, request, resource_location(member), succeed, fail)
+    headers = start_update(
+        state, request, member, previous, restored=lambda: network.sync_instance_addresses(state, member)
+    )
     response_body = _render_member(state, scale_set, member, with_instance_view=False)
     return ArmResponse(200, response_body, {"ETag": member.etag, **headers})
 

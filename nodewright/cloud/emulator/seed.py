@@ -47,7 +47,13 @@ import yaml
 
 from nodewright.cloud.emulator import compute, extensions, identities, network, scale_sets
 from nodewright.cloud.emulator.images import ImageFacts, MarketplaceImage
-from nodewright.cloud.emulator.state import DEFAULT_LOCATION, DEFAULT_SUBSCRIPTION, EmulatorState, resource_id
+from nodewright.cloud.emulator.state import (
+    DEFAULT_LOCATION,
+    DEFAULT_SUBSCRIPTION,
+    EmulatorState,
+    ScaleSet,
+    resource_id,
+)
 
 __all__ = ["DEFAULT_IMAGE", "EstateBuilder", "load_seed_file"]
 
@@ -294,40 +300,60 @@ class EstateBuilder:
                 sku={"name": vm_size, "tier": "Standard"},
                 properties={
                     "orchestrationMode": "Flexible" if flexible else "Uniform",
-                    "virtualMachineProfile": {
-                        "osProfile": {
-                            "computerNamePrefix": computer_name_prefix or name,
-                            "adminUsername": "azureuser",
-                        },
-                        "storageProfile": {
-                            "imageReference": dict(image or DEFAULT_IMAGE),
-                            "osDisk": {"osType": "Linux", "createOption": "FromImage", "caching": "ReadOnly"},
-                        },
-                        "networkProfile": {
-                            "networkInterfaceConfigurations": [
-                                {
-                                    "name": f"{name}-nic",
-                                    "properties": {
-                                        "primary": True,
-                                        "ipConfigurations": self._ip_configurations(
-                                            subnet_id, secondary_ip_configurations, address_version=True
-                                        ),
-                                    },
-                                }
-                            ]
-                        },
-                    },
+                    "virtualMachineProfile": self._machine_profile(
+                        name,
+                        subnet_id=subnet_id,
+                        image=image,
+                        computer_name_prefix=computer_name_prefix,
+                        secondary_ip_configurations=secondary_ip_configurations,
+                    ),
                 },
                 identity=self._identity_block(scale_set_id, identity_ids or [], system_assigned),
             )
-            try:
-                created, _ = scale_sets.scale_to(self.state, scale_set, capacity)
-            except Exception:
-                del self.state.scale_sets[scale_set_id.lower()]
-                raise
-            for member in created:
-                member.provisioning_state = "Succeeded"
+            self._fill(scale_set, capacity)
             return scale_set.resource.identifier
+
+    def _machine_profile(
+        self,
+        name: str,
+        *,
+        subnet_id: str,
+        image: dict[str, str] | None,
+        computer_name_prefix: str | None,
+        secondary_ip_configurations: int,
+    ) -> dict[str, Any]:
+        """A scale set's ``virtualMachineProfile``: Linux from ``image``, one NIC ``<name>-nic``."""
+        return {
+            "osProfile": {"computerNamePrefix": computer_name_prefix or name, "adminUsername": "azureuser"},
+            "storageProfile": {
+                "imageReference": dict(image or DEFAULT_IMAGE),
+                "osDisk": {"osType": "Linux", "createOption": "FromImage", "caching": "ReadOnly"},
+            },
+            "networkProfile": {
+                "networkInterfaceConfigurations": [
+                    {
+                        "name": f"{name}-nic",
+                        "properties": {
+                            "primary": True,
+                            "ipConfigurations": self._ip_configurations(
+                                subnet_id, secondary_ip_configurations, address_version=True
+                            ),
+                        },
+                    }
+                ]
+            },
+        }
+
+    def _fill(self, scale_set: ScaleSet, capacity: int) -> None:
+        """Add ``capacity`` running instances; a failure (a full subnet) removes the scale set.
+        Call under the state lock."""
+        try:
+            created, _ = scale_sets.scale_to(self.state, scale_set, capacity)
+        except Exception:
+            del self.state.scale_sets[scale_set.resource.identifier.lower()]
+            raise
+        for member in created:
+            member.provisioning_state = "Succeeded"
 
     def add_extension(
         self, machine_id: str, name: str, properties: dict[str, Any], *, tags: dict[str, str] | None = None
@@ -381,57 +407,69 @@ class EstateBuilder:
             self.add_resource_group(
                 group_name, location=str(group.get("location") or default_location), subscription=subscription
             )
-            for vnet in group.get("virtualNetworks") or []:
-                self.add_virtual_network(
-                    group_name,
-                    str(vnet["name"]),
-                    address_prefixes=list(vnet.get("addressPrefixes") or ["10.0.0.0/8"]),
-                    subnets={str(s["name"]): str(s["addressPrefix"]) for s in vnet.get("subnets") or []},
-                    subscription=subscription,
-                )
-            for identity in group.get("identities") or []:
-                fixed = identity if isinstance(identity, dict) else {}
-                self.add_identity(
-                    group_name,
-                    str(identity["name"] if isinstance(identity, dict) else identity),
-                    subscription=subscription,
-                    client_id=fixed.get("clientId"),
-                    principal_id=fixed.get("principalId"),
-                )
+            self._apply_networks_and_identities(group, subscription)
             for machine in group.get("virtualMachines") or []:
-                self.add_virtual_machine(
-                    group_name,
-                    str(machine["name"]),
-                    subnet_id=self._subnet_reference(subscription, group_name, str(machine["subnet"])),
-                    image=machine.get("image"),
-                    identity_ids=[
-                        self._identity_reference(subscription, group_name, i)
-                        for i in machine.get("identities") or []
-                    ],
-                    system_assigned=bool(machine.get("systemAssigned", False)),
-                    secondary_ip_configurations=int(machine.get("secondaryIpConfigurations", 0)),
-                    vm_size=str(machine.get("vmSize", "Standard_D4s_v5")),
-                    computer_name=machine.get("computerName"),
-                    subscription=subscription,
-                )
+                self._apply_virtual_machine(machine, group_name, subscription)
             for scale_set in group.get("scaleSets") or []:
-                self.add_scale_set(
-                    group_name,
-                    str(scale_set["name"]),
-                    subnet_id=self._subnet_reference(subscription, group_name, str(scale_set["subnet"])),
-                    capacity=int(scale_set.get("capacity", 0)),
-                    orchestration_mode=str(scale_set.get("orchestrationMode", "Uniform")),
-                    image=scale_set.get("image"),
-                    identity_ids=[
-                        self._identity_reference(subscription, group_name, i)
-                        for i in scale_set.get("identities") or []
-                    ],
-                    system_assigned=bool(scale_set.get("systemAssigned", False)),
-                    computer_name_prefix=scale_set.get("computerNamePrefix"),
-                    secondary_ip_configurations=int(scale_set.get("secondaryIpConfigurations", 0)),
-                    vm_size=str(scale_set.get("vmSize", "Standard_D4s_v5")),
-                    subscription=subscription,
-                )
+                self._apply_scale_set(scale_set, group_name, subscription)
+
+    def _apply_networks_and_identities(self, group: dict[str, Any], subscription: str) -> None:
+        """A seed group's ``virtualNetworks`` and ``identities``."""
+        group_name = str(group["name"])
+        for vnet in group.get("virtualNetworks") or []:
+            self.add_virtual_network(
+                group_name,
+                str(vnet["name"]),
+                address_prefixes=list(vnet.get("addressPrefixes") or ["10.0.0.0/8"]),
+                subnets={str(s["name"]): str(s["addressPrefix"]) for s in vnet.get("subnets") or []},
+                subscription=subscription,
+            )
+        for identity in group.get("identities") or []:
+            fixed = identity if isinstance(identity, dict) else {}
+            self.add_identity(
+                group_name,
+                str(identity["name"] if isinstance(identity, dict) else identity),
+                subscription=subscription,
+                client_id=fixed.get("clientId"),
+                principal_id=fixed.get("principalId"),
+            )
+
+    def _apply_virtual_machine(self, machine: dict[str, Any], group_name: str, subscription: str) -> None:
+        """One entry of a seed group's ``virtualMachines``."""
+        self.add_virtual_machine(
+            group_name,
+            str(machine["name"]),
+            subnet_id=self._subnet_reference(subscription, group_name, str(machine["subnet"])),
+            image=machine.get("image"),
+            identity_ids=[
+                self._identity_reference(subscription, group_name, i) for i in machine.get("identities") or []
+            ],
+            system_assigned=bool(machine.get("systemAssigned", False)),
+            secondary_ip_configurations=int(machine.get("secondaryIpConfigurations", 0)),
+            vm_size=str(machine.get("vmSize", "Standard_D4s_v5")),
+            computer_name=machine.get("computerName"),
+            subscription=subscription,
+        )
+
+    def _apply_scale_set(self, scale_set: dict[str, Any], group_name: str, subscription: str) -> None:
+        """One entry of a seed group's ``scaleSets``."""
+        self.add_scale_set(
+            group_name,
+            str(scale_set["name"]),
+            subnet_id=self._subnet_reference(subscription, group_name, str(scale_set["subnet"])),
+            capacity=int(scale_set.get("capacity", 0)),
+            orchestration_mode=str(scale_set.get("orchestrationMode", "Uniform")),
+            image=scale_set.get("image"),
+            identity_ids=[
+                self._identity_reference(subscription, group_name, i)
+                for i in scale_set.get("identities") or []
+            ],
+            system_assigned=bool(scale_set.get("systemAssigned", False)),
+            computer_name_prefix=scale_set.get("computerNamePrefix"),
+            secondary_ip_configurations=int(scale_set.get("secondaryIpConfigurations", 0)),
+            vm_size=str(scale_set.get("vmSize", "Standard_D4s_v5")),
+            subscription=subscription,
+        )
 
     def _apply_estate_wide(self, seed: dict[str, Any]) -> None:
         """Denied linked scopes and the images published besides the built-in catalog."""

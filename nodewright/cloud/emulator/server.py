@@ -1,6 +1,7 @@
-"""The HTTPS server: TLS on loopback, bearer-token check, fault injection, routing to the
-Compute/Network/ManagedIdentity handlers, the request log, long-running operation status, and
-the admin endpoints under ``/_emulator/``.
+"""The HTTPS server: TLS on loopback, routing to the Compute/Network/ManagedIdentity handlers
+through the checks of :mod:`~nodewright.cloud.emulator.guards` (bearer token, api-version,
+limits, injected faults, a JSON body), the request log, long-running operation status, and the
+admin endpoints under ``/_emulator/`` (:mod:`~nodewright.cloud.emulator.admin`).
 
 :class:`ArmEmulator` is the object tests and the CLI hold: start it (port 0 picks a free port),
 read ``endpoint`` and ``ca_file``, seed through ``estate``, inject through ``faults``, inspect
@@ -10,13 +11,12 @@ the state lock, added latency is slept outside it.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
-import math
 import ssl
 import tempfile
 import threading
-import time
 import urllib.parse
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -26,6 +26,7 @@ from typing import Any
 
 from nodewright.cloud.budget import forget_shared_budgets
 from nodewright.cloud.emulator import compute, federated_credentials, identities, network, scale_sets
+from nodewright.cloud.emulator.admin import ADMIN_PREFIX, AdminEndpoints
 from nodewright.cloud.emulator.certificates import (
     CertificateFiles,
     LoopbackCertificates,
@@ -33,24 +34,17 @@ from nodewright.cloud.emulator.certificates import (
 )
 from nodewright.cloud.emulator.entra import EntraTokenEndpoint, is_token_path
 from nodewright.cloud.emulator.errors import ArmError, ErrorCode
-from nodewright.cloud.emulator.faults import Fault, FaultInjector, FaultKind
-from nodewright.cloud.emulator.long_running import OperationError
+from nodewright.cloud.emulator.faults import FaultInjector
+from nodewright.cloud.emulator.guards import GuardedRequest, RequestBody, run_guards
 from nodewright.cloud.emulator.request_log import RecordedRequest, RequestLog
-from nodewright.cloud.emulator.routing import ArmRequest, ArmResponse, Router
+from nodewright.cloud.emulator.routing import ArmRequest, ArmResponse, Route, Router
 from nodewright.cloud.emulator.seed import EstateBuilder
 from nodewright.cloud.emulator.state import EmulatorState
-from nodewright.cloud.emulator.throttling import (
-    Throttling,
-    compute_throttle_error,
-    limits_from_json,
-    principal_of,
-)
+from nodewright.cloud.emulator.throttling import Throttling
 
 __all__ = ["ArmEmulator", "build_router"]
 
 log = logging.getLogger(__name__)
-
-_ADMIN_PREFIX = "/_emulator"
 
 
 def _operation_status(state: EmulatorState, request: ArmRequest) -> ArmResponse:
@@ -77,15 +71,6 @@ def _operation_result(state: EmulatorState, request: ArmRequest) -> ArmResponse:
     if operation.status == "Failed" and operation.error is not None:
         raise ArmError(400, operation.error.code, operation.error.message)
     return ArmResponse(204)
-
-
-def _parsed_or_none(raw_body: bytes) -> Any:
-    if not raw_body:
-        return None
-    try:
-        return json.loads(raw_body)
-    except ValueError:
-        return None
 
 
 def build_router() -> Router:
@@ -158,7 +143,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _serve(self) -> None:
         raw = self._read_body()
         parsed = urllib.parse.urlsplit(self.path)
-        if parsed.path.startswith(_ADMIN_PREFIX):
+        if parsed.path.startswith(ADMIN_PREFIX):
             status, body = self.server.emulator.admin(self.command, parsed.path, raw)
             self._send(status, body, {})
             return
@@ -204,6 +189,7 @@ class ArmEmulator:
         self.router = build_router()
         self.estate = EstateBuilder(self.state)
         self.entra = EntraTokenEndpoint(lambda: self.state)
+        self._admin = AdminEndpoints(self)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -294,205 +280,77 @@ class ArmEmulator:
     ) -> tuple[int, Any, dict[str, str]]:
         """Answer one ARM request: (status, JSON body or None, headers). Records it in the log."""
         monotonic, wall = RequestLog.now()
-        query = dict(urllib.parse.parse_qsl(query_string, keep_blank_values=True))
-        operation_name, route_template = "Unknown", f"{method} {path}"
-        fault_name: str | None = None
-        rate_limit_headers: dict[str, str] = {}
+        body = RequestBody.parse(raw_body)
+        guarded = self._guarded_request(method, path, query_string, headers, body)
         try:
-            try:
-                route, parameters = self.router.resolve(method, path)
-                operation_name, route_template = route.name, f"{method} {route.template}"
-            finally:
-                delay = self.faults.latency(operation_name, method, path)
-                if delay > 0:
-                    time.sleep(delay)
-            status, body, response_headers, fault_name = self._dispatch(
-                handler=route.handler,
-                method=method,
-                path=path,
-                query=query,
-                headers=headers,
-                raw_body=raw_body,
-                parameters=parameters,
-                operation_name=operation_name,
-                rate_limit_headers=rate_limit_headers,
-            )
+            run_guards(self, guarded)
+            status, response_body, response_headers = self._answer(guarded)
         except ArmError as error:
-            status, body, response_headers = error.status, error.body(), dict(error.headers)
+            status, response_body, response_headers = error.status, error.body(), dict(error.headers)
         except Exception as error:  # a handler bug must answer 500, not kill the connection
             log.exception("Failed to handle request", extra={"method": method, "path": path})
             status = 500
-            body = ArmError(500, ErrorCode.INTERNAL_SERVER_ERROR, f"Emulator error: {error!r}").body()
+            response_body = ArmError(
+                500, ErrorCode.INTERNAL_SERVER_ERROR, f"Emulator error: {error!r}"
+            ).body()
             response_headers = {}
-        response_headers = {**rate_limit_headers, **response_headers}
-        if operation_name.startswith("VirtualMachine"):
-            compute.redact_for_response(body, query)
+        response_headers = {**guarded.answer_headers, **response_headers}
+        operation = guarded.request.operation
+        if operation.startswith("VirtualMachine"):
+            compute.redact_for_response(response_body, guarded.request.query)
         self.requests.append(
             RecordedRequest(
                 method=method,
                 path=path,
                 query=query_string,
-                operation=operation_name,
-                route=route_template,
+                operation=operation,
+                route=f"{method} {guarded.route.template}" if guarded.route else f"{method} {path}",
                 status=status,
                 monotonic=monotonic,
                 timestamp=wall,
-                fault=fault_name,
-                body=_parsed_or_none(raw_body),
+                fault=guarded.fault,
+                body=body.value,
                 if_match=headers.get("if-match"),
                 bearer_token=_bearer_token(headers),
             )
         )
-        return status, body, response_headers
+        return status, response_body, response_headers
 
-    def _dispatch(
-        self,
-        *,
-        handler: Any,
-        method: str,
-        path: str,
-        query: dict[str, str],
-        headers: dict[str, str],
-        raw_body: bytes,
-        parameters: dict[str, str],
-        operation_name: str,
-        rate_limit_headers: dict[str, str],
-    ) -> tuple[int, Any, dict[str, str], str | None]:
-        authorization = headers.get("authorization", "")
-        if not authorization.lower().startswith("bearer ") or not authorization[7:].strip():
-            raise ArmError(
-                401,
-                ErrorCode.AUTHENTICATION_FAILED,
-                "Authentication failed. The 'Authorization' header is missing or is not a bearer token.",
-                headers={"WWW-Authenticate": 'Bearer authorization_uri="https://login.microsoftonline.com/"'},
-            )
-        if not any(key.lower() == "api-version" for key in query):
-            raise ArmError(
-                400,
-                ErrorCode.MISSING_API_VERSION,
-                "The api-version query parameter (?api-version=) is required.",
-            )
-        rate_limit_headers.update(
-            self.throttling.admit(
-                method=method,
-                operation=operation_name,
-                subscription=parameters.get("subscriptionId", ""),
-                principal=principal_of(authorization),
-            )
-        )
-        self._injected_throttle(operation_name, method, path)
-        throttle = self.faults.take(FaultKind.THROTTLE, operation_name, method, path)
-        if throttle is not None:
-            seconds = max(0, math.ceil(throttle.retry_after))
-            raise ArmError(
-                429,
-                ErrorCode.TOO_MANY_REQUESTS,
-                f"The request is being throttled. Retry after {seconds} seconds.",
-                headers={"Retry-After": str(seconds)},
-            )
-        failure = self.faults.take(FaultKind.SERVER_ERROR, operation_name, method, path)
-        if failure is not None:
-            raise ArmError(
-                failure.status, ErrorCode.INTERNAL_SERVER_ERROR, "An injected server error occurred."
-            )
-        body: Any = None
-        if raw_body:
-            try:
-                body = json.loads(raw_body)
-            except ValueError as error:
-                raise ArmError(
-                    400, ErrorCode.INVALID_REQUEST_CONTENT, f"The request content is not JSON: {error}"
-                ) from error
+    def _guarded_request(
+        self, method: str, path: str, query_string: str, headers: dict[str, str], body: RequestBody
+    ) -> GuardedRequest:
+        """The request routed (or with why it cannot be), before any guard has run. The handler
+        gets its own copy of the body: it may keep parts of it in the state, and the request log
+        keeps what arrived."""
+        route: Route | None = None
+        parameters: dict[str, str] = {}
+        route_error: ArmError | None = None
+        try:
+            route, parameters = self.router.resolve(method, path)
+        except ArmError as error:
+            route_error = error
         request = ArmRequest(
             method=method,
             path=path,
-            query=query,
+            query=dict(urllib.parse.parse_qsl(query_string, keep_blank_values=True)),
             headers=headers,
-            body=body,
+            body=copy.deepcopy(body.value),
             base_url=self.endpoint,
             parameters=parameters,
-            operation=operation_name,
+            operation=route.name if route else "Unknown",
         )
-        fault_name: str | None = None
-        if method in ("PUT", "PATCH", "POST", "DELETE"):
-            operation_failure = self.faults.take(FaultKind.OPERATION_FAILURE, operation_name, method, path)
-            if operation_failure is not None:
-                fault_name = str(FaultKind.OPERATION_FAILURE)
-                request.operation_failure = OperationError(
-                    operation_failure.code or ErrorCode.OPERATION_FAILED,
-                    operation_failure.message or "The operation failed.",
-                )
-            duration = self.faults.take(FaultKind.OPERATION_DURATION, operation_name, method, path)
-            if duration is not None:
-                request.operation_duration = duration.seconds
-        with self.state.locked() as state:
-            response = handler(state, request)
-        return response.status, response.body, response.headers, fault_name
+        return GuardedRequest(request, route, route_error, body.error)
 
-    def _injected_throttle(self, operation_name: str, method: str, path: str) -> None:
-        fault = self.faults.take(FaultKind.COMPUTE_THROTTLE, operation_name, method, path)
-        if fault is None:
-            return
-        headers = {"Retry-After": str(math.ceil(fault.retry_after))} if fault.retry_after > 0 else {}
-        raise compute_throttle_error([(fault.code or "PutVMScaleSetVM3Min", 0, 0)], headers)
+    def _answer(self, guarded: GuardedRequest) -> tuple[int, Any, dict[str, str]]:
+        """Run the route's handler under the state lock (only once every guard let it on)."""
+        if guarded.route is None:
+            raise RuntimeError("A request without a route passed the guards")
+        with self.state.locked() as state:
+            response = guarded.route.handler(state, guarded.request)
+        return response.status, response.body, response.headers
 
     # Admin endpoints ---------------------------------------------------------------------------
 
     def admin(self, method: str, path: str, raw_body: bytes) -> tuple[int, Any]:
-        """``/_emulator/...``: faults (GET/POST/DELETE), requests (GET/DELETE), state (GET),
-        reset (POST), seed (POST a seed document), operation-duration (POST {"seconds": s})."""
-        try:
-            body: Any = json.loads(raw_body) if raw_body else {}
-        except ValueError:
-            return 400, {"error": {"code": ErrorCode.INVALID_REQUEST_CONTENT, "message": "Body is not JSON."}}
-        action = path[len(_ADMIN_PREFIX) :].strip("/")
-        try:
-            return self._admin_action(method, action, body)
-        except (KeyError, TypeError, ValueError) as error:
-            return 400, {"error": {"code": ErrorCode.INVALID_PARAMETER, "message": str(error)}}
-
-    def _admin_action(self, method: str, action: str, body: Any) -> tuple[int, Any]:
-        if action == "faults" and method == "GET":
-            return 200, {"value": [fault.to_json() for fault in self.faults.active()]}
-        if action == "faults" and method == "POST":
-            entries = body if isinstance(body, list) else [body]
-            added = []
-            for entry in entries:
-                if entry.get("kind") == "latency" and not any(
-                    k in entry for k in ("operation", "method", "path")
-                ):
-                    self.faults.add_latency(float(entry.get("seconds", 0.0)))
-                    continue
-                fields = {key: value for key, value in entry.items() if key in Fault.__dataclass_fields__}
-                fields["kind"] = FaultKind(entry["kind"])
-                fields.pop("identifier", None)
-                fields.pop("fired", None)
-                added.append(self.faults.add(Fault(**fields)).to_json())
-            return 201, {"value": added}
-        if action == "faults" and method == "DELETE":
-            self.faults.clear()
-            return 200, {}
-        if action == "requests" and method == "GET":
-            return 200, {
-                "value": [entry.to_json() for entry in self.requests.entries()],
-                "counts": self.requests.counts_by_operation(),
-            }
-        if action == "requests" and method == "DELETE":
-            self.requests.clear()
-            return 200, {}
-        if action == "state" and method == "GET":
-            return 200, self.estate.snapshot()
-        if action == "reset" and method == "POST":
-            self.reset()
-            return 200, {}
-        if action == "seed" and method == "POST":
-            self.estate.apply(body)
-            return 200, self.estate.snapshot()
-        if action == "throttling" and method == "POST":
-            self.throttling.configure(limits_from_json(body))
-            return 200, {"enforce": self.throttling.limits.enforce}
-        if action == "operation-duration" and method == "POST":
-            with self.state.locked():
-                self.state.operation_duration = float(body["seconds"])
-            return 200, {"seconds": self.state.operation_duration}
-        return 404, {"error": {"code": ErrorCode.NOT_FOUND, "message": f"No admin action {method} {action}."}}
+        """``/_emulator/...``: see :mod:`~nodewright.cloud.emulator.admin`."""
+        return self._admin.answer(method, path, raw_body)

@@ -32,6 +32,7 @@ __all__ = [
     "Subnet",
     "now_iso",
     "resource_id",
+    "tracked_resource",
 ]
 
 DEFAULT_SUBSCRIPTION = "00000000-0000-4000-8000-000000000001"
@@ -41,6 +42,20 @@ DEFAULT_LOCATION = "eastus"
 def now_iso() -> str:
     """The current time as ARM writes timestamps (UTC, microseconds)."""
     return time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
+
+
+def tracked_resource(
+    arm_id: str, resource_type: str, location: str, tags: dict[str, str] | None
+) -> dict[str, Any]:
+    """The fields every tracked ARM resource opens with: ``id``, ``name`` (the ID's last
+    segment), ``type``, ``location`` and ``tags``; the caller adds the rest in order."""
+    return {
+        "id": arm_id,
+        "name": arm_id.rsplit("/", 1)[-1],
+        "type": resource_type,
+        "location": location,
+        "tags": dict(tags or {}),
+    }
 
 
 def resource_id(subscription: str, resource_group: str, namespace: str, *type_and_names: str) -> str:

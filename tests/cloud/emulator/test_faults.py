@@ -1,16 +1,10 @@
 """Fault injection and ARM protocol behaviour the SDKs rely on: 429 + Retry-After (honoured by
 azure-core; no request before the deadline), 5xx retries, failed and slow long-running
-operations, added latency, etag preconditions on Compute, authentication, api-version, and the
-admin endpoint."""
+operations, added latency, etag preconditions on Compute, authentication and api-version."""
 
 from __future__ import annotations
 
-import json
-import ssl
 import time
-import urllib.error
-import urllib.request
-from typing import Any
 
 import pytest
 from azure.core import MatchConditions
@@ -19,25 +13,8 @@ from azure.mgmt.compute import models
 
 from nodewright.cloud.emulator import ArmEmulator
 from tests.cloud.emulator.conftest import Estate
+from tests.cloud.emulator.raw_https import call
 from tests.cloud.emulator.sdk_clients import Clients, sdk_clients
-
-
-def _call(
-    emulator: ArmEmulator, method: str, path: str, body: Any = None, token: str | None = None
-) -> tuple[int, Any]:
-    """A raw HTTPS call that trusts only the emulator's CA."""
-    context = ssl.create_default_context(cafile=str(emulator.ca_file))
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(emulator.endpoint + path, data=data, method=method)  # noqa: S310 - https to loopback
-    request.add_header("Content-Type", "application/json")
-    if token is not None:
-        request.add_header("Authorization", f"Bearer {token}")
-    try:
-        with urllib.request.urlopen(request, context=context) as response:  # noqa: S310 - https to loopback
-            raw = response.read()
-            return response.status, json.loads(raw) if raw else None
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read() or b"null")
 
 
 def test_throttled_call_is_retried_after_the_deadline(
@@ -172,54 +149,18 @@ def test_compute_etag_mismatch_is_precondition_failed(estate: Estate, clients: C
 def test_requests_without_bearer_token_are_unauthorized(arm_emulator: ArmEmulator, estate: Estate) -> None:
     """No Authorization header: 401 AuthenticationFailed; any bearer token is accepted."""
     path = estate.vm_id
-    status, body = _call(arm_emulator, "GET", path + "?api-version=2026-04-01")
-    assert (status, body["error"]["code"]) == (401, "AuthenticationFailed")
-    status, body = _call(arm_emulator, "GET", path + "?api-version=2026-04-01", token="anything")
-    assert status == 200
-    status, body = _call(arm_emulator, "GET", path, token="anything")
-    assert (status, body["error"]["code"]) == (400, "MissingApiVersionParameter")
+    answer = call(arm_emulator, "GET", path + "?api-version=2026-04-01")
+    assert (answer.status, answer.body["error"]["code"]) == (401, "AuthenticationFailed")
+    assert call(arm_emulator, "GET", path + "?api-version=2026-04-01", token="anything").status == 200
+    answer = call(arm_emulator, "GET", path, token="anything")
+    assert (answer.status, answer.body["error"]["code"]) == (400, "MissingApiVersionParameter")
 
 
 def test_scale_set_nic_view_is_read_only(arm_emulator: ArmEmulator, estate: Estate) -> None:
     """Writes to a Uniform instance's NIC are refused."""
     path = estate.scale_set_id + "/virtualMachines/0/networkInterfaces/vmss-a-nic?api-version=2018-10-01"
-    status, body = _call(arm_emulator, "PUT", path, body={"properties": {}}, token="t")
-    assert (status, body["error"]["code"]) == (405, "OperationNotAllowed")
-
-
-def test_admin_endpoint_injects_faults_and_reports_requests(
-    arm_emulator: ArmEmulator, estate: Estate, clients: Clients
-) -> None:
-    """POST /_emulator/faults adds a throttle; GET /_emulator/requests lists what arrived."""
-    status, added = _call(
-        arm_emulator,
-        "POST",
-        "/_emulator/faults",
-        body={"kind": "throttle", "operation": "VirtualMachines.get", "times": 1, "retry_after": 0},
-    )
-    assert status == 201
-    assert added["value"][0]["kind"] == "throttle"
-    clients.compute.virtual_machines.get(estate.group, "vm-0")
-    status, log = _call(arm_emulator, "GET", "/_emulator/requests")
-    assert status == 200
-    assert log["counts"] == {"VirtualMachines.get": 2}
-    assert [entry["status"] for entry in log["value"]] == [429, 200]
-    status, _ = _call(
-        arm_emulator, "POST", "/_emulator/faults", body={"kind": "server_error", "path": "*", "times": None}
-    )
-    assert status == 201
-    assert _call(arm_emulator, "DELETE", "/_emulator/faults")[0] == 200
-    assert arm_emulator.faults.active() == []
-
-
-def test_admin_endpoint_seeds_and_resets(arm_emulator: ArmEmulator) -> None:
-    """POST /_emulator/seed applies a seed document; POST /_emulator/reset empties the estate."""
-    seed = {"resourceGroups": [{"name": "rg-admin", "identities": [{"name": "id-x"}]}]}
-    status, snapshot = _call(arm_emulator, "POST", "/_emulator/seed", body=seed)
-    assert status == 200
-    assert [group["name"] for group in snapshot["resourceGroups"]] == ["rg-admin"]
-    assert _call(arm_emulator, "POST", "/_emulator/reset")[0] == 200
-    assert arm_emulator.estate.snapshot()["resourceGroups"] == []
+    answer = call(arm_emulator, "PUT", path, body={"properties": {}}, token="t")
+    assert (answer.status, answer.body["error"]["code"]) == (405, "OperationNotAllowed")
 
 
 def test_throttled_patch_is_retried_after_deadline_or_raised_without_retries(
