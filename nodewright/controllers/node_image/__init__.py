@@ -1,5 +1,5 @@
 """node_image: replacing nodes whose image is outdated, on Azure VM scale sets (Uniform
-instances, and Flexible members, which are VMs).
+instances, and Flexible members, which are VMs) and on groups of standalone VMs (``standalone``).
 
 The reconciler named ``node-image`` in the manager's config wires three controllers:
 ``nodeimage`` (``NodeImageReconciler``: the rollout), ``scalinggroup``
@@ -35,6 +35,7 @@ from nodewright.controllers.node_image.resources import (
     utc_now,
 )
 from nodewright.controllers.node_image.scaling_group import ScalingGroupCloud, ScalingGroupReconciler
+from nodewright.controllers.node_image.standalone import StandaloneCloud
 from nodewright.runtime.handlers import request_for
 from nodewright.runtime.kinds import NODE, POD_DISRUPTION_BUDGET
 from nodewright.runtime.manager import Manager
@@ -146,11 +147,13 @@ def install(
     manager: Manager,
     settings: NodeImageSettings,
     cloud: NodeRolloutCloud,
+    standalone: StandaloneCloud,
     *,
     checkpoint: Checkpoint = no_checkpoint,
     clock: Clock = utc_now,
 ) -> None:
-    """Wire the three controllers into ``manager`` (side effect: registers them)."""
+    """Wire the three controllers into ``manager`` (side effect: registers them); ``standalone``
+    serves the groups of standalone VMs."""
     selector = settings.node_label_selector
     stores = _stores(manager, settings)
     events = manager.event_recorder("nodewright-node-image")
@@ -178,6 +181,7 @@ def install(
         client=manager.client,
         stores=stores,
         cloud=cloud,
+        standalone=standalone,
         events=events,
         settings=settings,
         checkpoint=checkpoint,
@@ -197,6 +201,7 @@ def install(
         scaling_groups=stores.scaling_groups,
         node_images=stores.node_images,
         cloud=cloud,
+        standalone=standalone,
         events=events,
         settings=settings,
         checkpoint=checkpoint,
@@ -212,6 +217,7 @@ def install(
         pending_nodes=stores.pending_nodes,
         nodes=stores.nodes,
         cloud=cloud,
+        standalone=standalone,
         events=events,
         settings=settings,
         checkpoint=checkpoint,
@@ -238,7 +244,8 @@ def setup(manager: Manager, options: Mapping[str, Any]) -> None:
     """The registry's entry point: parse ``options`` strictly, reach Azure through the shared
     Cloud of its ``cloud`` block, and ``install``."""
     settings = parse_options(options)
-    install(manager, settings, cloud_from_options(options).compute)
+    cloud = cloud_from_options(options)
+    install(manager, settings, cloud.compute, cloud.standalone)
 
 
 PLUGIN = ReconcilerPlugin(NAME, setup, validate_options, RBAC_RULES)
