@@ -38,22 +38,24 @@ DELETE = "Delete"
 
 @dataclass(frozen=True)
 class MachineModel:
-    """What a new standalone VM is built from: size, subnet, image, admin user, SSH key, tags."""
+    """What a new standalone VM is built from: size, subnet, image, SSH key, admin user, tags."""
 
     vm_size: str
     subnet_id: str
     image: ImageReference
+    ssh_public_key: str
     admin_username: str = "azureuser"
-    ssh_public_key: str = ""
     tags: dict[str, str] = field(default_factory=dict)
 
 
 def machine_body(name: str, location: str, nic_id: str, model: MachineModel) -> dict[str, Any]:
-    """The PUT body of a new VM (pure): one NIC and the OS disk, both deleted with the VM."""
-    linux: dict[str, Any] = {"disablePasswordAuthentication": bool(model.ssh_public_key)}
-    if model.ssh_public_key:
-        key_path = f"/home/{model.admin_username}/.ssh/authorized_keys"
-        linux["ssh"] = {"publicKeys": [{"path": key_path, "keyData": model.ssh_public_key}]}
+    """The PUT body of a new VM (pure): one NIC and the OS disk, both deleted with the VM; SSH
+    login with the model's key only."""
+    key_path = f"/home/{model.admin_username}/.ssh/authorized_keys"
+    linux = {
+        "disablePasswordAuthentication": True,
+        "ssh": {"publicKeys": [{"path": key_path, "keyData": model.ssh_public_key}]},
+    }
     return {
         "location": location,
         "tags": dict(model.tags),

@@ -35,6 +35,7 @@ STANDALONE_MACHINES = {
     "vmSize": "Standard_D4s_v5",
     "subnetID": RESOURCE_GROUP + "/providers/Microsoft.Network/virtualNetworks/vnet/subnets/nodes",
     "namePrefix": "pool-a-",
+    "sshPublicKey": "ssh-ed25519 AAAA pool-a",
     "tags": {"pool": "a"},
 }
 NODE_REFERENCE = {"apiVersion": "v1", "kind": "Node", "name": "workers000003", "uid": "u-3"}

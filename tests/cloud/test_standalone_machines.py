@@ -20,6 +20,7 @@ from nodewright.cloud.standalone_machines import MachineModel, missing_delete_op
 from tests.cloud.helpers import cloud_for, publish_test_images
 
 GROUP = "rg-standalone"
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJ3yTIf7kMEvQqRnGp1o8B0f0dQe7qOL3k1n4C7cR0xY nodewright@test"
 IMAGE = ImageReference(
     community_gallery_image_id="/CommunityGalleries/nodewright-test/images/node/versions/2.0.0"
 )
@@ -79,7 +80,11 @@ def test_a_created_vm_goes_with_its_nic_in_one_delete(estate: Estate) -> None:
     """Two writes to create (NIC, VM), one to release (the delete options are already set)."""
     started = time.monotonic()
     model = MachineModel(
-        vm_size="Standard_D4s_v5", subnet_id=estate.subnet_id, image=IMAGE, tags={"pool": "a"}
+        vm_size="Standard_D4s_v5",
+        subnet_id=estate.subnet_id,
+        image=IMAGE,
+        ssh_public_key=KEY,
+        tags={"pool": "a"},
     )
     instance = estate.cloud.standalone.create_machine(estate.group, "new-0", model)
     assert instance.name == "new-0"
@@ -97,6 +102,12 @@ def test_a_created_vm_goes_with_its_nic_in_one_delete(estate: Estate) -> None:
         document["properties"]["ipConfigurations"][0]["properties"]["subnet"]["id"].lower()
         == estate.subnet_id.lower()
     )
+    machine = estate.emulator.state.render(instance.id)
+    assert machine is not None
+    linux = machine["properties"]["osProfile"]["linuxConfiguration"]
+    assert linux["disablePasswordAuthentication"] is True
+    assert [key["keyData"] for key in linux["ssh"]["publicKeys"]] == [KEY]
+    assert machine["tags"] == {"pool": "a"}
     started = time.monotonic()
     estate.cloud.standalone.release_machine(estate.group.virtual_machine("new-0"))
     assert _writes(estate.emulator, started) == ["VirtualMachines.delete"]

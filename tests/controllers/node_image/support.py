@@ -189,6 +189,7 @@ class RolloutBench:
             "vmSize": "Standard_D4s_v5",
             "subnetID": subnet or self.subnet,
             "namePrefix": f"{prefix}{self.suffix}n",
+            "sshPublicKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJ3yTIf7kMEvQqRnGp1o8B0f0dQe7 test",
             **model,
         }
         spec = {

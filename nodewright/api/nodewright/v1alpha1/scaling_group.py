@@ -61,7 +61,7 @@ class NodeRole(enum.Enum):
 @dataclass(kw_only=True)
 class StandaloneMachines(Model):
     """How new standalone VMs of the group are built (an AKS agent pool profile's equivalent):
-    size, subnet, name prefix, admin user, tags. The image is the NodeImage's."""
+    size, subnet, name prefix, admin user and SSH key, tags. The image is the NodeImage's."""
 
     vm_size: str = field(json="vmSize", description="The VM size of new machines.", schema={"minLength": 1})
     subnet_id: str = field(
@@ -78,7 +78,13 @@ class StandaloneMachines(Model):
         description="The Linux admin user of new machines.",
         schema={"default": "azureuser", "minLength": 1},
     )
-    ssh_public_key: str = field(default="", description="An SSH public key authorised for the admin user.")
+    ssh_public_key: str = field(
+        description=(
+            "The SSH public key authorised for the admin user (password login is off: a Linux VM needs "
+            "one or the other, and a password could not be kept out of the spec)."
+        ),
+        schema={"minLength": 1},
+    )
     tags: dict[str, str] = field(default_factory=dict, description="Tags put on new machines.")
 
     @classmethod
