@@ -27,9 +27,6 @@ KNOWN_DEBT: frozenset[str] = frozenset(
         "nodewright/cloud/emulator/seed.py::EstateBuilder.apply",
         "nodewright/cloud/emulator/server.py::ArmEmulator._dispatch",
         "nodewright/controllers/identity/validation.py::validate",
-        "nodewright/controllers/node_image/conditions.py::rollout_conditions",
-        "nodewright/controllers/node_image/pending_node.py::PendingNodeReconciler.reconcile",
-        "nodewright/controllers/node_image/scale_out.py::plan_scale_out",
         "nodewright/runtime/metrics.py::Metrics.__init__",
     }
 )

@@ -26,7 +26,11 @@ from nodewright.cloud.resource_ids import (
     VirtualMachineId,
     parse_provider_id,
 )
-from nodewright.controllers.node_image.decisions import PendingNodeAction, decide_pending_node
+from nodewright.controllers.node_image.decisions import (
+    PendingNodeAction,
+    PendingNodeDecision,
+    decide_pending_node,
+)
 from nodewright.controllers.node_image.options import NodeImageSettings
 from nodewright.controllers.node_image.resources import (
     PENDING_NODE,
@@ -113,51 +117,71 @@ class PendingNodeReconciler:
         self._write_status(obj, decision.cloud_state.value, decision.reached_goal)
         action = decision.action
         if action is PendingNodeAction.GIVE_UP_JOIN:
-            assert decision.deadline is not None
-            self._events.event(
-                obj, "Warning", decision.reason, f"Machine {pending.spec.node_name} did not join; deleting it"
-            )
-            self._update_spec(
-                obj, {"goal": "Leave", "deadline": format_time(decision.deadline)}, "give-up-join"
-            )
-            return Result(requeue=True)
+            return self._give_up_join(obj, pending, decision)
         if action is PendingNodeAction.DELETE_MACHINE:
-            if decision.deadline is not None:
-                self._events.event(
-                    obj,
-                    "Warning",
-                    decision.reason,
-                    f"Machine {pending.spec.node_name} still exists; deleting it again",
-                )
-                self._update_spec(obj, {"deadline": format_time(decision.deadline)}, "extend-leave")
-            self._checkpoint("delete-machine")
-            self._delete_machine(pending, machine)
-            log.info("Deleted machine", pending_node=pending.name, machine=str(machine))
-            return Result(requeue=True)
+            return self._request_deletion(obj, pending, machine, decision)
         if action is PendingNodeAction.DELETE_RECORD:
-            if node is not None:
-                self._checkpoint("delete-node")
-                uid = str(node["metadata"].get("uid", ""))
-                with contextlib.suppress(errors.NotFound, errors.Conflict):
-                    self._client.delete(NODE, pending.spec.node_name, preconditions={"uid": uid})
-                log.info("Deleted node", node=pending.spec.node_name)
-            self._checkpoint("delete-record")
-            try:
-                self._client.delete(
-                    PENDING_NODE, pending.name, preconditions={"uid": str(obj["metadata"]["uid"])}
-                )
-            except (errors.NotFound, errors.Conflict):
-                return Result()
-            log.info(
-                "Finished PendingNode",
-                pending_node=pending.name,
-                goal=pending.spec.goal.value,
-                reason=decision.reason,
-            )
-            return Result()
+            return self._finish(obj, pending, node, decision)
         if decision.requeue_after is None:
             return Result()
         return Result(requeue_after=max(0.05, decision.requeue_after.total_seconds()))
+
+    def _give_up_join(
+        self, obj: dict[str, Any], pending: PendingNode, decision: PendingNodeDecision
+    ) -> Result:
+        """A join that failed or timed out becomes a Leave (the next pass deletes the machine)."""
+        assert decision.deadline is not None
+        self._events.event(
+            obj, "Warning", decision.reason, f"Machine {pending.spec.node_name} did not join; deleting it"
+        )
+        self._update_spec(obj, {"goal": "Leave", "deadline": format_time(decision.deadline)}, "give-up-join")
+        return Result(requeue=True)
+
+    def _request_deletion(
+        self, obj: dict[str, Any], pending: PendingNode, machine: MachineId, decision: PendingNodeDecision
+    ) -> Result:
+        """Delete the machine (again, with a new deadline, past the old one)."""
+        if decision.deadline is not None:
+            self._events.event(
+                obj,
+                "Warning",
+                decision.reason,
+                f"Machine {pending.spec.node_name} still exists; deleting it again",
+            )
+            self._update_spec(obj, {"deadline": format_time(decision.deadline)}, "extend-leave")
+        self._checkpoint("delete-machine")
+        self._delete_machine(pending, machine)
+        log.info("Deleted machine", pending_node=pending.name, machine=str(machine))
+        return Result(requeue=True)
+
+    def _finish(
+        self,
+        obj: dict[str, Any],
+        pending: PendingNode,
+        node: dict[str, Any] | None,
+        decision: PendingNodeDecision,
+    ) -> Result:
+        """The record is done: delete the Node (if it still names the machine), then the record."""
+        if node is not None:
+            self._checkpoint("delete-node")
+            uid = str(node["metadata"].get("uid", ""))
+            with contextlib.suppress(errors.NotFound, errors.Conflict):
+                self._client.delete(NODE, pending.spec.node_name, preconditions={"uid": uid})
+            log.info("Deleted node", node=pending.spec.node_name)
+        self._checkpoint("delete-record")
+        try:
+            self._client.delete(
+                PENDING_NODE, pending.name, preconditions={"uid": str(obj["metadata"]["uid"])}
+            )
+        except (errors.NotFound, errors.Conflict):
+            return Result()
+        log.info(
+            "Finished PendingNode",
+            pending_node=pending.name,
+            goal=pending.spec.goal.value,
+            reason=decision.reason,
+        )
+        return Result()
 
     def _delete_machine(self, pending: PendingNode, machine: MachineId) -> None:
         """Delete the machine; a standalone group's VM goes with its NIC and OS disk."""

@@ -54,8 +54,9 @@ def claim_scaling_groups(all_scaling_groups: Iterable[ScalingGroup], node_image:
         if claimant.spec.node_image == node_image:
             own.append(scaling_group)
         else:
+            what = "resource group" if scaling_group.spec.standalone else "scale set"
             conflicts.append(
-                f"ScalingGroup {scaling_group.name}: scale set {scaling_group.spec.group_id} is claimed by "
+                f"ScalingGroup {scaling_group.name}: {what} {scaling_group.spec.group_id} is claimed by "
                 f"NodeImage {claimant.spec.node_image} (ScalingGroup {claimant.name})"
             )
     return Claims(
