@@ -314,4 +314,4 @@ def test_a_standalone_group_naming_nothing_usable_changes_nothing(
     assert all(m["image"].get("communityGalleryImageId") == OLD_IMAGE for m in bench.machines())
     assert not bench.pending_nodes()
     if what == "subnet":  # the group's nodes are claimed: the NodeImage says why nothing moves
-        assert bench.condition(kind="Degraded")[0] == "True", bench.node_image().status.conditions
+        assert bench.condition(kind="Degraded") == ("True", "ScalingGroupFailed")
