@@ -219,7 +219,7 @@ def _manager(kubeconfig: str, emulator: ArmEmulator, selector: str) -> tuple[_Ru
         "bench",
     )
     manager = Manager(config, kubeconfig=kubeconfig)
-    install(manager, NodeImageSettings(node_label_selector=selector), cloud.compute)
+    install(manager, NodeImageSettings(node_label_selector=selector), cloud.compute, cloud.standalone)
     return _Runner(manager), cloud
 
 

@@ -29,6 +29,7 @@ from nodewright.cloud.compute import ComputeService
 from nodewright.cloud.config import CloudSettings, build_credential
 from nodewright.cloud.msi import IdentityService
 from nodewright.cloud.network import NetworkService
+from nodewright.cloud.standalone_machines import StandaloneMachineService
 from nodewright.cloud.throttle import (
     CallObserver,
     MutationRateLimitPolicy,
@@ -72,6 +73,7 @@ class Cloud:
     compute: ComputeService
     network: NetworkService
     identities: IdentityService
+    standalone: StandaloneMachineService
 
     def close(self) -> None:
         self.clients.close()
@@ -194,4 +196,7 @@ def build_cloud(
         compute=compute,
         network=NetworkService(clients.network, compute, observer=clients.observer, backoff=backoff),
         identities=IdentityService(clients.msi, observer=clients.observer),
+        standalone=StandaloneMachineService(
+            clients.compute, clients.network, compute, observer=clients.observer, backoff=backoff
+        ),
     )

@@ -110,6 +110,24 @@ class VirtualMachineId:
 
 
 @dataclass(frozen=True)
+class ResourceGroupId:
+    """A resource group (the group of a ScalingGroup of standalone VMs)."""
+
+    subscription_id: str
+    resource_group: str
+
+    def __str__(self) -> str:
+        return f"/subscriptions/{self.subscription_id}/resourceGroups/{self.resource_group}"
+
+    @property
+    def key(self) -> str:
+        return str(self).lower()
+
+    def virtual_machine(self, name: str) -> VirtualMachineId:
+        return VirtualMachineId(self.subscription_id, self.resource_group, name)
+
+
+@dataclass(frozen=True)
 class ScaleSetId:
     """A virtual machine scale set."""
 
@@ -238,6 +256,18 @@ def parse_provider_id(value: str) -> MachineId:
     if not value.lower().startswith(PROVIDER_ID_PREFIX):
         raise InvalidResourceIdError(f"not an Azure providerID: {value!r}")
     return parse_machine_id(value[len(PROVIDER_ID_PREFIX) :])
+
+
+def parse_resource_group_id(value: str) -> ResourceGroupId:
+    """Parse a resource group ID (``/subscriptions/<s>/resourceGroups/<rg>``), case-insensitively."""
+    segments = [segment for segment in value.strip().split("/") if segment]
+    if (
+        len(segments) != 4
+        or segments[0].lower() != "subscriptions"
+        or segments[2].lower() != "resourcegroups"
+    ):
+        raise InvalidResourceIdError(f"not a resource group ID: {value!r}")
+    return ResourceGroupId(segments[1], segments[3])
 
 
 def parse_scale_set_id(value: str) -> ScaleSetId:

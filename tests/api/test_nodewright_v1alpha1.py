@@ -30,6 +30,14 @@ SCALE_SET = (
     "/subscriptions/0000/resourceGroups/nodes-rg/providers/Microsoft.Compute/virtualMachineScaleSets/workers"
 )
 PROVIDER_ID = "azure://" + SCALE_SET + "/virtualMachines/3"
+RESOURCE_GROUP = "/subscriptions/0000/resourceGroups/nodes-rg"
+STANDALONE_MACHINES = {
+    "vmSize": "Standard_D4s_v5",
+    "subnetID": RESOURCE_GROUP + "/providers/Microsoft.Network/virtualNetworks/vnet/subnets/nodes",
+    "namePrefix": "pool-a-",
+    "sshPublicKey": "ssh-ed25519 AAAA pool-a",
+    "tags": {"pool": "a"},
+}
 NODE_REFERENCE = {"apiVersion": "v1", "kind": "Node", "name": "workers000003", "uid": "u-3"}
 CONDITION = {
     "type": "UpToDate",
@@ -217,8 +225,33 @@ def _without(wire: dict[str, Any], section: str, key: str) -> dict[str, Any]:
         pytest.param(
             ScalingGroup,
             _with(SCALING_GROUP_WIRE, "spec", groupID="/subscriptions/0000/resourceGroups/rg"),
-            "spec.groupID: must be a virtual machine scale set ID",
-            id="group-id-not-a-scale-set",
+            "spec.virtualMachines: is required when groupID names a resource group",
+            id="resource-group-without-virtual-machines",
+        ),
+        pytest.param(
+            ScalingGroup,
+            _with(
+                SCALING_GROUP_WIRE, "spec", groupID="/subscriptions/0000/resourceGroups/rg/providers/x/y/z"
+            ),
+            "spec.groupID: must be a virtual machine scale set ID or a resource group ID",
+            id="group-id-neither-scale-set-nor-resource-group",
+        ),
+        pytest.param(
+            ScalingGroup,
+            _with(SCALING_GROUP_WIRE, "spec", virtualMachines=STANDALONE_MACHINES),
+            "spec.virtualMachines: is only for a group of standalone VMs",
+            id="virtual-machines-beside-a-scale-set",
+        ),
+        pytest.param(
+            ScalingGroup,
+            _with(
+                SCALING_GROUP_WIRE,
+                "spec",
+                groupID=RESOURCE_GROUP,
+                virtualMachines={**STANDALONE_MACHINES, "namePrefix": "Pool_A"},
+            ),
+            "spec.virtualMachines.namePrefix: must be lowercase letters",
+            id="name-prefix-not-a-vm-name",
         ),
         pytest.param(
             ScalingGroup,
@@ -281,6 +314,20 @@ def test_validation_errors_name_the_field(kind: type[Resource], wire: dict[str, 
     with pytest.raises(ValidationError) as caught:
         kind.from_object(wire)
     assert str(caught.value).startswith(message), str(caught.value)
+
+
+def test_scaling_group_of_standalone_vms_reads_and_writes() -> None:
+    """A resource group's standalone VMs with the model new VMs are built from; admin user defaulted."""
+    wire = _with(SCALING_GROUP_WIRE, "spec", groupID=RESOURCE_GROUP, virtualMachines=STANDALONE_MACHINES)
+    group = ScalingGroup.from_object(wire)
+    assert group.spec.standalone
+    assert group.spec.virtual_machines is not None
+    assert group.spec.virtual_machines.admin_username == "azureuser"
+    assert group.to_object()["spec"]["virtualMachines"] == {
+        **STANDALONE_MACHINES,
+        "adminUsername": "azureuser",
+    }
+    assert not ScalingGroup.from_object(SCALING_GROUP_WIRE).spec.standalone
 
 
 def test_scaling_group_accepts_min_above_max_when_not_autoscaling() -> None:
@@ -409,6 +456,18 @@ def test_api_server_accepts_defaults_and_serves_every_kind(kube_api: pykube.HTTP
             ScalingGroup, {"min": 4, "max": 2, "autoscaling": True}, "max must be at least min", id="cel"
         ),
         pytest.param(ScalingGroup, {"groupID": "/subscriptions/0000"}, "spec.groupID", id="pattern"),
+        pytest.param(
+            ScalingGroup,
+            {"groupID": "/subscriptions/0000/resourceGroups/rg"},
+            "virtualMachines is required when groupID names a resource group",
+            id="cel-standalone-without-model",
+        ),
+        pytest.param(
+            ScalingGroup,
+            {"virtualMachines": STANDALONE_MACHINES},
+            "virtualMachines is required when groupID names a resource group, and only then",
+            id="cel-model-beside-a-scale-set",
+        ),
         pytest.param(NodeImage, {"maxSurge": 0}, "spec.maxSurge", id="minimum"),
         pytest.param(PendingNode, {"goal": "Stay"}, "spec.goal", id="enum"),
     ],

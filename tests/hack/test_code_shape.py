@@ -22,10 +22,6 @@ DATA_TABLES: frozenset[str] = frozenset()
 KNOWN_DEBT: frozenset[str] = frozenset(
     {
         "nodewright/controllers/identity/validation.py::validate",
-        "nodewright/controllers/node_image/__init__.py::install",
-        "nodewright/controllers/node_image/conditions.py::rollout_conditions",
-        "nodewright/controllers/node_image/pending_node.py::PendingNodeReconciler.reconcile",
-        "nodewright/controllers/node_image/scale_out.py::plan_scale_out",
         "nodewright/runtime/metrics.py::Metrics.__init__",
     }
 )

@@ -19,6 +19,7 @@ from nodewright.cloud.emulator.identities import apply_identity
 from nodewright.cloud.emulator.instance_views import instance_view
 from nodewright.cloud.emulator.long_running import OperationError
 from nodewright.cloud.emulator.machine_defaults import with_disk_defaults, with_server_defaults
+from nodewright.cloud.emulator.machine_resources import release_attached_resources
 from nodewright.cloud.emulator.routing import ArmRequest, ArmResponse, Router, start_operation
 from nodewright.cloud.emulator.state import EmulatorState, Resource, now_iso, resource_id, tracked_resource
 
@@ -383,10 +384,7 @@ def delete_vm(state: EmulatorState, request: ArmRequest) -> ArmResponse:
 
     def succeed() -> None:
         state.virtual_machines.pop(machine.identifier.lower(), None)
-        for reference in (machine.properties.get("networkProfile") or {}).get("networkInterfaces") or []:
-            nic = state.network_interfaces.get(str(reference.get("id", "")).lower())
-            if nic is not None:
-                nic.properties.pop("virtualMachine", None)
+        release_attached_resources(state, machine)  # NICs marked deleteOption Delete go with it
 
     def fail(error: OperationError) -> None:
         del error

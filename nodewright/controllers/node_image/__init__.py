@@ -1,5 +1,5 @@
 """node_image: replacing nodes whose image is outdated, on Azure VM scale sets (Uniform
-instances, and Flexible members, which are VMs).
+instances, and Flexible members, which are VMs) and on groups of standalone VMs (``standalone``).
 
 The reconciler named ``node-image`` in the manager's config wires three controllers:
 ``nodeimage`` (``NodeImageReconciler``: the rollout), ``scalinggroup``
@@ -15,6 +15,7 @@ reconciler: ``NAME``, ``setup``, ``validate_options``, ``RBAC_RULES``.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from nodewright.controllers.cloud_access import cloud_from_options, parse_cloud_settings
@@ -35,6 +36,8 @@ from nodewright.controllers.node_image.resources import (
     utc_now,
 )
 from nodewright.controllers.node_image.scaling_group import ScalingGroupCloud, ScalingGroupReconciler
+from nodewright.controllers.node_image.standalone import StandaloneCloud
+from nodewright.runtime.events import EventRecorder
 from nodewright.runtime.handlers import request_for
 from nodewright.runtime.kinds import NODE, POD_DISRUPTION_BUDGET
 from nodewright.runtime.manager import Manager
@@ -142,18 +145,42 @@ def _stores(manager: Manager, settings: NodeImageSettings) -> NodeImageStores:
     )
 
 
+@dataclass(frozen=True)
+class _Wiring:
+    """What the three controllers are built from (``install``'s arguments and the stores)."""
+
+    manager: Manager
+    settings: NodeImageSettings
+    stores: NodeImageStores
+    cloud: NodeRolloutCloud
+    standalone: StandaloneCloud
+    events: EventRecorder
+    checkpoint: Checkpoint
+    clock: Clock
+
+
 def install(
     manager: Manager,
     settings: NodeImageSettings,
     cloud: NodeRolloutCloud,
+    standalone: StandaloneCloud,
     *,
     checkpoint: Checkpoint = no_checkpoint,
     clock: Clock = utc_now,
 ) -> None:
-    """Wire the three controllers into ``manager`` (side effect: registers them)."""
-    selector = settings.node_label_selector
+    """Wire the three controllers into ``manager`` (side effect: registers them); ``standalone``
+    serves the groups of standalone VMs."""
     stores = _stores(manager, settings)
     events = manager.event_recorder("nodewright-node-image")
+    wiring = _Wiring(manager, settings, stores, cloud, standalone, events, checkpoint, clock)
+    _wire_rollouts(wiring)
+    _wire_scaling_groups(wiring)
+    _wire_pending_nodes(wiring)
+
+
+def _wire_rollouts(wiring: _Wiring) -> None:
+    """The ``nodeimage`` controller: NodeImages, their PendingNodes, and what a rollout watches."""
+    stores = wiring.stores
 
     def all_node_images(_: Object) -> list[Request]:
         names: list[str] = stores.node_images.keys()
@@ -163,6 +190,33 @@ def install(
         name = (obj.get("spec") or {}).get("nodeImage")
         return [Request("", str(name))] if name else []
 
+    rollout = NodeImageReconciler(
+        client=wiring.manager.client,
+        stores=stores,
+        cloud=wiring.cloud,
+        standalone=wiring.standalone,
+        events=wiring.events,
+        settings=wiring.settings,
+        checkpoint=wiring.checkpoint,
+        clock=wiring.clock,
+    )
+    (
+        wiring.manager.controller("nodeimage")
+        .for_(NODE_IMAGE, predicate=generation_changed)
+        .owns(PENDING_NODE, predicate=generation_changed)
+        .watches(
+            NODE, all_node_images, predicate=node_changed, label_selector=wiring.settings.node_label_selector
+        )
+        .watches(SCALING_GROUP, node_image_of_scaling_group, predicate=scaling_group_changed)
+        .watches(AUTOSCALING_STRATEGY, all_node_images, predicate=autoscaling_changed)
+        .complete(rollout)
+    )
+
+
+def _wire_scaling_groups(wiring: _Wiring) -> None:
+    """The ``scalinggroup`` controller: ScalingGroups, and again when their NodeImage's target moves."""
+    stores = wiring.stores
+
     def scaling_groups_of_node_image(obj: Object) -> list[Request]:
         name = (obj.get("metadata") or {}).get("name")
         return [
@@ -171,59 +225,51 @@ def install(
             if (group.get("spec") or {}).get("nodeImage") == name
         ]
 
-    def pending_node_of_node(obj: Object) -> list[Request]:
-        return [Request("", str((obj.get("metadata") or {}).get("name", "")))]
-
-    rollout = NodeImageReconciler(
-        client=manager.client,
-        stores=stores,
-        cloud=cloud,
-        events=events,
-        settings=settings,
-        checkpoint=checkpoint,
-        clock=clock,
-    )
-    (
-        manager.controller("nodeimage")
-        .for_(NODE_IMAGE, predicate=generation_changed)
-        .owns(PENDING_NODE, predicate=generation_changed)
-        .watches(NODE, all_node_images, predicate=node_changed, label_selector=selector)
-        .watches(SCALING_GROUP, node_image_of_scaling_group, predicate=scaling_group_changed)
-        .watches(AUTOSCALING_STRATEGY, all_node_images, predicate=autoscaling_changed)
-        .complete(rollout)
-    )
     images = ScalingGroupReconciler(
-        client=manager.client,
+        client=wiring.manager.client,
         scaling_groups=stores.scaling_groups,
         node_images=stores.node_images,
-        cloud=cloud,
-        events=events,
-        settings=settings,
-        checkpoint=checkpoint,
+        cloud=wiring.cloud,
+        standalone=wiring.standalone,
+        events=wiring.events,
+        settings=wiring.settings,
+        checkpoint=wiring.checkpoint,
     )
     (
-        manager.controller("scalinggroup")
+        wiring.manager.controller("scalinggroup")
         .for_(SCALING_GROUP, predicate=generation_changed)
         .watches(NODE_IMAGE, scaling_groups_of_node_image, predicate=node_image_target_changed)
         .complete(images)
     )
+
+
+def _wire_pending_nodes(wiring: _Wiring) -> None:
+    """The ``pendingnode`` controller: PendingNodes, and again when their Node comes or turns Ready."""
+
+    def pending_node_of_node(obj: Object) -> list[Request]:
+        return [Request("", str((obj.get("metadata") or {}).get("name", "")))]
+
     machines = PendingNodeReconciler(
-        client=manager.client,
-        pending_nodes=stores.pending_nodes,
-        nodes=stores.nodes,
-        cloud=cloud,
-        events=events,
-        settings=settings,
-        checkpoint=checkpoint,
-        clock=clock,
+        client=wiring.manager.client,
+        pending_nodes=wiring.stores.pending_nodes,
+        nodes=wiring.stores.nodes,
+        cloud=wiring.cloud,
+        standalone=wiring.standalone,
+        events=wiring.events,
+        settings=wiring.settings,
+        checkpoint=wiring.checkpoint,
+        clock=wiring.clock,
     )
     (
-        manager.controller("pendingnode")
+        wiring.manager.controller("pendingnode")
         .for_(PENDING_NODE, predicate=generation_changed)
         .watches(
-            NODE, pending_node_of_node, predicate=node_presence_or_ready_changed, label_selector=selector
+            NODE,
+            pending_node_of_node,
+            predicate=node_presence_or_ready_changed,
+            label_selector=wiring.settings.node_label_selector,
         )
-        .with_options(max_concurrent_reconciles=settings.pending_node_workers)
+        .with_options(max_concurrent_reconciles=wiring.settings.pending_node_workers)
         .complete(machines)
     )
 
@@ -238,7 +284,8 @@ def setup(manager: Manager, options: Mapping[str, Any]) -> None:
     """The registry's entry point: parse ``options`` strictly, reach Azure through the shared
     Cloud of its ``cloud`` block, and ``install``."""
     settings = parse_options(options)
-    install(manager, settings, cloud_from_options(options).compute)
+    cloud = cloud_from_options(options)
+    install(manager, settings, cloud.compute, cloud.standalone)
 
 
 PLUGIN = ReconcilerPlugin(NAME, setup, validate_options, RBAC_RULES)

@@ -19,7 +19,7 @@ from nodewright.api.nodewright.v1alpha1 import (
 )
 from nodewright.controllers.node_image.grouping import ClusterNode, NodeGroups, rollout_in_progress
 from nodewright.controllers.node_image.pairing import ReplacementStep
-from nodewright.controllers.node_image.scale_out import BLOCKING_PROBLEMS, ScaleOutPlan
+from nodewright.controllers.node_image.scale_out import BLOCKING_PROBLEMS, ScaleOutBlocker, ScaleOutPlan
 
 __all__ = [
     "ConditionState",
@@ -121,66 +121,86 @@ def rollout_conditions(
         ]
     blockers = scale_out.blockers if scale_out is not None else []
     total = len(groups.all_nodes())
-    current = len(groups.up_to_date) + len(groups.heirs) + len(groups.mints)
-    joins = [p for p in pending_nodes if p.spec.goal is PendingNodeGoal.JOIN]
-    leaves = [p for p in pending_nodes if p.spec.goal is PendingNodeGoal.LEAVE]
-    in_progress = rollout_in_progress(groups, pending_nodes)
-
-    conditions: list[ConditionState] = []
-    if not in_progress:
-        conditions.append(
+    if not rollout_in_progress(groups, pending_nodes):
+        conditions = [
             ConditionState(
                 CONDITION_UP_TO_DATE, "True", "AllNodesUpToDate", f"All {_plural(total, 'node')} run {image}"
-            )
-        )
-        conditions.append(
-            ConditionState(CONDITION_PROGRESSING, "False", "RolloutComplete", "Nothing to replace")
-        )
-    else:
-        details = [
-            text
-            for count, text in (
-                (len(groups.outdated), f"{len(groups.outdated)} outdated"),
-                (len(groups.donors), f"{len(groups.donors)} being replaced"),
-                (len(joins), f"{len(joins)} joining"),
-                (len(leaves), f"{len(leaves)} leaving"),
-                (len(groups.obsolete), f"{len(groups.obsolete)} obsolete"),
-                (len(groups.awaiting_annotation), f"{len(groups.awaiting_annotation)} awaiting annotation"),
-            )
-            if count
+            ),
+            ConditionState(CONDITION_PROGRESSING, "False", "RolloutComplete", "Nothing to replace"),
         ]
-        conditions.append(
-            ConditionState(
-                CONDITION_UP_TO_DATE,
-                "False",
-                "NodesOutdated",
-                f"{current} of {_plural(total, 'node')} run {image}; " + ", ".join(details),
-            )
-        )
-        waits = [b for b in blockers if b.reason not in BLOCKING_PROBLEMS]
-        step_set = set(steps)
-        step = next((s for s in _STEP_ORDER if s in step_set), None)
-        created = scale_out.total if scale_out is not None else 0
-        if step is not None:
-            reason, message = step.value, _step_message(step_set)
-        elif joins:
-            reason, message = "JoiningNodes", f"Waiting for {_plural(len(joins), 'new node')} to join"
-        elif leaves:
-            reason, message = "LeavingNodes", f"Waiting for {_plural(len(leaves), 'machine')} to be deleted"
-        elif created:
-            reason, message = "CreatingNodes", f"Creating {_plural(created, 'node')}"
-        elif waits:
-            reason, message = waits[0].reason, "; ".join(dict.fromkeys(b.message for b in waits))
-        elif groups.outdated and not blockers:
-            reason, message = "WaitingForBudget", "No budget for new nodes yet"
-        elif groups.awaiting_annotation:
-            reason, message = "AnnotatingNodes", "Reading nodes' scaling groups and images from the cloud"
-        else:
-            reason, message = "Blocked", "; ".join(b.message for b in blockers) or "Nothing can move"
-        conditions.append(
-            ConditionState(CONDITION_PROGRESSING, "False" if reason == "Blocked" else "True", reason, message)
-        )
+    else:
+        joins = [p for p in pending_nodes if p.spec.goal is PendingNodeGoal.JOIN]
+        leaves = [p for p in pending_nodes if p.spec.goal is PendingNodeGoal.LEAVE]
+        conditions = [
+            _outdated_condition(groups, joins, leaves, image),
+            _progressing_condition(groups, joins, leaves, steps, scale_out),
+        ]
+    conditions.append(_degraded_condition(groups, blockers, stuck_drains))
+    return conditions
 
+
+def _outdated_condition(
+    groups: NodeGroups, joins: Sequence[PendingNode], leaves: Sequence[PendingNode], image: str
+) -> ConditionState:
+    """UpToDate False while a rollout runs: how many nodes run the image, and what the rest do."""
+    total = len(groups.all_nodes())
+    current = len(groups.up_to_date) + len(groups.heirs) + len(groups.mints)
+    details = [
+        text
+        for count, text in (
+            (len(groups.outdated), f"{len(groups.outdated)} outdated"),
+            (len(groups.donors), f"{len(groups.donors)} being replaced"),
+            (len(joins), f"{len(joins)} joining"),
+            (len(leaves), f"{len(leaves)} leaving"),
+            (len(groups.obsolete), f"{len(groups.obsolete)} obsolete"),
+            (len(groups.awaiting_annotation), f"{len(groups.awaiting_annotation)} awaiting annotation"),
+        )
+        if count
+    ]
+    return ConditionState(
+        CONDITION_UP_TO_DATE,
+        "False",
+        "NodesOutdated",
+        f"{current} of {_plural(total, 'node')} run {image}; " + ", ".join(details),
+    )
+
+
+def _progressing_condition(
+    groups: NodeGroups,
+    joins: Sequence[PendingNode],
+    leaves: Sequence[PendingNode],
+    steps: Iterable[ReplacementStep],
+    scale_out: ScaleOutPlan | None,
+) -> ConditionState:
+    """Progressing while a rollout runs: the most telling step or wait (see ``rollout_conditions``)."""
+    blockers = scale_out.blockers if scale_out is not None else []
+    waits = [b for b in blockers if b.reason not in BLOCKING_PROBLEMS]
+    step_set = set(steps)
+    step = next((s for s in _STEP_ORDER if s in step_set), None)
+    created = scale_out.total if scale_out is not None else 0
+    if step is not None:
+        reason, message = step.value, _step_message(step_set)
+    elif joins:
+        reason, message = "JoiningNodes", f"Waiting for {_plural(len(joins), 'new node')} to join"
+    elif leaves:
+        reason, message = "LeavingNodes", f"Waiting for {_plural(len(leaves), 'machine')} to be deleted"
+    elif created:
+        reason, message = "CreatingNodes", f"Creating {_plural(created, 'node')}"
+    elif waits:
+        reason, message = waits[0].reason, "; ".join(dict.fromkeys(b.message for b in waits))
+    elif groups.outdated and not blockers:
+        reason, message = "WaitingForBudget", "No budget for new nodes yet"
+    elif groups.awaiting_annotation:
+        reason, message = "AnnotatingNodes", "Reading nodes' scaling groups and images from the cloud"
+    else:
+        reason, message = "Blocked", "; ".join(b.message for b in blockers) or "Nothing can move"
+    return ConditionState(CONDITION_PROGRESSING, "False" if reason == "Blocked" else "True", reason, message)
+
+
+def _degraded_condition(
+    groups: NodeGroups, blockers: Sequence[ScaleOutBlocker], stuck_drains: Sequence[str]
+) -> ConditionState:
+    """Degraded: the first problem needing a human, with every problem in the message."""
     problems: list[tuple[str, str]] = []
     for blocker in blockers:
         if blocker.reason in BLOCKING_PROBLEMS:
@@ -193,14 +213,8 @@ def rollout_conditions(
         names = ", ".join(node.name for node in groups.invalid)
         problems.append(("InvalidNodes", f"Nodes without providerID or unknown to the cloud: {names}"))
     if problems:
-        conditions.append(
-            ConditionState(CONDITION_DEGRADED, "True", problems[0][0], "; ".join(m for _, m in problems))
-        )
-    else:
-        conditions.append(
-            ConditionState(CONDITION_DEGRADED, "False", "AsExpected", "Nothing needs attention")
-        )
-    return conditions
+        return ConditionState(CONDITION_DEGRADED, "True", problems[0][0], "; ".join(m for _, m in problems))
+    return ConditionState(CONDITION_DEGRADED, "False", "AsExpected", "Nothing needs attention")
 
 
 def _step_message(steps: set[ReplacementStep]) -> str:

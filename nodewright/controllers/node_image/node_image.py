@@ -9,7 +9,8 @@ and named by a checkpoint:
 
 1. claim the scale sets of this NodeImage's ScalingGroups (a scale set another NodeImage claimed
    first is a Conflict); annotate their nodes with scale set and image (a VM node's scale set,
-   Flexible orchestration, is read from the cloud once); adopt machines a restart
+   Flexible orchestration, is read from the cloud once; a VM in none belongs to its resource
+   group's group of standalone VMs, if one is claimed); adopt machines a restart
    left without a Join PendingNode (a scale-out is recorded on its ScalingGroup before it is made);
 2. group the claimed nodes against the desired image (the previous image while rolling back);
    delete Join PendingNodes that are done; decide the rollout state (canary, soak, health gates,
@@ -57,6 +58,7 @@ from nodewright.cloud.errors import NotFoundError
 from nodewright.cloud.models import ImageReference
 from nodewright.cloud.resource_ids import (
     InvalidResourceIdError,
+    ResourceGroupId,
     ScaleSetInstanceId,
     VirtualMachineId,
     parse_provider_id,
@@ -393,7 +395,7 @@ class NodeImageReconciler(NodeReplacement):
                 g for g in view.claims.scaling_groups if g.spec.group_id == scale_out.group_id
             )
             for _ in range(scale_out.count):
-                self._scale_out_one(view.obj, scaling_group)
+                self._scale_out_one(view.obj, scaling_group, view.desired)
         return plan
 
     def _report(self, view: _View, memory: RolloutMemory, budget: int, plan: ScaleOutPlan) -> None:
@@ -530,8 +532,9 @@ class NodeImageReconciler(NodeReplacement):
             annotations = {SCALING_GROUP_ANNOTATION: str(machine.scale_set)}
         elif node.scaling_group_id:
             annotations = {}  # a Flexible scale set's member, placed by ``_place_member``
-        else:
-            return {}, "not a member of a scale set"
+        else:  # a standalone VM, claimed by a group of its resource group's standalone VMs
+            group = ResourceGroupId(machine.subscription_id, machine.resource_group)
+            annotations = {SCALING_GROUP_ANNOTATION: str(group)}
         if not node.image:
             try:
                 image = self._cloud.get_instance(machine).image

@@ -5,7 +5,8 @@ Reads the machine's state from the cloud and whether its Node exists, records bo
 status, and acts as ``decisions.decide_pending_node`` says: a join that timed out (or whose
 machine failed) becomes a Leave first and has its machine deleted next, so a restart between the
 two still deletes it; a leave deletes the machine (again, past its deadline) and, once the cloud
-says Terminated, the Node (if it still names that machine) and then the record. Each write is
+says Terminated, the Node (if it still names that machine) and then the record. A VM of a group of
+standalone VMs is deleted with its NIC and OS disk (``standalone``). Each write is
 named by a checkpoint and idempotent. Neighbours: ``node_image`` (creates and owns the records;
 deletes a Join once its node is paired), ``cloud.compute`` through ``PendingNodeCloud``.
 """
@@ -17,10 +18,19 @@ import copy
 from typing import Any, Protocol
 
 from nodewright.api.base import ValidationError
-from nodewright.api.nodewright.v1alpha1 import PendingNode
+from nodewright.api.nodewright.v1alpha1 import RESOURCE_GROUP_ID_PATTERN, PendingNode
 from nodewright.cloud.models import NodeState
-from nodewright.cloud.resource_ids import InvalidResourceIdError, MachineId, parse_provider_id
-from nodewright.controllers.node_image.decisions import PendingNodeAction, decide_pending_node
+from nodewright.cloud.resource_ids import (
+    InvalidResourceIdError,
+    MachineId,
+    VirtualMachineId,
+    parse_provider_id,
+)
+from nodewright.controllers.node_image.decisions import (
+    PendingNodeAction,
+    PendingNodeDecision,
+    decide_pending_node,
+)
 from nodewright.controllers.node_image.options import NodeImageSettings
 from nodewright.controllers.node_image.resources import (
     PENDING_NODE,
@@ -29,6 +39,7 @@ from nodewright.controllers.node_image.resources import (
     no_checkpoint,
     utc_now,
 )
+from nodewright.controllers.node_image.standalone import StandaloneCloud
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
 from nodewright.runtime.events import EventRecorder
@@ -70,6 +81,7 @@ class PendingNodeReconciler:
         pending_nodes: Store,
         nodes: Store,
         cloud: PendingNodeCloud,
+        standalone: StandaloneCloud,
         events: EventRecorder,
         settings: NodeImageSettings,
         checkpoint: Checkpoint = no_checkpoint,
@@ -79,6 +91,7 @@ class PendingNodeReconciler:
         self._pending_nodes = pending_nodes
         self._nodes = nodes
         self._cloud = cloud
+        self._standalone = standalone
         self._events = events
         self._settings = settings
         self._checkpoint = checkpoint
@@ -104,51 +117,80 @@ class PendingNodeReconciler:
         self._write_status(obj, decision.cloud_state.value, decision.reached_goal)
         action = decision.action
         if action is PendingNodeAction.GIVE_UP_JOIN:
-            assert decision.deadline is not None
-            self._events.event(
-                obj, "Warning", decision.reason, f"Machine {pending.spec.node_name} did not join; deleting it"
-            )
-            self._update_spec(
-                obj, {"goal": "Leave", "deadline": format_time(decision.deadline)}, "give-up-join"
-            )
-            return Result(requeue=True)
+            return self._give_up_join(obj, pending, decision)
         if action is PendingNodeAction.DELETE_MACHINE:
-            if decision.deadline is not None:
-                self._events.event(
-                    obj,
-                    "Warning",
-                    decision.reason,
-                    f"Machine {pending.spec.node_name} still exists; deleting it again",
-                )
-                self._update_spec(obj, {"deadline": format_time(decision.deadline)}, "extend-leave")
-            self._checkpoint("delete-machine")
-            self._cloud.delete_instance(machine)
-            log.info("Deleted machine", pending_node=pending.name, machine=str(machine))
-            return Result(requeue=True)
+            return self._request_deletion(obj, pending, machine, decision)
         if action is PendingNodeAction.DELETE_RECORD:
-            if node is not None:
-                self._checkpoint("delete-node")
-                uid = str(node["metadata"].get("uid", ""))
-                with contextlib.suppress(errors.NotFound, errors.Conflict):
-                    self._client.delete(NODE, pending.spec.node_name, preconditions={"uid": uid})
-                log.info("Deleted node", node=pending.spec.node_name)
-            self._checkpoint("delete-record")
-            try:
-                self._client.delete(
-                    PENDING_NODE, pending.name, preconditions={"uid": str(obj["metadata"]["uid"])}
-                )
-            except (errors.NotFound, errors.Conflict):
-                return Result()
-            log.info(
-                "Finished PendingNode",
-                pending_node=pending.name,
-                goal=pending.spec.goal.value,
-                reason=decision.reason,
-            )
-            return Result()
+            return self._finish(obj, pending, node, decision)
         if decision.requeue_after is None:
             return Result()
         return Result(requeue_after=max(0.05, decision.requeue_after.total_seconds()))
+
+    def _give_up_join(
+        self, obj: dict[str, Any], pending: PendingNode, decision: PendingNodeDecision
+    ) -> Result:
+        """A join that failed or timed out becomes a Leave (the next pass deletes the machine)."""
+        assert decision.deadline is not None
+        self._events.event(
+            obj, "Warning", decision.reason, f"Machine {pending.spec.node_name} did not join; deleting it"
+        )
+        self._update_spec(obj, {"goal": "Leave", "deadline": format_time(decision.deadline)}, "give-up-join")
+        return Result(requeue=True)
+
+    def _request_deletion(
+        self, obj: dict[str, Any], pending: PendingNode, machine: MachineId, decision: PendingNodeDecision
+    ) -> Result:
+        """Delete the machine (again, with a new deadline, past the old one)."""
+        if decision.deadline is not None:
+            self._events.event(
+                obj,
+                "Warning",
+                decision.reason,
+                f"Machine {pending.spec.node_name} still exists; deleting it again",
+            )
+            self._update_spec(obj, {"deadline": format_time(decision.deadline)}, "extend-leave")
+        self._checkpoint("delete-machine")
+        self._delete_machine(pending, machine)
+        log.info("Deleted machine", pending_node=pending.name, machine=str(machine))
+        return Result(requeue=True)
+
+    def _finish(
+        self,
+        obj: dict[str, Any],
+        pending: PendingNode,
+        node: dict[str, Any] | None,
+        decision: PendingNodeDecision,
+    ) -> Result:
+        """The record is done: delete the Node (if it still names the machine), then the record."""
+        if node is not None:
+            self._checkpoint("delete-node")
+            uid = str(node["metadata"].get("uid", ""))
+            with contextlib.suppress(errors.NotFound, errors.Conflict):
+                self._client.delete(NODE, pending.spec.node_name, preconditions={"uid": uid})
+            log.info("Deleted node", node=pending.spec.node_name)
+        self._checkpoint("delete-record")
+        try:
+            self._client.delete(
+                PENDING_NODE, pending.name, preconditions={"uid": str(obj["metadata"]["uid"])}
+            )
+        except (errors.NotFound, errors.Conflict):
+            return Result()
+        log.info(
+            "Finished PendingNode",
+            pending_node=pending.name,
+            goal=pending.spec.goal.value,
+            reason=decision.reason,
+        )
+        return Result()
+
+    def _delete_machine(self, pending: PendingNode, machine: MachineId) -> None:
+        """Delete the machine; a standalone group's VM goes with its NIC and OS disk."""
+        if isinstance(machine, VirtualMachineId) and RESOURCE_GROUP_ID_PATTERN.fullmatch(
+            pending.spec.group_id
+        ):
+            self._standalone.release_machine(machine)
+        else:
+            self._cloud.delete_instance(machine)
 
     def _node_of(self, pending: PendingNode) -> dict[str, Any] | None:
         """The Node of the record's machine: named as the record says and naming the same machine."""

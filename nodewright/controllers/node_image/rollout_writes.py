@@ -1,8 +1,9 @@
 """The writes of the NodeImage reconciler, shared by its steps: merge patches recorded for
 read-your-writes, PendingNode creates and deletes, the status, autoscaling kept off while any
-rollout runs, and scale-outs recorded on their ScalingGroup first so a restart can find the new
-machine. Each write passes the checkpoint hook with its step's name. Side effects: Kubernetes and
-ARM writes. Neighbour: ``node_image`` (``NodeImageReconciler`` builds on ``RolloutWrites``).
+rollout runs, and scale-outs (a scale set's capacity step, or a standalone group's new VM, see
+``standalone``) recorded on their ScalingGroup first so a restart can find the new machine. Each
+write passes the checkpoint hook with its step's name. Side effects: Kubernetes and ARM writes.
+Neighbour: ``node_image`` (``NodeImageReconciler`` builds on ``RolloutWrites``).
 """
 
 from __future__ import annotations
@@ -22,10 +23,12 @@ from nodewright.api.nodewright.v1alpha1 import (
     PendingNodeSpec,
     ScalingGroup,
 )
-from nodewright.cloud.models import InstanceInfo
+from nodewright.cloud.errors import NotFoundError
+from nodewright.cloud.models import ImageReference, InstanceInfo
 from nodewright.cloud.resource_ids import (
     MachineId,
     ScaleSetId,
+    parse_resource_group_id,
     parse_scale_set_id,
 )
 from nodewright.controllers.node_image.conditions import degraded_to_report
@@ -47,6 +50,12 @@ from nodewright.controllers.node_image.resources import (
     utc_now,
 )
 from nodewright.controllers.node_image.rollout_metrics import RolloutMetrics
+from nodewright.controllers.node_image.standalone import (
+    CREATING_ANNOTATION,
+    StandaloneCloud,
+    machine_model,
+    new_machine_name,
+)
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
 from nodewright.runtime.events import EventRecorder
@@ -100,6 +109,7 @@ class RolloutWrites:
         client: Client,
         stores: NodeImageStores,
         cloud: NodeImageCloud,
+        standalone: StandaloneCloud,
         events: EventRecorder,
         settings: NodeImageSettings,
         checkpoint: Checkpoint = no_checkpoint,
@@ -108,6 +118,7 @@ class RolloutWrites:
         self._client = client
         self._stores = stores
         self._cloud = cloud
+        self._standalone = standalone
         self._events = events
         self._settings = settings
         self._checkpoint = checkpoint
@@ -166,8 +177,14 @@ class RolloutWrites:
 
     # ---- scale-out ----------------------------------------------------------------------------
 
-    def _scale_out_one(self, owner: dict[str, Any], scaling_group: ScalingGroup) -> None:
-        """Add one machine to the scale set, recorded first so a restart can find it."""
+    def _scale_out_one(
+        self, owner: dict[str, Any], scaling_group: ScalingGroup, image: ImageReference
+    ) -> None:
+        """Add one machine to the scale set (or a VM built with ``image`` to a standalone group),
+        recorded first so a restart can find it."""
+        if scaling_group.spec.standalone:
+            self._create_standalone_machine(owner, scaling_group, image)
+            return
         scale_set = parse_scale_set_id(scaling_group.spec.group_id)
         before = sorted(self._cloud.list_instance_ids(scale_set))
         record = {"metadata": {"annotations": {SCALE_OUT_ANNOTATION: json.dumps(before)}}}
@@ -191,6 +208,9 @@ class RolloutWrites:
         adopted: list[PendingNode] = []
         known = {p.spec.provider_id.lower() for p in pending}
         for scaling_group in scaling_groups:
+            if scaling_group.spec.standalone:
+                adopted += self._adopt_standalone_machine(owner, scaling_group, known)
+                continue
             recorded = (scaling_group.metadata.get("annotations") or {}).get(SCALE_OUT_ANNOTATION)
             if recorded is None:
                 continue
@@ -217,6 +237,55 @@ class RolloutWrites:
                 clear,
                 "clear-scale-out-record",
             )
+        return adopted
+
+    def _create_standalone_machine(
+        self, owner: dict[str, Any], scaling_group: ScalingGroup, image: ImageReference
+    ) -> None:
+        """Create one VM of a standalone group (see ``standalone``): a name recorded before (or
+        reused from a create a restart cut short), NIC and VM, a Join, the record cleared."""
+        name = (scaling_group.metadata.get("annotations") or {}).get(CREATING_ANNOTATION)
+        if not name:
+            name = new_machine_name(scaling_group)
+            record = {"metadata": {"annotations": {CREATING_ANNOTATION: name}}}
+            self._patch(
+                SCALING_GROUP, self._stores.scaling_groups, scaling_group.name, record, "record-scale-out"
+            )
+        group = parse_resource_group_id(scaling_group.spec.group_id)
+        self._checkpoint("scale-out")
+        instance = self._standalone.create_machine(group, name, machine_model(scaling_group, image))
+        self._track_join(owner, scaling_group, instance, "create-join")
+        self._events.event(owner, "Normal", "ScaledOut", f"Created {instance.name} in {scaling_group.name}")
+        clear = {"metadata": {"annotations": {CREATING_ANNOTATION: None}}}
+        self._patch(
+            SCALING_GROUP, self._stores.scaling_groups, scaling_group.name, clear, "clear-scale-out-record"
+        )
+        (scaling_group.metadata.get("annotations") or {}).pop(CREATING_ANNOTATION, None)  # used up
+
+    def _adopt_standalone_machine(
+        self, owner: dict[str, Any], scaling_group: ScalingGroup, known: set[str]
+    ) -> list[PendingNode]:
+        """Track the VM a restart cut off from its Join, if it exists (then clear the record); a
+        VM not created yet keeps the record, so the next scale-out reuses its name."""
+        name = (scaling_group.metadata.get("annotations") or {}).get(CREATING_ANNOTATION)
+        if not name:
+            return []
+        machine = parse_resource_group_id(scaling_group.spec.group_id).virtual_machine(name)
+        try:
+            instance = self._cloud.get_instance(machine)
+        except NotFoundError:
+            return []
+        adopted: list[PendingNode] = []
+        if instance.provider_id.lower() not in known:
+            adopted.append(self._track_join(owner, scaling_group, instance, "adopt-machine"))
+            known.add(instance.provider_id.lower())
+            self._events.event(
+                owner, "Normal", "AdoptedMachine", f"Tracking {instance.name} created before a restart"
+            )
+        clear = {"metadata": {"annotations": {CREATING_ANNOTATION: None}}}
+        self._patch(
+            SCALING_GROUP, self._stores.scaling_groups, scaling_group.name, clear, "clear-scale-out-record"
+        )
         return adopted
 
     def _track_join(

@@ -4,7 +4,7 @@ first and one at a time; workers share the budget round-robin. Neighbours: ``gro
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from nodewright.api.nodewright.v1alpha1 import (
@@ -174,18 +174,8 @@ def plan_scale_out(
     unreplaced = _count_by_group(
         node.scaling_group_id for node in groups.outdated if node.name not in paired_donors
     )
-    awaiting = groups.awaiting_annotation
-    joining = _count_by_group(
-        join.spec.group_id
-        for join in [
-            *_joins_without_node(groups, pending_nodes),
-            *(j for j in _joins(pending_nodes) if any(_same_machine(node, j) for node in awaiting)),
-        ]
-    )
-    new_nodes = [*groups.heirs, *(mint.node for mint in groups.mints)]
-    control_plane_in_flight = sum(count for key, count in joining.items() if is_control_plane(key)) + sum(
-        1 for node in new_nodes if is_control_plane(node.scaling_group_id)
-    )
+    joining = _joining_by_group(groups, pending_nodes)
+    control_plane_in_flight = _control_plane_in_flight(groups, joining, is_control_plane)
     control_plane_unfinished = (
         control_plane_in_flight > 0
         or any(is_control_plane(key) for key in unreplaced)
@@ -210,10 +200,47 @@ def plan_scale_out(
             plan.blockers.append(blocker)
         else:
             needs[key] = need
+    counts = _share_budget(needs, is_control_plane, budget, control_plane_in_flight)
+    for key, count in counts.items():
+        plan.scale_outs.append(ScaleOut(groups_by_id[key].spec.group_id, groups_by_id[key].name, count))
+    return plan
 
+
+def _control_plane_in_flight(
+    groups: NodeGroups, joining: Mapping[str, int], is_control_plane: Callable[[str], bool]
+) -> int:
+    """Control-plane machines joining, and control-plane heirs and mints."""
+    new_nodes = [*groups.heirs, *(mint.node for mint in groups.mints)]
+    return sum(count for key, count in joining.items() if is_control_plane(key)) + sum(
+        1 for node in new_nodes if is_control_plane(node.scaling_group_id)
+    )
+
+
+def _joining_by_group(groups: NodeGroups, pending_nodes: Sequence[PendingNode]) -> dict[str, int]:
+    """Machines joining per scale set: Join PendingNodes whose node has not registered or awaits
+    annotation."""
+    awaiting = groups.awaiting_annotation
+    return _count_by_group(
+        join.spec.group_id
+        for join in [
+            *_joins_without_node(groups, pending_nodes),
+            *(j for j in _joins(pending_nodes) if any(_same_machine(node, j) for node in awaiting)),
+        ]
+    )
+
+
+def _share_budget(
+    needs: Mapping[str, int],
+    is_control_plane: Callable[[str], bool],
+    budget: int,
+    control_plane_in_flight: int,
+) -> dict[str, int]:
+    """How many machines each scale set gets: control-plane sets first within the room
+    ``CONTROL_PLANE_SURGE`` leaves beside those in flight, then workers round-robin (in the order
+    of ``needs``) until the budget or the needs run out."""
+    control_plane_room = max(0, CONTROL_PLANE_SURGE - control_plane_in_flight)
     remaining = budget
     counts: dict[str, int] = {}
-    control_plane_room = max(0, CONTROL_PLANE_SURGE - control_plane_in_flight)
     for key, need in needs.items():
         if is_control_plane(key):
             take = min(need, remaining, control_plane_room)
@@ -227,9 +254,7 @@ def plan_scale_out(
             if remaining > 0 and counts.get(key, 0) < needs[key]:
                 counts[key] = counts.get(key, 0) + 1
                 remaining -= 1
-    for key, count in counts.items():
-        plan.scale_outs.append(ScaleOut(groups_by_id[key].spec.group_id, groups_by_id[key].name, count))
-    return plan
+    return counts
 
 
 def _on_new_image_by_group(groups: NodeGroups, pending_nodes: Sequence[PendingNode]) -> dict[str, int]:

@@ -1,4 +1,6 @@
-"""ScalingGroupReconciler: keeps a scale set's model image on its NodeImage's image.
+"""ScalingGroupReconciler: keeps a scale set's model image on its NodeImage's image (a group of
+standalone VMs has no model at the cloud: the image is recorded in its status, after its resource
+group and subnet are found; a missing one is a False condition like a missing scale set).
 
 Reads the ScalingGroup and its NodeImage from the cache (the NodeImage's previous image while
 its rollout is rolled back, see ``rollout_state``), the scale set's model image from the
@@ -19,11 +21,17 @@ from nodewright.api.base import ValidationError
 from nodewright.api.nodewright.v1alpha1 import CONDITION_IMAGE_APPLIED, NodeImage, ScalingGroup
 from nodewright.cloud.errors import CloudError, NotFoundError
 from nodewright.cloud.models import ImageReference
-from nodewright.cloud.resource_ids import InvalidResourceIdError, ScaleSetId, parse_scale_set_id
+from nodewright.cloud.resource_ids import (
+    InvalidResourceIdError,
+    ScaleSetId,
+    parse_resource_group_id,
+    parse_scale_set_id,
+)
 from nodewright.controllers.node_image.decisions import InvalidImageError, parse_desired_image
 from nodewright.controllers.node_image.options import NodeImageSettings
 from nodewright.controllers.node_image.resources import SCALING_GROUP, Checkpoint, no_checkpoint
 from nodewright.controllers.node_image.rollout_state import RolloutMemory, desired_image_of
+from nodewright.controllers.node_image.standalone import StandaloneCloud
 from nodewright.runtime.client import Client
 from nodewright.runtime.events import EventRecorder
 from nodewright.runtime.informer import Store
@@ -61,6 +69,7 @@ class ScalingGroupReconciler:
         scaling_groups: Store,
         node_images: Store,
         cloud: ScalingGroupCloud,
+        standalone: StandaloneCloud,
         events: EventRecorder,
         settings: NodeImageSettings,
         checkpoint: Checkpoint = no_checkpoint,
@@ -69,6 +78,7 @@ class ScalingGroupReconciler:
         self._scaling_groups = scaling_groups
         self._node_images = node_images
         self._cloud = cloud
+        self._standalone = standalone
         self._events = events
         self._settings = settings
         self._checkpoint = checkpoint
@@ -93,6 +103,14 @@ class ScalingGroupReconciler:
             desired = parse_desired_image(desired_image_of(memory, node_image.spec.image))
         except (ValidationError, InvalidImageError) as error:
             return self._refuse(obj, "InvalidImageReference", str(error))
+        if scaling_group.spec.standalone:
+            return self._record_standalone_image(obj, scaling_group, desired)
+        return self._apply_to_scale_set(obj, scaling_group, desired)
+
+    def _apply_to_scale_set(
+        self, obj: dict[str, Any], scaling_group: ScalingGroup, desired: ImageReference
+    ) -> Result:
+        """Set the scale set's model image to ``desired`` when it differs; report it."""
         try:
             scale_set = parse_scale_set_id(scaling_group.spec.group_id)
         except InvalidResourceIdError as error:
@@ -120,6 +138,33 @@ class ScalingGroupReconciler:
             current = desired
         self._write_status(obj, "True", "Applied", f"New machines boot {current}", image=current)
         return Result(requeue_after=self._settings.scaling_group_resync_seconds)
+
+    def _record_standalone_image(
+        self, obj: dict[str, Any], scaling_group: ScalingGroup, desired: ImageReference
+    ) -> Result:
+        """A group of standalone VMs has no model at the cloud: check that its resource group and
+        subnet exist (reads only), then record ``desired`` as the image new VMs are built from."""
+        resync = Result(requeue_after=self._settings.scaling_group_resync_seconds)
+        machines = scaling_group.spec.virtual_machines
+        assert machines is not None  # the API requires it for a resource group groupID
+        group = parse_resource_group_id(scaling_group.spec.group_id)
+        try:
+            self._standalone.list_machine_names(group)
+        except NotFoundError:
+            self._refuse(obj, "ResourceGroupNotFound", f"No resource group {scaling_group.spec.group_id}")
+            return resync
+        try:
+            self._standalone.subnet_location(machines.subnet_id)
+        except NotFoundError:
+            self._refuse(obj, "SubnetNotFound", f"No subnet {machines.subnet_id}")
+            return resync
+        recorded = (obj.get("status") or {}).get("imageReference") or ""
+        if not recorded or not ImageReference.parse(recorded).same_image(desired):
+            message = f"Standalone VMs of {group.resource_group} are now created from {desired}"
+            self._events.event(obj, "Normal", "ImageApplied", message)
+            log.info("Recorded standalone group image", scaling_group=scaling_group.name, image=str(desired))
+        self._write_status(obj, "True", "Applied", f"New machines boot {desired}", image=desired)
+        return resync
 
     def _refuse(self, obj: dict[str, Any], reason: str, message: str) -> Result:
         """Report what keeps the image from being applied; nothing is changed at the cloud. The

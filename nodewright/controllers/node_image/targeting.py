@@ -1,5 +1,6 @@
-"""Which nodes a NodeImage acts on (pure): the instances of its own ScalingGroups' scale sets,
-never every node under the reconciler's label selector.
+"""Which nodes a NodeImage acts on (pure): the instances of its own ScalingGroups' scale sets
+(or, for a group of standalone VMs, the resource group's VMs that are in no scale set), never
+every node under the reconciler's label selector.
 
 A scale set is claimed by the NodeImage of the oldest ScalingGroup naming it (creation time, then
 name); a later ScalingGroup of another NodeImage naming the same scale set is a conflict: that
@@ -14,7 +15,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from nodewright.api.nodewright.v1alpha1 import ScalingGroup
-from nodewright.cloud.resource_ids import InvalidResourceIdError, ScaleSetInstanceId, parse_provider_id
+from nodewright.cloud.resource_ids import (
+    InvalidResourceIdError,
+    ResourceGroupId,
+    ScaleSetInstanceId,
+    parse_provider_id,
+)
 from nodewright.controllers.node_image.grouping import ClusterNode
 
 __all__ = ["Claims", "claim_scaling_groups", "node_scale_set", "nodes_claimed"]
@@ -48,8 +54,9 @@ def claim_scaling_groups(all_scaling_groups: Iterable[ScalingGroup], node_image:
         if claimant.spec.node_image == node_image:
             own.append(scaling_group)
         else:
+            what = "resource group" if scaling_group.spec.standalone else "scale set"
             conflicts.append(
-                f"ScalingGroup {scaling_group.name}: scale set {scaling_group.spec.group_id} is claimed by "
+                f"ScalingGroup {scaling_group.name}: {what} {scaling_group.spec.group_id} is claimed by "
                 f"NodeImage {claimant.spec.node_image} (ScalingGroup {claimant.name})"
             )
     return Claims(
@@ -60,9 +67,10 @@ def claim_scaling_groups(all_scaling_groups: Iterable[ScalingGroup], node_image:
 
 
 def node_scale_set(node: ClusterNode) -> str:
-    """The lowercased ID of the scale set a node's machine belongs to: its annotation when written
+    """The lowercased ID of the group a node's machine belongs to: its annotation when written
     (a Flexible member's is written from the cloud, see ``node_image``), else read from its
-    providerID; empty when neither names a scale set."""
+    providerID: a Uniform instance's scale set, or for a VM (placed in no Flexible scale set by
+    then) its resource group, the groupID of a group of standalone VMs; empty otherwise."""
     if node.scaling_group_id:
         return node.scaling_group_id.lower()
     try:
@@ -71,7 +79,7 @@ def node_scale_set(node: ClusterNode) -> str:
         return ""
     if isinstance(machine, ScaleSetInstanceId):
         return str(machine.scale_set).lower()
-    return ""
+    return str(ResourceGroupId(machine.subscription_id, machine.resource_group)).lower()
 
 
 def nodes_claimed(nodes: Iterable[ClusterNode], claims: Claims) -> list[ClusterNode]:

@@ -210,3 +210,42 @@ def test_put_creates_vm_and_delete_removes_it(
     clients.compute.virtual_machines.begin_delete(estate.group, "vm-1").result()
     with pytest.raises(ResourceNotFoundError):
         clients.compute.virtual_machines.get(estate.group, "vm-1")
+
+
+@pytest.mark.parametrize(
+    ("delete_option", "nic_kept"),
+    [
+        pytest.param("Delete", False, id="delete-option-delete-removes-the-nic"),
+        pytest.param("Detach", True, id="delete-option-detach-keeps-the-nic-detached"),
+        pytest.param(None, True, id="no-delete-option-keeps-the-nic-detached"),
+    ],
+)
+def test_delete_vm_takes_its_nic_only_when_marked_delete(
+    arm_emulator: ArmEmulator, estate: Estate, clients: Clients, delete_option: str | None, nic_kept: bool
+) -> None:
+    """As Azure: a NIC whose reference says ``deleteOption: Delete`` goes with the VM (its address
+    freed); otherwise it stays, no longer attached."""
+    nic_id = estate.vm_id.replace(
+        "Microsoft.Compute/virtualMachines/vm-0", "Microsoft.Network/networkInterfaces/vm-0-nic"
+    )
+    address = clients.network.network_interfaces.get(estate.group, "vm-0-nic").ip_configurations[0]
+    reference: dict[str, Any] = {"id": nic_id, "properties": {"primary": True}}
+    if delete_option is not None:
+        reference["properties"]["deleteOption"] = delete_option
+    patch = {"properties": {"networkProfile": {"networkInterfaces": [reference]}}}
+    clients.compute.virtual_machines.begin_update(
+        estate.group, "vm-0", models.VirtualMachineUpdate(patch)
+    ).result()
+    clients.compute.virtual_machines.begin_delete(estate.group, "vm-0").result()
+    if nic_kept:
+        nic = clients.network.network_interfaces.get(estate.group, "vm-0-nic")
+        assert nic.virtual_machine is None
+    else:
+        with pytest.raises(ResourceNotFoundError):
+            clients.network.network_interfaces.get(estate.group, "vm-0-nic")
+        with arm_emulator.state.locked():
+            owners = [
+                owner for subnet in arm_emulator.state.subnets.values() for owner in subnet.pool.owners()
+            ]
+        assert address.private_ip_address
+        assert not [owner for owner in owners if owner.lower().startswith(nic_id.lower())]

@@ -22,7 +22,7 @@ from typing import Any
 from nodewright.api.aadpodidentity.v1 import RESOURCES as IDENTITY_RESOURCES
 from nodewright.api.acn.v1alpha import RESOURCES as NETWORK_RESOURCES
 from nodewright.api.nodewright.v1alpha1 import RESOURCES, NodeImage, PendingNode
-from nodewright.cloud.emulator import ArmEmulator
+from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION, ArmEmulator
 from nodewright.cloud.emulator.scale_set_members import members
 from nodewright.cloud.factory import Cloud
 from nodewright.cloud.throttle import InMemoryCallCounter
@@ -122,6 +122,7 @@ class RolloutBench:
     counter: InMemoryCallCounter = field(default_factory=InMemoryCallCounter)
     switch: CrashSwitch = field(default_factory=CrashSwitch)
     scale_sets: list[str] = field(default_factory=list)
+    standalone_groups: list[str] = field(default_factory=list)
     running: _RunningManager | None = None
     _cloud: Cloud | None = None
     _simulator: NodeSimulator | None = None
@@ -166,6 +167,38 @@ class RolloutBench:
         )
         self.scale_sets.append(scale_set)
         return scale_set
+
+    def add_standalone_machines(self, prefix: str, count: int, image: str = OLD_IMAGE) -> str:
+        """``count`` standalone VMs ``<prefix><suffix>-<i>`` (each with its NIC ``<name>-nic``) on
+        ``image``; returns the resource group's ID, the groupID of their ScalingGroup."""
+        for index in range(count):
+            name = f"{prefix}{self.suffix}-{index}"
+            self.emulator.estate.add_virtual_machine(
+                RESOURCE_GROUP, name, subnet_id=self.subnet, image={"communityGalleryImageId": image}
+            )
+        group = f"/subscriptions/{DEFAULT_SUBSCRIPTION}/resourceGroups/{RESOURCE_GROUP}"
+        self.standalone_groups.append(group)
+        return group
+
+    def create_standalone_scaling_group(
+        self, prefix: str, *, subnet: str | None = None, group: str | None = None, **model: Any
+    ) -> str:
+        """A ScalingGroup of the resource group's standalone VMs, new ones named ``<prefix><suffix>n``."""
+        name = f"{prefix}{self.suffix}"
+        machines = {
+            "vmSize": "Standard_D4s_v5",
+            "subnetID": subnet or self.subnet,
+            "namePrefix": f"{prefix}{self.suffix}n",
+            "sshPublicKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJ3yTIf7kMEvQqRnGp1o8B0f0dQe7 test",
+            **model,
+        }
+        spec = {
+            "groupID": group or f"/subscriptions/{DEFAULT_SUBSCRIPTION}/resourceGroups/{RESOURCE_GROUP}",
+            "nodeImage": f"cluster-{self.suffix}",
+            "virtualMachines": machines,
+        }
+        self.create(SCALING_GROUP, {"metadata": {"name": name}, "spec": spec})
+        return name
 
     def start_simulator(self, join_delay: float | None = None) -> None:
         """Start the node simulator (replacing a running one, e.g. to change the join delay)."""
@@ -259,7 +292,13 @@ class RolloutBench:
             "rollout-test",
         )
         manager = Manager(config, kubeconfig=str(self.kubeconfig))
-        install(manager, settings or self.settings(), self.cloud.compute, checkpoint=self.switch)
+        install(
+            manager,
+            settings or self.settings(),
+            self.cloud.compute,
+            self.cloud.standalone,
+            checkpoint=self.switch,
+        )
         self.running = _RunningManager(manager)
 
     def stop(self) -> None:
@@ -286,11 +325,12 @@ class RolloutBench:
             PendingNode.from_object(item)
             for item in self.client.list(PENDING_NODE).items
             if any(s.lower() in item["spec"]["groupID"].lower() for s in self.scale_sets)
+            or item["spec"]["groupID"].lower() in {g.lower() for g in self.standalone_groups}
         ]
 
     def machines(self) -> list[dict[str, Any]]:
-        """Every instance (Uniform) or member VM (Flexible) of the bench's scale sets: id, node
-        name, state, power, image."""
+        """Every instance (Uniform) or member VM (Flexible) of the bench's scale sets, and every
+        standalone VM once the bench has a standalone group: id, node name, state, power, image."""
         found: list[dict[str, Any]] = []
         with self.emulator.state.locked():
             for scale_set_id in self.scale_sets:
@@ -306,6 +346,8 @@ class RolloutBench:
                             "image": (properties.get("storageProfile") or {}).get("imageReference", {}),
                         }
                     )
+            if self.standalone_groups:
+                found += _standalone_machines(self.emulator)
         return found
 
     def live_machines(self) -> list[dict[str, Any]]:
@@ -343,6 +385,25 @@ class RolloutBench:
                 self.client.delete(NODE, node["metadata"]["name"])
         if self._cloud is not None:
             self._cloud.close()
+
+
+def _standalone_machines(emulator: ArmEmulator) -> list[dict[str, Any]]:
+    """The emulator's VMs in no scale set, as ``RolloutBench.machines`` lists them (state locked)."""
+    found: list[dict[str, Any]] = []
+    for machine in emulator.state.virtual_machines.values():
+        properties = machine.document["properties"]
+        if properties.get("virtualMachineScaleSet"):
+            continue
+        found.append(
+            {
+                "id": machine.document["id"],
+                "name": properties["osProfile"]["computerName"].lower(),
+                "provisioning": machine.provisioning_state,
+                "power": machine.power_state,
+                "image": (properties.get("storageProfile") or {}).get("imageReference", {}),
+            }
+        )
+    return found
 
 
 @contextlib.contextmanager

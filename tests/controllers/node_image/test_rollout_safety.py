@@ -98,15 +98,22 @@ def test_the_oldest_scaling_group_claims_a_scale_set_and_a_later_one_is_a_confli
 
 
 def test_a_node_is_placed_by_annotation_or_provider_id() -> None:
-    """Nodes not yet annotated are placed from their providerID; other machines are nobody's."""
+    """Nodes not yet annotated are placed from their providerID: a Uniform instance in its scale
+    set, a VM in no Flexible scale set in its resource group (the groupID of a group of standalone
+    VMs); a node without an Azure providerID is nobody's."""
     instance = ClusterNode("n", provider_id="azure://" + PREFIX + "vmss-a/virtualMachines/3")
     assert node_scale_set(instance) == (PREFIX + "vmss-a").lower()
     vm = ClusterNode(
         "v",
-        provider_id="azure:///subscriptions/0/resourceGroups/rg/providers/Microsoft.Compute/virtualMachines/v",
+        provider_id="azure:///subscriptions/0/resourceGroups/RG/providers/Microsoft.Compute/virtualMachines/v",
     )
-    assert node_scale_set(vm) == ""
+    assert node_scale_set(vm) == "/subscriptions/0/resourcegroups/rg"
+    flexible_member = ClusterNode(
+        "f", annotations={SCALING_GROUP_ANNOTATION: PREFIX + "Flex"}, provider_id=vm.provider_id
+    )
+    assert node_scale_set(flexible_member) == (PREFIX + "flex").lower()
     assert node_scale_set(ClusterNode("none")) == ""
+    assert node_scale_set(ClusterNode("kind", provider_id="kind://docker/n")) == ""
 
 
 @pytest.mark.parametrize(

@@ -33,11 +33,13 @@ from nodewright.api.nodewright.v1alpha1.pending_node import (
 )
 from nodewright.api.nodewright.v1alpha1.scaling_group import (
     CONDITION_IMAGE_APPLIED,
+    RESOURCE_GROUP_ID_PATTERN,
     SCALE_SET_ID_PATTERN,
     NodeRole,
     ScalingGroup,
     ScalingGroupSpec,
     ScalingGroupStatus,
+    StandaloneMachines,
 )
 
 RESOURCES: tuple[type[Resource], ...] = (NodeImage, ScalingGroup, PendingNode, AutoscalingStrategy)
@@ -51,6 +53,7 @@ __all__ = [
     "ENABLED_BEFORE_ROLLOUT_ANNOTATION",
     "QUARANTINE_LABEL",
     "RESOURCES",
+    "RESOURCE_GROUP_ID_PATTERN",
     "SCALE_SET_ID_PATTERN",
     "AutoscalingStrategy",
     "AutoscalingStrategySpec",
@@ -68,5 +71,6 @@ __all__ = [
     "ScalingGroup",
     "ScalingGroupSpec",
     "ScalingGroupStatus",
+    "StandaloneMachines",
     "UndrainableNodeBehavior",
 ]

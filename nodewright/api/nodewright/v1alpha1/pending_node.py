@@ -50,7 +50,13 @@ class PendingNodeSpec(Model):
         description="The node's providerID (azure:///subscriptions/...).",
         schema={"minLength": 1},
     )
-    group_id: str = field(json="groupID", description="The scale set's ARM resource ID.")
+    group_id: str = field(
+        json="groupID",
+        description=(
+            "The ScalingGroup's groupID: the scale set's ARM resource ID, or a standalone group's "
+            "resource group ID."
+        ),
+    )
     node_name: str = field(description="The name the machine's Node has (or will have).")
     goal: PendingNodeGoal = field(description="Join: become a Ready node. Leave: be terminated.")
     deadline: str | None = field(
