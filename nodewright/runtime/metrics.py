@@ -82,7 +82,15 @@ class Metrics:
         )
         self.meter = self.provider.get_meter("nodewright.runtime")
         self._queues: weakref.WeakSet[WorkQueue[Any]] = weakref.WeakSet()
-        meter = self.meter
+        self._add_controller_instruments(self.meter)
+        self._add_workqueue_instruments(self.meter)
+        self.leader_election_status = self.meter.create_gauge(
+            "leader_election_master_status",
+            description="1 while this process leads the named lease, else 0",
+        )
+
+    def _add_controller_instruments(self, meter: Meter) -> None:
+        """controller-runtime's per-controller reconcile metrics."""
         self.reconcile_total = meter.create_counter(
             "controller_runtime_reconcile_total", description="Total reconciliations per controller"
         )
@@ -109,6 +117,9 @@ class Metrics:
             "controller_runtime_active_workers",
             description="Number of currently used workers per controller",
         )
+
+    def _add_workqueue_instruments(self, meter: Meter) -> None:
+        """client-go's work-queue metrics (the gauges read every registered queue)."""
         self.workqueue_adds = meter.create_counter(
             "workqueue_adds_total", description="Total adds handled by the work queue"
         )
@@ -139,10 +150,6 @@ class Metrics:
             "workqueue_longest_running_processor_seconds",
             callbacks=[self._observe(lambda queue: queue.longest_running_seconds())],
             description="Seconds the longest running processor has been running",
-        )
-        self.leader_election_status = meter.create_gauge(
-            "leader_election_master_status",
-            description="1 while this process leads the named lease, else 0",
         )
 
     def _observe(self, read: Any) -> Any:

@@ -5,7 +5,7 @@ reconcilers turn problems into conditions and Warning Events."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 
 from nodewright.api.aadpodidentity.v1 import AzureIdentity, AzureIdentityBinding
 from nodewright.cloud.resource_ids import InvalidResourceIdError
@@ -30,78 +30,68 @@ def validate(
     """Bad input, one problem per object, each with a reason and a message that names the fix:
     malformed type-0 resourceIDs, bindings to a missing or invalid identity, matched pods on a
     node that does not exist or has no usable providerID. Sorted by kind, namespace, name."""
-    problems: list[Problem] = []
     identity_list = list(identities)
-    known = {identity_key(identity): identity for identity in identity_list}
+    known = {identity_key(identity) for identity in identity_list}
     usable = usable_identities(identity_list)
-    for identity in identity_list:
-        if identity_key(identity) in usable:
-            continue
-        detail = (
-            "spec.resourceID is empty"
-            if not identity.spec.resource_id
-            else f"spec.resourceID {identity.spec.resource_id!r} is not a user-assigned identity ID"
-        )
-        problems.append(
-            Problem(
-                "AzureIdentity",
-                identity.namespace,
-                identity.name,
-                "InvalidResourceID",
-                f"{detail}; expected /subscriptions/<id>/resourcegroups/<group>/providers/"
-                "Microsoft.ManagedIdentity/userAssignedIdentities/<name>",
-            )
-        )
-    for binding in bindings:
-        wanted = (binding.namespace, binding.spec.azure_identity)
-        if wanted in usable:
-            continue
-        if wanted in known:
-            problems.append(
-                Problem(
-                    "AzureIdentityBinding",
-                    binding.namespace,
-                    binding.name,
-                    "IdentityInvalid",
-                    f"AzureIdentity {binding.namespace}/{binding.spec.azure_identity} is invalid "
-                    "(see its events)",
-                )
-            )
-        else:
-            problems.append(
-                Problem(
-                    "AzureIdentityBinding",
-                    binding.namespace,
-                    binding.name,
-                    "IdentityNotFound",
-                    f"AzureIdentity {binding.spec.azure_identity!r} does not exist "
-                    f"in namespace {binding.namespace}",
-                )
-            )
+    problems = [
+        *(_identity_problem(i) for i in identity_list if identity_key(i) not in usable),
+        *(_binding_problem(b, known) for b in bindings if (b.namespace, b.spec.azure_identity) not in usable),
+    ]
     if nodes is not None:
-        for pod in matched_pods:
-            node = nodes.get(pod.node_name)
-            if node is None:
-                problems.append(
-                    Problem(
-                        "Pod", pod.namespace, pod.name, "NodeNotFound", f"Node {pod.node_name} does not exist"
-                    )
-                )
-                continue
-            try:
-                target_of_provider_id(node.provider_id)
-            except InvalidResourceIdError:
-                reason = "NodeWithoutProviderID" if not node.provider_id else "InvalidProviderID"
-                problems.append(
-                    Problem(
-                        "Pod",
-                        pod.namespace,
-                        pod.name,
-                        reason,
-                        f"Node {node.name} has no Azure VM or scale set in spec.providerID "
-                        f"({node.provider_id or 'empty'}); its identities cannot be assigned",
-                    )
-                )
+        problems += [p for p in (_pod_problem(pod, nodes) for pod in matched_pods) if p is not None]
     return sorted(
         problems, key=lambda problem: (problem.kind, problem.namespace, problem.name, problem.reason)
     )
+
+
+def _identity_problem(identity: AzureIdentity) -> Problem:
+    detail = (
+        "spec.resourceID is empty"
+        if not identity.spec.resource_id
+        else f"spec.resourceID {identity.spec.resource_id!r} is not a user-assigned identity ID"
+    )
+    return Problem(
+        "AzureIdentity",
+        identity.namespace,
+        identity.name,
+        "InvalidResourceID",
+        f"{detail}; expected /subscriptions/<id>/resourcegroups/<group>/providers/"
+        "Microsoft.ManagedIdentity/userAssignedIdentities/<name>",
+    )
+
+
+def _binding_problem(binding: AzureIdentityBinding, known: Container[tuple[str, str]]) -> Problem:
+    if (binding.namespace, binding.spec.azure_identity) in known:
+        return Problem(
+            "AzureIdentityBinding",
+            binding.namespace,
+            binding.name,
+            "IdentityInvalid",
+            f"AzureIdentity {binding.namespace}/{binding.spec.azure_identity} is invalid (see its events)",
+        )
+    return Problem(
+        "AzureIdentityBinding",
+        binding.namespace,
+        binding.name,
+        "IdentityNotFound",
+        f"AzureIdentity {binding.spec.azure_identity!r} does not exist in namespace {binding.namespace}",
+    )
+
+
+def _pod_problem(pod: PodInfo, nodes: Mapping[str, NodeInfo]) -> Problem | None:
+    node = nodes.get(pod.node_name)
+    if node is None:
+        return Problem("Pod", pod.namespace, pod.name, "NodeNotFound", f"Node {pod.node_name} does not exist")
+    try:
+        target_of_provider_id(node.provider_id)
+    except InvalidResourceIdError:
+        reason = "NodeWithoutProviderID" if not node.provider_id else "InvalidProviderID"
+        return Problem(
+            "Pod",
+            pod.namespace,
+            pod.name,
+            reason,
+            f"Node {node.name} has no Azure VM or scale set in spec.providerID "
+            f"({node.provider_id or 'empty'}); its identities cannot be assigned",
+        )
+    return None
