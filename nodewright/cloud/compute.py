@@ -178,33 +178,19 @@ class ComputeService:
         changed since it was read, and nothing was applied."""
         body = {"identity": patch.body()}
         condition = MatchConditions.IfNotModified if etag else None
-        if isinstance(target, ScaleSetId):
-            scale_set = self._call(
-                "compute.patch_scale_set_identities",
-                lambda: self._compute.virtual_machine_scale_sets.begin_update(
-                    target.resource_group,
-                    target.name,
-                    compute_models.VirtualMachineScaleSetUpdate(body),
-                    etag=etag,
-                    match_condition=condition,
-                ).result(),
-                target,
-                write=True,
-            )
-            return identities_from_sdk(scale_set.identity, scale_set.etag) if scale_set is not None else None
-        machine = self._call(
-            "compute.patch_virtual_machine_identities",
-            lambda: self._compute.virtual_machines.begin_update(
-                target.resource_group,
-                target.name,
-                compute_models.VirtualMachineUpdate(body),
-                etag=etag,
-                match_condition=condition,
+        scale_set = isinstance(target, ScaleSetId)
+        compute, models = self._compute, compute_models
+        operations: Any = compute.virtual_machine_scale_sets if scale_set else compute.virtual_machines
+        update: Any = models.VirtualMachineScaleSetUpdate if scale_set else models.VirtualMachineUpdate
+        landed = self._call(
+            "compute.patch_scale_set_identities" if scale_set else "compute.patch_virtual_machine_identities",
+            lambda: operations.begin_update(
+                target.resource_group, target.name, update(body), etag=etag, match_condition=condition
             ).result(),
             target,
             write=True,
         )
-        return identities_from_sdk(machine.identity, machine.etag) if machine is not None else None
+        return identities_from_sdk(landed.identity, landed.etag) if landed is not None else None
 
     def update_identities(
         self,

@@ -2,10 +2,12 @@
 
 A pass reads (``reading``) the target's nodes, their labelled pods, the identities, bindings and
 the AzureAssignedIdentities recorded there; asks ``decisions`` what should exist; GETs the
-target's identities once; records new objects and the ownership intent *before* the PATCH
-(``assigned_writes``); sends one delta PATCH (identities ARM refuses are isolated and retried on a
-capped backoff, ``targets``); then records what landed (Assigned only when the identity is on the
-target, otherwise Created with a reason) and deletes released objects. MIC's Events.
+target's identities once (or, when the pass writes, plans from what the last GET or PATCH left,
+guarded by the target's etag, ``known_identities``); records new objects and the ownership
+intent *before* the PATCH (``assigned_writes``); sends one delta PATCH (identities ARM refuses
+are isolated and retried on a capped backoff, ``targets``); then records what landed (Assigned
+only when the identity is on the target, otherwise Created with a reason) and deletes released
+objects. MIC's Events.
 
 Requests are typed keys (``keys``): a target by its lowercased ARM ID; every watch maps to
 targets (``watches``). ``UNRESOLVED_PODS`` handles pods on nodes that are missing (retried on a
