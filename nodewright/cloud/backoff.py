@@ -65,6 +65,7 @@ class BackingOffError(CloudError):
         )
         self.target = target
         self.retry_after: float | None = seconds
+        self.retry_at = time.monotonic() + seconds
 
 
 def starts_backoff(error: CloudError) -> bool:

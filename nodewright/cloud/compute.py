@@ -77,6 +77,7 @@ class IdentityUpdateIncompleteError(CloudError):
         self.target = cause.target
         self.quiet = cause.quiet
         self.retry_after: float | None = getattr(cause, "retry_after", None)
+        self.retry_at: float | None = getattr(cause, "retry_at", None)
         self.identities = identities
         self.rejected = rejected
 

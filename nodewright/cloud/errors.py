@@ -80,7 +80,9 @@ class NotFoundError(CloudError):
 
 
 class ThrottledError(CloudError):
-    """ARM throttled the call (HTTP 429); ``retry_after`` is seconds to wait, when ARM named it."""
+    """ARM throttled the call (HTTP 429); ``retry_after`` is seconds to wait, when ARM named it,
+    and ``retry_at`` the ``time.monotonic()`` when that wait ends (a caller that spends time
+    before it retries waits only for what is left)."""
 
     def __init__(
         self,
@@ -92,6 +94,7 @@ class ThrottledError(CloudError):
     ) -> None:
         super().__init__(message, status_code=status_code, code=code)
         self.retry_after = retry_after
+        self.retry_at = None if retry_after is None else time.monotonic() + retry_after
 
 
 class ConflictError(CloudError):

@@ -47,6 +47,9 @@ log = get_logger(__name__)
 
 Object = dict[str, Any]
 
+MIN_RETRY_HINT = 0.01
+"""Seconds: the soonest a retry comes back when the wait an error named has already passed."""
+
 
 class Watch(Generic[K]):
     """One source of requests: an informer's events, filtered by predicates, mapped by a handler.
@@ -250,8 +253,13 @@ class Controller(Generic[K]):
 
 def _retry_hint(error: BaseException) -> float | None:
     """Seconds until a retry can succeed, when the error says (its ``retry_after``: a target's
-    backoff, a budget's hold, a server's Retry-After); the rate limiter's growing delay would
-    only add to it, and keep growing after the fault is gone."""
+    backoff, a budget's hold, a server's Retry-After; counted from when the error was made when
+    it carries that deadline as ``retry_at``, so a pass that spent time after the failure does
+    not wait the whole time again); the rate limiter's growing delay would only add to it, and
+    keep growing after the fault is gone."""
+    deadline = getattr(error, "retry_at", None)  # a time.monotonic() deadline: what is left of it
+    if isinstance(deadline, float):
+        return max(MIN_RETRY_HINT, deadline - time.monotonic())
     value = getattr(error, "retry_after", None)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
         return None

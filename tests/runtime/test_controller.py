@@ -138,6 +138,37 @@ def test_an_error_that_says_when_to_retry_is_retried_then_not_sooner_nor_later(
     assert controller.queue.num_requeues(REQUEST) == 0
 
 
+def test_a_wait_counted_from_the_failure_is_not_waited_again_after_a_slow_pass(
+    running: Callable[..., Controller[Request]],
+) -> None:
+    """An error that carries its deadline (``retry_at``, as a 429's Retry-After does) comes back
+    when that deadline passes, not ``retry_after`` seconds after the pass ended: a pass that spent
+    0.3 s writing statuses after a 0.4-s hold began retries about 0.1 s after it ends."""
+    calls: list[float] = []
+    ended: list[float] = []
+
+    class ThrottledWithDeadlineError(Exception):
+        def __init__(self) -> None:
+            super().__init__("throttled")
+            self.retry_after = 0.4
+            self.retry_at = time.monotonic() + 0.4
+
+    def reconcile(request: Request) -> Result:
+        calls.append(time.monotonic())
+        if len(calls) == 1:
+            error = ThrottledWithDeadlineError()
+            time.sleep(0.3)  # the rest of the pass, after the failure
+            ended.append(time.monotonic())
+            raise error
+        return Result()
+
+    controller = running(reconcile)
+    controller.enqueue(REQUEST)
+    wait_for(lambda: len(calls) == 2, timeout=10)
+    assert calls[1] - calls[0] >= 0.39, "not before the hold ends"
+    assert calls[1] - ended[0] < 0.3, "the hold is counted from the failure, not from the pass's end"
+
+
 def test_requeue_goes_through_rate_limiter(running: Callable[..., Controller[Request]]) -> None:
     """Result(requeue=True) re-adds through the rate limiter and is counted as requeue."""
     calls: list[float] = []
