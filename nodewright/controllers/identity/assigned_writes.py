@@ -32,6 +32,7 @@ from nodewright.controllers.identity.decisions import (
     AssignmentPolicy,
     DesiredAssignment,
 )
+from nodewright.controllers.identity.intent import intent_annotations
 from nodewright.controllers.identity.options import AZURE_ASSIGNED_IDENTITY, AZURE_IDENTITY_BINDING
 from nodewright.controllers.identity.targets import (
     TARGET_UPDATE_FAILED,
@@ -107,6 +108,13 @@ class AssignedIdentityWriter:
         records_here: list[AssignmentRecord],
     ) -> None:
         body = wanted.to_resource().to_object()
+        intended = self._intent_status(wanted, key, attempt, records_here)
+        if intended["target"]:  # recorded in the create itself (``intent``); the outcome writes status
+            metadata = body["metadata"]
+            metadata["annotations"] = {
+                **(metadata.get("annotations") or {}),
+                **intent_annotations(intended["target"], intended["addedByNodewright"]),
+            }
         try:
             created = self.client.create(AZURE_ASSIGNED_IDENTITY, body)
         except errors.AlreadyExists:
@@ -114,7 +122,8 @@ class AssignedIdentityWriter:
                 "Found AzureAssignedIdentity already created", name=wanted.name, namespace=wanted.namespace
             )
             return
-        self.patch_status(created, self._intent_status(wanted, key, attempt, records_here))
+        if not intended["target"]:
+            self.patch_status(created, intended)
         log.info(
             "Created AzureAssignedIdentity",
             name=wanted.name,

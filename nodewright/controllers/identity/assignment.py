@@ -48,6 +48,7 @@ from nodewright.controllers.identity.decisions import (
     assignment_changes,
     kept_and_new,
 )
+from nodewright.controllers.identity.intent import recorded_target
 from nodewright.controllers.identity.keys import IdentityWork, TargetKey, target_key
 from nodewright.controllers.identity.known_identities import KnownIdentities
 from nodewright.controllers.identity.lifecycle import NodeWait, next_wait_in, node_wait_step
@@ -234,7 +235,7 @@ class IdentityAssignmentReconciler:
 
     def requests_for_assigned(self, assigned: dict[str, Any]) -> list[IdentityWork]:
         requests: dict[IdentityWork, None] = {}
-        target = str((assigned.get("status") or {}).get("target") or "").lower()
+        target = recorded_target(assigned)
         if target:
             requests.setdefault(TargetKey(target), None)
         spec = assigned.get("spec") or {}
@@ -284,7 +285,7 @@ class IdentityAssignmentReconciler:
             obj
             for name in node_names
             for obj in self.assigned.store.by_index(ASSIGNED_NODE_INDEX, name)
-            if not (obj.get("status") or {}).get("target")
+            if not recorded_target(obj)
         ]
         existing_here = parse_assigned([*recorded, *unrecorded])
         if not nodes and not existing_here:

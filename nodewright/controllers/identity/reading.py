@@ -27,6 +27,7 @@ from nodewright.controllers.identity.decisions import (
     desired_assignments,
     match_pods,
 )
+from nodewright.controllers.identity.intent import with_recorded_intent
 from nodewright.controllers.identity.options import (
     AZURE_ASSIGNED_IDENTITY,
     AZURE_IDENTITY,
@@ -67,7 +68,13 @@ def parse_bindings(objects: Iterable[dict[str, Any]]) -> list[AzureIdentityBindi
 
 
 def parse_assigned(objects: Iterable[dict[str, Any]]) -> list[AzureAssignedIdentity]:
-    return _parse(objects, AzureAssignedIdentity, AZURE_ASSIGNED_IDENTITY.api_version)
+    """The objects as the passes read them: a new object's creation-time intent counts as its
+    status until a status is written (``intent``)."""
+    return _parse(
+        (with_recorded_intent(obj) for obj in objects),
+        AzureAssignedIdentity,
+        AZURE_ASSIGNED_IDENTITY.api_version,
+    )
 
 
 def plan_desired(

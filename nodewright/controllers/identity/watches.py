@@ -16,6 +16,7 @@ from nodewright.api.aadpodidentity.v1 import (
 )
 from nodewright.cloud.resource_ids import InvalidResourceIdError
 from nodewright.controllers.identity.decisions import PodInfo
+from nodewright.controllers.identity.intent import recorded_target
 from nodewright.controllers.identity.targets import target_of_provider_id
 
 __all__ = [
@@ -44,7 +45,8 @@ TARGET_INDEX = "identity.target"
 NODE_NAME_INDEX = "spec.nodeName"
 BINDING_LABEL_INDEX = "aadpodidbinding"
 ASSIGNED_TARGET_INDEX = "status.target"
-"""AzureAssignedIdentities by recorded target ("" when none is recorded, as MIC wrote them)."""
+"""AzureAssignedIdentities by recorded target (``intent.recorded_target``; "" when none is
+recorded, as MIC wrote them)."""
 ASSIGNED_NODE_INDEX = "spec.nodename"
 ASSIGNED_POD_INDEX = "spec.pod"
 """AzureAssignedIdentities by ``<podNamespace>/<pod>``."""
@@ -75,7 +77,7 @@ def pod_binding_label_index(pod: dict[str, Any]) -> list[str]:
 
 
 def assigned_target_index(assigned: dict[str, Any]) -> list[str]:
-    return [str((assigned.get("status") or {}).get("target") or "").lower()]
+    return [recorded_target(assigned)]
 
 
 def assigned_node_index(assigned: dict[str, Any]) -> list[str]:

@@ -21,6 +21,11 @@ from nodewright.api.aadpodidentity.v1 import (
     AzureIdentityBinding,
 )
 from nodewright.cloud.resource_ids import parse_scale_set_id
+from nodewright.controllers.identity.intent import (
+    INTENDED_TARGET_ANNOTATION,
+    INTENDS_TO_ADD_ANNOTATION,
+    intent_annotations,
+)
 from nodewright.controllers.identity.options import (
     AZURE_ASSIGNED_IDENTITY,
     AZURE_IDENTITY,
@@ -392,6 +397,55 @@ def test_a_pass_after_a_write_skips_the_get_and_a_change_in_between_is_caught(wo
         "VirtualMachineScaleSets.get",
         "VirtualMachineScaleSets.update",
     ]
+
+
+@pytest.mark.parametrize("adding", [True, False], ids=["added-by-nodewright", "found-there"])
+def test_the_intent_a_new_object_was_created_with_is_the_record_until_a_status_is_written(
+    world: World, adding: bool
+) -> None:
+    """A new AzureAssignedIdentity records its target and whether nodewright adds the identity in
+    the create itself (annotations). If the process died before any status was written, that is
+    the record a restarted manager goes by: it confirms the assignment with the same ownership, so
+    the identity nodewright added is removed with the pod and one it found there is left alone."""
+    group = world.resource_group("mc")
+    web = world.identity(group, "web")
+    scale_set = world.scale_set(group, "pool", capacity=1)
+    world.start_nodes()
+    (node,) = world.nodes_of(scale_set)
+    world.azure_identity("web", web, world.client_id_of(web))
+    world.binding("web-binding", "web", "web")
+    world.pod("web", node, "web")
+    world.start_manager()
+    eventually(lambda: all_assigned(world, {"web"}), message="web Assigned")
+    (created,) = world.assigned()
+    annotations = created.metadata.get("annotations") or {}
+    assert annotations[INTENDED_TARGET_ANNOTATION] == scale_set.lower()
+    assert annotations[INTENDS_TO_ADD_ANNOTATION] == "true"
+    assert world.running is not None
+    world.running.stop()
+    world.running = None
+
+    # The state a crash between the create and the first status write leaves behind.
+    name, namespace = created.name, created.namespace
+    world.client.patch(AZURE_ASSIGNED_IDENTITY, name, {"status": None}, namespace, subresource="status")
+    world.client.patch(
+        AZURE_ASSIGNED_IDENTITY,
+        name,
+        {"metadata": {"annotations": intent_annotations(scale_set.lower(), adding)}},
+        namespace,
+    )
+    world.start_manager()
+    eventually(lambda: all_assigned(world, {"web"}), message="web Assigned again")
+    (recorded,) = world.assigned()
+    assert recorded.status.target == scale_set.lower()
+    assert recorded.status.added_by_nodewright is adding, "the ownership came from the annotations"
+    world.delete_pod("web")
+    eventually(lambda: not world.assigned(), message="the object collected with its pod")
+    if adding:
+        eventually(lambda: world.identities_on(scale_set) == set(), message="the identity removed")
+    else:
+        time.sleep(1.5)
+        assert world.identities_on(scale_set) == {web.lower()}, "never removes what it did not add"
 
 
 def test_stale_client_id_is_flagged_and_the_identity_still_assigned(world: World) -> None:
