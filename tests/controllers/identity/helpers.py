@@ -77,6 +77,19 @@ class World:
             self._subnets[group] = self.subnet(group)
         return self._subnets[group]
 
+    def one_node_pool(self, group: str) -> tuple[str, str]:
+        """A scale set of one instance in ``group``, its node joined: (scale set ID, node name)."""
+        scale_set = self.scale_set(group, "pool", capacity=1)
+        self.start_nodes()
+        (node,) = self.nodes_of(scale_set)
+        return scale_set, node
+
+    def bound_identity(self, name: str, identity_id: str) -> None:
+        """An AzureIdentity ``name`` with the identity's real client ID, and a binding
+        ``<name>-binding`` selecting pods labelled ``name``."""
+        self.azure_identity(name, identity_id, self.client_id_of(identity_id))
+        self.binding(f"{name}-binding", name, name)
+
     def identity(self, group: str, name: str) -> str:
         return self.emulator.estate.add_identity(group, name)
 

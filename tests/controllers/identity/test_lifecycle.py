@@ -133,11 +133,8 @@ def test_objects_whose_node_is_gone_are_collected_and_the_identity_removed(world
     identity leaves the scale set (no other pod needs it) and the object is collected."""
     group = world.resource_group("mc")
     web = world.identity(group, "web")
-    scale_set = world.scale_set(group, "pool", capacity=1)
-    world.start_nodes()
-    (node,) = world.nodes_of(scale_set)
-    world.azure_identity("web", web, world.client_id_of(web))
-    world.binding("web-binding", "web", "web")
+    scale_set, node = world.one_node_pool(group)
+    world.bound_identity("web", web)
     world.pod("web-0", node, "web")
     world.start_manager(rejectedIdentityFirstRetry=0.5, rejectedIdentityRetry=1, missingNodeAttempts=2)
     eventually(
