@@ -59,6 +59,26 @@ def _done(bench: RolloutBench) -> bool:
     return bench.condition() == ("True", "AllNodesUpToDate") and not bench.pending_nodes()
 
 
+def crash_at_each_boundary(bench: RolloutBench, boundaries: set[str]) -> list[str]:
+    """Start the manager armed to crash before the next write of any boundary not yet crashed at,
+    again and again, until each has crashed once (``SOMETIMES`` may never come up) or the rollout
+    is done; asserts that each crashed. Returns the boundaries in the order they crashed."""
+    crashed: list[str] = []
+    left = set(boundaries)
+    for _ in range(3 * len(boundaries)):
+        if not left - SOMETIMES or _done(bench):
+            break
+        bench.switch.arm_any(left)
+        bench.start()
+        bench.wait_for(lambda: bench.switch.crashed.is_set() or _done(bench), 60, "a crash or the end")
+        bench.stop()
+        if bench.switch.crashed_at is not None:
+            crashed.append(bench.switch.crashed_at)
+            left.discard(bench.switch.crashed_at)
+    assert not left - SOMETIMES, f"never crashed at {sorted(left)}; crashed at {crashed}"
+    return crashed
+
+
 def test_killed_at_every_step_boundary_the_rollout_resumes_to_the_same_end(bench: RolloutBench) -> None:
     """A crash before each kind of write, one after another, still ends with every node replaced,
     labels moved, autoscaling restored, no orphan machine and no orphan PendingNode."""
@@ -77,19 +97,7 @@ def test_killed_at_every_step_boundary_the_rollout_resumes_to_the_same_end(bench
             },
         )
 
-    crashed: list[str] = []
-    left = set(BOUNDARIES)
-    for _ in range(3 * len(BOUNDARIES)):
-        if not left - SOMETIMES or _done(bench):
-            break
-        bench.switch.arm_any(left)
-        bench.start()
-        bench.wait_for(lambda: bench.switch.crashed.is_set() or _done(bench), 60, "a crash or the end")
-        bench.stop()
-        if bench.switch.crashed_at is not None:
-            crashed.append(bench.switch.crashed_at)
-            left.discard(bench.switch.crashed_at)
-    assert not left - SOMETIMES, f"never crashed at {sorted(left)}; crashed at {crashed}"
+    crash_at_each_boundary(bench, BOUNDARIES)
 
     bench.switch.arm_any(set())
     bench.start()

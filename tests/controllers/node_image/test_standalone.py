@@ -32,7 +32,7 @@ from tests.controllers.node_image.test_canary_rollback import (
     _rolled_back,
     _run_with_random_restarts,
 )
-from tests.controllers.node_image.test_restarts import BOUNDARIES, SOMETIMES, _done
+from tests.controllers.node_image.test_restarts import BOUNDARIES, _done, crash_at_each_boundary
 
 pytestmark = pytest.mark.slow
 
@@ -246,20 +246,7 @@ def test_killed_at_every_step_boundary_a_standalone_rollout_ends_the_same(bench:
     bench.create_node_image(max_surge=1)
     group = bench.create_standalone_scaling_group("r")
     _pod_on_every_node(bench)
-    boundaries = BOUNDARIES - {"set-image"}
-    crashed: list[str] = []
-    left = set(boundaries)
-    for _ in range(3 * len(boundaries)):
-        if not left - SOMETIMES or _done(bench):
-            break
-        bench.switch.arm_any(left)
-        bench.start()
-        bench.wait_for(lambda: bench.switch.crashed.is_set() or _done(bench), 60, "a crash or the end")
-        bench.stop()
-        if bench.switch.crashed_at is not None:
-            crashed.append(bench.switch.crashed_at)
-            left.discard(bench.switch.crashed_at)
-    assert not left - SOMETIMES, f"never crashed at {sorted(left)}; crashed at {crashed}"
+    crash_at_each_boundary(bench, BOUNDARIES - {"set-image"})  # no scale-set model to set
     bench.switch.arm_any(set())
     bench.start()
     bench.wait_for(lambda: _done(bench) and len(bench.nodes()) == 3, 120, "the rollout to finish")
