@@ -166,6 +166,21 @@ def _run_with_random_restarts(bench: RolloutBench, seed: int) -> list[str]:
     return crashed
 
 
+def run_bad_image_with_restarts(bench: RolloutBench, seed: int, bad: BadImage) -> tuple[Census, list[str]]:
+    """The rollout with ``bad`` breaking new-image nodes and a ``Census`` of machines on the new
+    image, while the manager is crashed at random steps (``_run_with_random_restarts``); both
+    watchers are stopped after. Returns the census and where the manager crashed."""
+    census = Census(bench)
+    bad.start()
+    census.start()
+    try:
+        crashed = _run_with_random_restarts(bench, seed)
+    finally:
+        bad.stop()
+        census.stop()
+    return census, crashed
+
+
 def _assert_rolled_back(bench: RolloutBench, census: Census, reason: str) -> None:
     assert census.most_on_new <= 1, f"{census.most_on_new} machines ran the bad image at once (canary 1)"
     assert census.most_on_new == 1, "the canary never ran"
@@ -196,14 +211,8 @@ def test_heirs_that_never_become_ready_are_caught_at_the_canary(bench: RolloutBe
     _guard_every_node(bench)
     bench.create_node_image(max_surge=2, canary=1, heirReadyTimeout="6s")
     bench.create_scaling_group(bench.scale_sets[0])
-    bad, census = BadImage(bench, lambda: True), Census(bench)
-    bad.start()
-    census.start()
-    try:
-        crashed = _run_with_random_restarts(bench, seed)
-    finally:
-        bad.stop()
-        census.stop()
+    bad = BadImage(bench, lambda: True)
+    census, crashed = run_bad_image_with_restarts(bench, seed, bad)
     _assert_rolled_back(bench, census, "HeirNeverReady")
     assert {n["metadata"]["name"] for n in bench.nodes()} == originals, crashed
     assert bad.stopped, "the bad image never ran"
@@ -219,13 +228,6 @@ def test_heirs_that_go_not_ready_during_the_soak_are_caught(bench: RolloutBench,
     bench.create_node_image(max_surge=2, canary=1, soakDuration="20s")
     bench.create_scaling_group(bench.scale_sets[0])
     bad = BadImage(bench, lambda: bench.node_image().status.rollout_state == "Soaking")
-    census = Census(bench)
-    bad.start()
-    census.start()
-    try:
-        _run_with_random_restarts(bench, seed)
-    finally:
-        bad.stop()
-        census.stop()
+    census, _ = run_bad_image_with_restarts(bench, seed, bad)
     _assert_rolled_back(bench, census, "NodeNotReady")
     assert bad.stopped, "the canary never soaked"

@@ -26,11 +26,10 @@ from nodewright.runtime.kinds import POD
 from tests.controllers.node_image.support import CUSTOM_LABEL, NEW_IMAGE, OLD_IMAGE, RolloutBench
 from tests.controllers.node_image.test_canary_rollback import (
     BadImage,
-    Census,
     _guard_every_node,
     _on_new,
     _rolled_back,
-    _run_with_random_restarts,
+    run_bad_image_with_restarts,
 )
 from tests.controllers.node_image.test_restarts import BOUNDARIES, _done, crash_at_each_boundary
 
@@ -183,14 +182,8 @@ def test_a_bad_image_is_rolled_back_at_the_canary(bench: RolloutBench, seed: int
     _guard_every_node(bench)
     bench.create_node_image(max_surge=2, canary=1, heirReadyTimeout="6s")
     group = bench.create_standalone_scaling_group("c")
-    bad, census = BadImage(bench, lambda: True), Census(bench)
-    bad.start()
-    census.start()
-    try:
-        crashed = _run_with_random_restarts(bench, seed)
-    finally:
-        bad.stop()
-        census.stop()
+    bad = BadImage(bench, lambda: True)
+    census, crashed = run_bad_image_with_restarts(bench, seed, bad)
     assert _rolled_back(bench)
     assert census.most_on_new == 1, f"{census.most_on_new} VMs ran the bad image at once (canary 1)"
     assert not any(_on_new(m) for m in bench.live_machines())
@@ -217,14 +210,7 @@ def test_a_canary_that_fails_its_soak_is_replaced_by_a_vm_on_the_old_image(
     bench.create_node_image(max_surge=2, canary=1, soakDuration="20s")
     group = bench.create_standalone_scaling_group("k")
     bad = BadImage(bench, lambda: bench.node_image().status.rollout_state == "Soaking")
-    census = Census(bench)
-    bad.start()
-    census.start()
-    try:
-        _run_with_random_restarts(bench, seed)
-    finally:
-        bad.stop()
-        census.stop()
+    census, _ = run_bad_image_with_restarts(bench, seed, bad)
     assert bad.stopped, "the canary never soaked"
     assert census.most_on_new == 1, census.most_on_new
     status = bench.node_image().status
