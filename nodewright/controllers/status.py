@@ -23,6 +23,7 @@ from typing import Any
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
 from nodewright.runtime.kinds import NODE, Kind
+from nodewright.runtime.objects import condition_is_true
 
 __all__ = ["NodeImageLine", "PoolLine", "StatusView", "main_status", "read_view", "render"]
 
@@ -123,8 +124,7 @@ def _pools(configs: list[Object], nodes: list[Object]) -> list[PoolLine]:
 
 
 def _ready(node: Object) -> bool:
-    conditions = (node.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    return condition_is_true(node)
 
 
 def _identity_failure(item: Object) -> str | None:

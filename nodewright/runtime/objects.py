@@ -19,6 +19,7 @@ from nodewright.runtime.times import now_text
 
 __all__ = [
     "add_finalizer",
+    "condition_is_true",
     "controller_of",
     "drop_finalizer",
     "ensure_finalizer",
@@ -198,6 +199,12 @@ def get_condition(conditions: list[dict[str, Any]] | None, type: str) -> dict[st
         if condition.get("type") == type:
             return condition
     return None
+
+
+def condition_is_true(obj: Mapping[str, Any] | None, type: str = "Ready") -> bool:
+    """Whether ``obj``'s ``status.conditions`` has ``type`` with status "True" (None: False)."""
+    conditions = ((obj or {}).get("status") or {}).get("conditions") or []
+    return any(c.get("type") == type and c.get("status") == "True" for c in conditions)
 
 
 def set_condition(  # noqa: PLR0917 - positional like apimachinery's SetStatusCondition fields

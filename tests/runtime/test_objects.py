@@ -161,3 +161,13 @@ def test_replace_status_writes_only_to_the_same_object(cluster: Any, namespace: 
     assert client.get(POD, "target", namespace)["status"].get("phase") != "Failed"
     client.delete(POD, "target", namespace, grace_period_seconds=0)
     assert objects.replace_status(client, POD, read, {"phase": "Failed"}) is False
+
+
+def test_condition_is_true_reads_status_conditions() -> None:
+    ready = {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    not_ready = {"status": {"conditions": [{"type": "Ready", "status": "False"}]}}
+    assert objects.condition_is_true(ready)
+    assert not objects.condition_is_true(not_ready)
+    assert not objects.condition_is_true(ready, "Progressing")
+    assert not objects.condition_is_true({})
+    assert not objects.condition_is_true(None)

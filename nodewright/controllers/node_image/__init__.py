@@ -41,6 +41,7 @@ from nodewright.runtime.events import EventRecorder
 from nodewright.runtime.handlers import request_for
 from nodewright.runtime.kinds import NODE, POD_DISRUPTION_BUDGET
 from nodewright.runtime.manager import Manager
+from nodewright.runtime.objects import condition_is_true
 from nodewright.runtime.predicates import Predicate, generation_changed, predicate
 from nodewright.runtime.rbac import PolicyRule, merge_rules
 from nodewright.runtime.reconcile import Request
@@ -78,8 +79,7 @@ Object = dict[str, Any]
 
 
 def _ready(obj: Object) -> bool:
-    conditions = (obj.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    return condition_is_true(obj)
 
 
 def _condition_facts(obj: Object) -> list[tuple[Any, ...]]:

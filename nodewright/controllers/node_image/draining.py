@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from nodewright.controllers.node_image.grouping import MIRROR_POD_ANNOTATION
+from nodewright.runtime.objects import condition_is_true
 from nodewright.runtime.times import parse_time
 
 __all__ = [
@@ -107,8 +108,7 @@ def _skip_reason(pod: Mapping[str, Any], now: datetime) -> SkipReason | Literal[
 
 
 def _pod_ready(pod: Mapping[str, Any]) -> bool:
-    conditions = (pod.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    return condition_is_true(pod)
 
 
 def plan_drain(

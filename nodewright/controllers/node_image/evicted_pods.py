@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from nodewright.runtime.objects import condition_is_true
 from nodewright.runtime.objects import controller_of as controller_reference
 from nodewright.runtime.times import format_time, parse_time
 
@@ -126,9 +127,7 @@ def _pod_ready(pod: Mapping[str, Any]) -> bool:
     status = pod.get("status") or {}
     if status.get("phase") == "Succeeded":
         return True
-    conditions = status.get("conditions") or []
-    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-    return ready and status.get("phase") == "Running"
+    return condition_is_true(pod) and status.get("phase") == "Running"
 
 
 def _key(pod: Mapping[str, Any]) -> str:

@@ -21,6 +21,7 @@ from nodewright.api.nodewright.v1alpha1 import (
 )
 from nodewright.cloud.models import ImageReference
 from nodewright.cloud.resource_ids import InvalidResourceIdError, parse_resource_id
+from nodewright.runtime.objects import condition_is_true
 from nodewright.runtime.times import parse_time
 
 __all__ = [
@@ -143,8 +144,7 @@ class ClusterNode:
         """Read a Node as the API server returns it."""
         metadata = obj.get("metadata") or {}
         spec = obj.get("spec") or {}
-        conditions = (obj.get("status") or {}).get("conditions") or []
-        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+        ready = condition_is_true(obj)
         return cls(
             name=str(metadata.get("name", "")),
             uid=str(metadata.get("uid", "")),

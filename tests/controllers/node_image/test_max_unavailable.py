@@ -19,6 +19,7 @@ from nodewright.cloud.resource_ids import parse_provider_id
 from nodewright.controllers.node_image.decisions import HEIR_ANNOTATION
 from nodewright.controllers.node_image.resources import NODE_IMAGE
 from nodewright.runtime.kinds import POD
+from nodewright.runtime.objects import condition_is_true as node_ready
 from tests.controllers.node_image.support import NEW_IMAGE, RolloutBench
 
 pytestmark = pytest.mark.slow
@@ -46,7 +47,9 @@ class HoldNewNodes(threading.Thread):
                 for n in nodes
                 if n["metadata"]["name"] in self.originals
                 and n["spec"].get("unschedulable")
-                and not _ready(by_name.get((n["metadata"].get("annotations") or {}).get(HEIR_ANNOTATION, "")))
+                and not node_ready(
+                    by_name.get((n["metadata"].get("annotations") or {}).get(HEIR_ANNOTATION, ""))
+                )
             ]
             self.most_cordoned = max(self.most_cordoned, len(cordoned))
             for node in nodes:
@@ -66,11 +69,6 @@ class HoldNewNodes(threading.Thread):
     def stop(self) -> None:
         self._halt.set()
         self.join(5)
-
-
-def _ready(node: dict[str, Any] | None) -> bool:
-    conditions = ((node or {}).get("status") or {}).get("conditions") or []
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
 def _on_new(machine: dict[str, Any]) -> bool:

@@ -24,6 +24,7 @@ from nodewright.controllers.node_image.resources import AUTOSCALING_STRATEGY
 from nodewright.devenv.nodesim import SIMULATED_LABEL
 from nodewright.runtime import errors
 from nodewright.runtime.kinds import NODE, POD, POD_DISRUPTION_BUDGET, Kind
+from nodewright.runtime.objects import condition_is_true as node_ready
 from tests.controllers.node_image.support import CUSTOM_LABEL, NEW_IMAGE, RolloutBench
 
 pytestmark = pytest.mark.slow
@@ -69,7 +70,7 @@ class Monitor(threading.Thread):
                 leaving = machine is None or machine["provisioning"] == "Deleting"
                 if heir and leaving and name not in self.removed_donors:
                     self.removed_donors.append(name)
-                    if not _ready(previous.get(heir)) or not _ready(nodes.get(heir)):
+                    if not node_ready(previous.get(heir)) or not node_ready(nodes.get(heir)):
                         self.violations.append(f"donor {name} removed while heir {heir} was not Ready")
             strategy = self.bench.client.get(AUTOSCALING_STRATEGY, self.strategy)
             self.autoscaling_seen.add(bool(strategy["spec"]["enabled"]))
@@ -87,13 +88,6 @@ class Monitor(threading.Thread):
     def stop(self) -> None:
         self._halt.set()
         self.join(5)
-
-
-def _ready(node: dict[str, Any] | None) -> bool:
-    if node is None:
-        return False
-    conditions = (node.get("status") or {}).get("conditions") or []
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
 def _serving(pod: dict[str, Any]) -> bool:
@@ -242,7 +236,7 @@ def test_six_nodes_in_two_scale_sets_are_replaced_within_the_surge(bench: Rollou
         held["donor"] = heir["metadata"]["annotations"][DONOR_ANNOTATION]
         held["machine"] = str(parse_provider_id(heir["spec"]["providerID"]))
         bench.emulator.state.set_power_state(held["machine"], "stopped")
-        bench.wait_for(lambda: not _ready(bench.client.get(NODE, held["heir"])), 10, "heir NotReady")
+        bench.wait_for(lambda: not node_ready(bench.client.get(NODE, held["heir"])), 10, "heir NotReady")
         held_event.set()
 
     bench.switch.pauses["pair-donor"] = hold_first_heir_not_ready

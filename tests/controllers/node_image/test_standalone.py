@@ -23,6 +23,7 @@ from nodewright.controllers.node_image.decisions import (
 from nodewright.controllers.node_image.resources import AUTOSCALING_STRATEGY, SCALING_GROUP
 from nodewright.controllers.node_image.standalone import CREATING_ANNOTATION
 from nodewright.runtime.kinds import POD
+from nodewright.runtime.objects import condition_is_true as node_ready
 from tests.controllers.node_image.support import CUSTOM_LABEL, NEW_IMAGE, OLD_IMAGE, RolloutBench
 from tests.controllers.node_image.test_canary_rollback import (
     BadImage,
@@ -82,17 +83,12 @@ class Watch(threading.Thread):
         gone (the previous sample may predate both: the reconciler can act within 50 ms)."""
         node = now.get(donor) or before.get(donor) or {}
         heir = (node.get("metadata", {}).get("annotations") or {}).get(HEIR_ANNOTATION)
-        if not heir or not _ready(now.get(heir)):
+        if not heir or not node_ready(now.get(heir)):
             self.violations.append(f"{what} while its heir {heir!r} was not Ready")
 
     def stop(self) -> None:
         self._halt.set()
         self.join(5)
-
-
-def _ready(node: dict[str, Any] | None) -> bool:
-    conditions = ((node or {}).get("status") or {}).get("conditions") or []
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
 def _pod_on_every_node(bench: RolloutBench) -> None:
