@@ -38,6 +38,7 @@ from nodewright.api.aadpodidentity.v1 import (
     AzurePodIdentityException,
 )
 from nodewright.cloud.identity_updates import MAX_IDENTITIES_PER_REQUEST
+from nodewright.controllers.cloud_access import cloud_block
 from nodewright.controllers.identity.decisions import AssignmentPolicy
 from nodewright.controllers.kinds import kind_of
 from nodewright.runtime.config import ConfigError
@@ -123,9 +124,7 @@ def parse_options(options: Mapping[str, Any], path: str = "options") -> Identity
     for key, value in options.items():
         where = f"{path}.{key}"
         if key == "cloud":
-            if not isinstance(value, Mapping):
-                raise ConfigError(f"{where}: expected a mapping")
-            values["cloud"] = value
+            values["cloud"] = cloud_block(value, where)
         elif key == "forceNamespaced":
             values["force_namespaced"] = _boolean(value, where)
         elif key == "removeUnmarkedAssignments":
