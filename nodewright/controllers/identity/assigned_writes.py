@@ -43,7 +43,7 @@ from nodewright.controllers.identity.targets import (
 from nodewright.controllers.identity.watches import with_kind
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
-from nodewright.runtime.events import EventRecorder
+from nodewright.runtime.events import EventRecorder, EventType
 from nodewright.runtime.informer import Informer
 from nodewright.runtime.logs import get_logger
 
@@ -246,6 +246,18 @@ class AssignedIdentityWriter:
         obj = self.bindings.store.get(f"{namespace}/{name}")
         return with_kind(obj, AZURE_IDENTITY_BINDING.api_version, "AzureIdentityBinding") if obj else None
 
+    def _binding_event(
+        self,
+        wanted_or_assigned: DesiredAssignment | AzureAssignedIdentity,
+        event_type: EventType,
+        reason: str,
+        message: str,
+    ) -> None:
+        """Record an Event on the AzureIdentityBinding behind an assignment, if it still exists."""
+        binding = self._binding_object(wanted_or_assigned)
+        if binding is not None:
+            self.recorder.event(binding, event_type, reason, message)
+
     def record_outcome(
         self,
         wanted: DesiredAssignment,
@@ -304,10 +316,8 @@ class AssignedIdentityWriter:
         for wanted in failed:
             by_binding.setdefault((wanted.binding.namespace, wanted.binding.name), []).append(wanted)
         for (_, name), waiting in sorted(by_binding.items()):
-            binding = self._binding_object(waiting[0])
-            if binding is not None:
-                message = f"Applying binding {name} on {target} failed for {len(waiting)} pods: {failure}"
-                self.recorder.event(binding, "Warning", EVENT_BINDING_APPLY_ERROR, message)
+            message = f"Applying binding {name} on {target} failed for {len(waiting)} pods: {failure}"
+            self._binding_event(waiting[0], "Warning", EVENT_BINDING_APPLY_ERROR, message)
 
     def _announce_assigned(self, wanted: DesiredAssignment) -> None:
         pod = f"{wanted.key.pod_namespace}/{wanted.key.pod_name}"
@@ -317,14 +327,12 @@ class AssignedIdentityWriter:
             pod=pod,
             node=wanted.node_name,
         )
-        binding = self._binding_object(wanted)
-        if binding is not None:
-            self.recorder.event(
-                binding,
-                "Normal",
-                EVENT_BINDING_APPLIED,
-                f"Binding {wanted.binding.name} applied on node {wanted.node_name} for pod {pod}",
-            )
+        self._binding_event(
+            wanted,
+            "Normal",
+            EVENT_BINDING_APPLIED,
+            f"Binding {wanted.binding.name} applied on node {wanted.node_name} for pod {pod}",
+        )
 
     def _announce_failure(self, wanted: DesiredAssignment, outcome: AssignmentOutcome) -> None:
         pod = f"{wanted.key.pod_namespace}/{wanted.key.pod_name}"
@@ -335,15 +343,13 @@ class AssignedIdentityWriter:
             reason=outcome.reason,
             detail=outcome.message,
         )
-        binding = self._binding_object(wanted)
-        if binding is not None:
-            self.recorder.event(
-                binding,
-                "Warning",
-                EVENT_BINDING_APPLY_ERROR,
-                f"Applying binding {wanted.binding.name} on node {wanted.node_name} for pod {pod} "
-                f"failed: {outcome.reason}: {outcome.message}",
-            )
+        self._binding_event(
+            wanted,
+            "Warning",
+            EVENT_BINDING_APPLY_ERROR,
+            f"Applying binding {wanted.binding.name} on node {wanted.node_name} for pod {pod} "
+            f"failed: {outcome.reason}: {outcome.message}",
+        )
 
     def finish_release(
         self,
@@ -366,14 +372,13 @@ class AssignedIdentityWriter:
         )
         if not done:
             log.warning("Failed to remove identity", identity=record.resource_key if record else "", pod=pod)
-            if binding is not None:
-                self.recorder.event(
-                    binding,
-                    "Warning",
-                    EVENT_BINDING_REMOVE_ERROR,
-                    f"Removing binding from node {assigned_object.spec.node_name} for pod {pod} "
-                    "did not complete; retrying",
-                )
+            self._binding_event(
+                assigned_object,
+                "Warning",
+                EVENT_BINDING_REMOVE_ERROR,
+                f"Removing binding from node {assigned_object.spec.node_name} for pod {pod} "
+                "did not complete; retrying",
+            )
             return
         self._delete(assigned_object)
         reason = retained.get(record.resource_key, "") if record is not None else ""
