@@ -4,12 +4,24 @@ instances, and Flexible members, which are VMs) and on groups of standalone VMs 
 The reconciler named ``node-image`` in the manager's config wires three controllers:
 ``nodeimage`` (``NodeImageReconciler``: the rollout), ``scalinggroup``
 (``ScalingGroupReconciler``: the scale set's model image) and ``pendingnode``
-(``PendingNodeReconciler``: machines joining and leaving). ``decisions`` holds the pure
-algorithm; ``options`` the strict parsing of the reconciler's options; ``resources`` the CRD kinds
-and the helpers the three share. ``setup(manager, options)`` is what the registry calls;
+(``PendingNodeReconciler``: machines joining and leaving). ``options`` holds the strict parsing
+of the reconciler's options; ``resources`` the CRD kinds and the helpers the three share;
+``collaborators`` what each is built with. ``setup(manager, options)`` is what the registry calls;
 ``install`` is the same wiring with the cloud, checkpoint and clock given (tests use it);
 ``validate_options`` checks a config without a cluster. Module contract of a built-in
 reconciler: ``NAME``, ``setup``, ``validate_options``, ``RBAC_RULES``.
+
+The pure decisions (what to do, never doing it; no I/O, no clock: time comes in as ``now``) live
+one concern a module: ``grouping``, ``pairing``, ``scale_out``, ``draining``,
+``pending_node_decisions``, ``autoscaling_decisions``, ``conditions``. The algorithm follows
+constellation's node operator (facts in shared/REFERENCE.md) and closes its gaps: nodes whose
+scaling-group or image annotation is not written yet get their own bucket
+(``awaiting_annotation``) instead of being counted as heirs or up to date; the number of extra
+nodes is ``NodeImage.spec.maxSurge`` instead of a fixed 1; draining is planned here (Eviction
+API, PodDisruptionBudgets, DaemonSet and mirror pods skipped, a timeout after which the drain is
+reported stuck) instead of by a separate maintenance operator; autoscaling is put back to the
+value it had before the rollout, not forced on; a join that failed at the cloud gives up at
+once, and a leave that misses its deadline has its deletion requested again.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 its deadline passes.
 
 Reads the machine's state from the cloud and whether its Node exists, records both in the
-status, and acts as ``decisions.decide_pending_node`` says: a join that timed out (or whose
+status, and acts as ``pending_node_decisions.decide_pending_node`` says: a join that timed out (or whose
 machine failed) becomes a Leave first and has its machine deleted next, so a restart between the
 two still deletes it; a leave deletes the machine (again, past its deadline) and, once the cloud
 says Terminated, the Node (if it still names that machine) and then the record. A VM of a group of
@@ -27,7 +27,7 @@ from nodewright.cloud.resource_ids import (
     parse_provider_id,
 )
 from nodewright.controllers.node_image.collaborators import Collaborators, WithCollaborators
-from nodewright.controllers.node_image.decisions import (
+from nodewright.controllers.node_image.pending_node_decisions import (
     PendingNodeAction,
     PendingNodeDecision,
     decide_pending_node,

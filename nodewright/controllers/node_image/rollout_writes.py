@@ -31,12 +31,10 @@ from nodewright.cloud.resource_ids import (
     parse_resource_group_id,
     parse_scale_set_id,
 )
+from nodewright.controllers.node_image.autoscaling_decisions import decide_autoscaling
 from nodewright.controllers.node_image.collaborators import Collaborators, WithCollaborators
 from nodewright.controllers.node_image.conditions import degraded_to_report
-from nodewright.controllers.node_image.decisions import (
-    ClusterNode,
-    decide_autoscaling,
-)
+from nodewright.controllers.node_image.grouping import ClusterNode
 from nodewright.controllers.node_image.resources import (
     AUTOSCALING_STRATEGY,
     NODE_IMAGE,

@@ -28,7 +28,7 @@ from nodewright.cloud.resource_ids import (
     parse_scale_set_id,
 )
 from nodewright.controllers.node_image.collaborators import Collaborators, WithCollaborators
-from nodewright.controllers.node_image.decisions import InvalidImageError, parse_desired_image
+from nodewright.controllers.node_image.grouping import InvalidImageError, parse_desired_image
 from nodewright.controllers.node_image.resources import SCALING_GROUP
 from nodewright.controllers.node_image.rollout_state import RolloutMemory, desired_image_of
 from nodewright.runtime.informer import Store
