@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -52,6 +53,16 @@ __all__ = ["AssignedIdentityWriter"]
 log = get_logger(__name__)
 
 
+@dataclass(frozen=True)
+class _TargetPass:
+    """The target one pass writes intents for: its key (empty: none yet), the identities this
+    attempt adds to it, and the records already on it."""
+
+    key: str
+    attempt: frozenset[str]
+    records_here: list[AssignmentRecord]
+
+
 class AssignedIdentityWriter:
     """Writes AzureAssignedIdentities and their Events (see the module docstring)."""
 
@@ -82,9 +93,10 @@ class AssignedIdentityWriter:
         """Create new objects and rewrite changed ones before the PATCH, recording the target and
         whether nodewright is the one adding the identity (so a crash after the PATCH cannot
         leave an identity nodewright added without a record that lets it remove it later)."""
-        self.each(changes.create, lambda wanted: self._create(wanted, key, attempt, records_here))
-        self.each(changes.update, lambda pair: self._rewrite(pair[0], pair[1], key, attempt, records_here))
-        self.each(changes.keep, lambda pair: self._note_target(pair[0], pair[1], key, attempt, records_here))
+        target = _TargetPass(key, attempt, records_here)
+        self.each(changes.create, lambda wanted: self._create(wanted, target))
+        self.each(changes.update, lambda pair: self._rewrite(pair[0], pair[1], target))
+        self.each(changes.keep, lambda pair: self._note_target(pair[0], pair[1], target))
 
     def each(self, items: Iterable[Any], function: Callable[[Any], object]) -> None:
         """Run ``function`` on every item, ``writeConcurrency`` at a time (MIC's createDeleteBatch);
@@ -100,15 +112,9 @@ class AssignedIdentityWriter:
         if failures:
             raise failures[0]  # type: ignore[misc]
 
-    def _create(
-        self,
-        wanted: DesiredAssignment,
-        key: str,
-        attempt: frozenset[str],
-        records_here: list[AssignmentRecord],
-    ) -> None:
+    def _create(self, wanted: DesiredAssignment, target: _TargetPass) -> None:
         body = wanted.to_resource().to_object()
-        intended = self._intent_status(wanted, key, attempt, records_here)
+        intended = self._intent_status(wanted, target)
         if intended["target"]:  # recorded in the create itself (``intent``); the outcome writes status
             metadata = body["metadata"]
             metadata["annotations"] = {
@@ -133,12 +139,7 @@ class AssignedIdentityWriter:
         )
 
     def _rewrite(
-        self,
-        assigned_object: AzureAssignedIdentity,
-        wanted: DesiredAssignment,
-        key: str,
-        attempt: frozenset[str],
-        records_here: list[AssignmentRecord],
+        self, assigned_object: AzureAssignedIdentity, wanted: DesiredAssignment, target: _TargetPass
     ) -> None:
         body = assigned_object.to_object()
         body["metadata"]["labels"] = {
@@ -148,7 +149,7 @@ class AssignedIdentityWriter:
         body["spec"] = wanted.to_resource().to_object()["spec"]
         body.pop("status", None)
         updated = self.client.update(AZURE_ASSIGNED_IDENTITY, body)  # Conflict: stale cache, retried
-        self.patch_status(updated, self._intent_status(wanted, key, attempt, records_here))
+        self.patch_status(updated, self._intent_status(wanted, target))
         log.info(
             "Updated AzureAssignedIdentity",
             name=wanted.name,
@@ -157,15 +158,10 @@ class AssignedIdentityWriter:
         )
 
     def _note_target(
-        self,
-        assigned_object: AzureAssignedIdentity,
-        wanted: DesiredAssignment,
-        key: str,
-        attempt: frozenset[str],
-        records_here: list[AssignmentRecord],
+        self, assigned_object: AzureAssignedIdentity, wanted: DesiredAssignment, target: _TargetPass
     ) -> None:
         status = assigned_object.status
-        intended = self._intent_status(wanted, key, attempt, records_here, previous=assigned_object)
+        intended = self._intent_status(wanted, target, previous=assigned_object)
         if status.target != intended["target"] or status.added_by_nodewright != intended["addedByNodewright"]:
             self.patch_status(
                 assigned_object.to_object(),
@@ -175,9 +171,7 @@ class AssignedIdentityWriter:
     def _intent_status(
         self,
         wanted: DesiredAssignment,
-        key: str,
-        attempt: frozenset[str],
-        records_here: list[AssignmentRecord],
+        target: _TargetPass,
         previous: AzureAssignedIdentity | None = None,
     ) -> dict[str, Any]:
         if wanted.identity_type is not IdentityType.USER_ASSIGNED_MSI:
@@ -188,8 +182,8 @@ class AssignedIdentityWriter:
                 "addedByNodewright": False,
                 "conditions": self._pending(""),
             }
-        resource = wanted.resource_key
-        added = resource in attempt or owned_by_nodewright(records_here, key, resource)
+        key, resource = target.key, wanted.resource_key
+        added = resource in target.attempt or owned_by_nodewright(target.records_here, key, resource)
         if previous is not None and previous.status.target == key and previous.status.added_by_nodewright:
             added = True
         if (
