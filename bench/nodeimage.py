@@ -34,7 +34,7 @@ from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION, ArmEmulator
 from nodewright.cloud.emulator.certificates import issue_loopback_certificates
 from nodewright.cloud.factory import Cloud, build_cloud
 from nodewright.controllers.node_image import install
-from nodewright.controllers.node_image.decisions import NODE_IMAGE_ANNOTATION
+from nodewright.controllers.node_image.grouping import NODE_IMAGE_ANNOTATION
 from nodewright.controllers.node_image.options import NodeImageSettings
 from nodewright.controllers.node_image.resources import NODE_IMAGE, PENDING_NODE, SCALING_GROUP
 from nodewright.devenv.crds import install_crds

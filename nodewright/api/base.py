@@ -17,7 +17,15 @@ from collections.abc import Mapping
 from dataclasses import MISSING
 from typing import Any, ClassVar, Self, TypeVar, Union, get_args, get_origin, get_type_hints
 
-__all__ = ["Model", "PrinterColumn", "Resource", "ValidationError", "field", "json_name_of"]
+__all__ = [
+    "Model",
+    "NamedByMetadata",
+    "PrinterColumn",
+    "Resource",
+    "ValidationError",
+    "field",
+    "json_name_of",
+]
 
 T = TypeVar("T")
 
@@ -256,8 +264,23 @@ class PrinterColumn:
     description: str = ""
 
 
+class NamedByMetadata:
+    """``name`` and ``namespace`` of a model whose ``metadata`` is the API server's own dict
+    (a top-level ``Resource``, or an object embedded whole in another)."""
+
+    metadata: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return str(self.metadata.get("name", ""))
+
+    @property
+    def namespace(self) -> str:
+        return str(self.metadata.get("namespace", ""))
+
+
 @dataclasses.dataclass(kw_only=True)
-class Resource(Model):
+class Resource(Model, NamedByMetadata):
     """A top-level kind: ``metadata`` stays the API server's own dict; subclasses add ``spec`` and
     ``status`` and declare their CRD facts as class variables."""
 
@@ -273,14 +296,6 @@ class Resource(Model):
     STORAGE: ClassVar[bool] = True
 
     metadata: dict[str, Any] = field(default_factory=dict, omit_empty=False)
-
-    @property
-    def name(self) -> str:
-        return str(self.metadata.get("name", ""))
-
-    @property
-    def namespace(self) -> str:
-        return str(self.metadata.get("namespace", ""))
 
     @classmethod
     def group(cls) -> str:

@@ -163,26 +163,11 @@ def build_clients(
     )
 
 
-def build_cloud(
-    settings: CloudSettings,
-    *,
-    credential: TokenCredential | None = None,
-    observer: CallObserver | None = None,
-    mutation_bucket: TokenBucket | None = None,
-    write_guard: WriteGuard | None = None,
-    budget_observer: BudgetObserver | None = None,
-    **client_options: Any,
-) -> Cloud:
-    """Build the clients and the services over them."""
-    clients = build_clients(
-        settings,
-        credential=credential,
-        observer=observer,
-        mutation_bucket=mutation_bucket,
-        write_guard=write_guard,
-        budget_observer=budget_observer,
-        **client_options,
-    )
+def build_cloud(settings: CloudSettings, **options: Any) -> Cloud:
+    """Build the clients and the services over them; ``options`` are ``build_clients``'s keyword
+    arguments (``credential``, ``observer``, ``mutation_bucket``, ``write_guard``,
+    ``budget_observer`` and azure-core client options)."""
+    clients = build_clients(settings, **options)
     budget = clients.budget
     backoff = TargetBackoff(
         initial_seconds=settings.backoff_initial_seconds,

@@ -42,6 +42,7 @@ from nodewright.runtime.metrics import get_meter
 __all__ = [
     "MetricsBudgetObserver",
     "MetricsCallObserver",
+    "cloud_block",
     "cloud_from_options",
     "guarded_transport",
     "install_write_guard",
@@ -95,6 +96,14 @@ def _fields(block: Mapping[str, Any], table: Mapping[str, tuple[str, type]], pat
         name, expected = table[key]
         values[name] = _typed(value, expected, f"{path}.{key}")
     return values
+
+
+def cloud_block(value: Any, path: str) -> Mapping[str, Any]:
+    """A reconciler's ``cloud`` option kept as given, once it is a mapping (its keys are checked
+    by ``parse_cloud_settings`` when the reconciler reaches Azure); ConfigError otherwise."""
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{path}: expected a mapping")
+    return value
 
 
 def parse_cloud_settings(block: Any, path: str = "cloud") -> CloudSettings:

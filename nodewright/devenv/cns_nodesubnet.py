@@ -29,7 +29,6 @@ Side effects: pod status patches through the runtime Client; reads of the emulat
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,6 +36,7 @@ from typing import Any
 
 from nodewright.cloud.emulator import EmulatorState
 from nodewright.cloud.emulator.network import instance_network_interfaces
+from nodewright.devenv.periodic import PeriodicThread
 from nodewright.ipam import addresses_of
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
@@ -152,8 +152,9 @@ class NodeSubnetConsumer:
         self.stale_handouts = 0
         self.fetches = 0
         self.errors: list[BaseException] = []
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._loop = PeriodicThread(
+            "cns-nodesubnet", self.sync_once, lambda: self.interval, on_error=self.errors.append
+        )
 
     # -- what tests and benchmarks read -----------------------------------------------------------
 
@@ -173,23 +174,10 @@ class NodeSubnetConsumer:
     # -- running ----------------------------------------------------------------------------------
 
     def start(self) -> None:
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="cns-nodesubnet", daemon=True)
-        self._thread.start()
+        self._loop.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-            self._thread = None
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.sync_once()
-            except Exception as error:  # keep going; the caller reads errors
-                self.errors.append(error)
-            self._stop.wait(self.interval)
+        self._loop.stop()
 
     def sync_once(self) -> int:
         """One pass: fetch for the nodes that are due, then hand out addresses; returns how many

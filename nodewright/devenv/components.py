@@ -25,8 +25,8 @@ from typing import Any
 
 import yaml
 
+from nodewright.cloud.emulator.pki import CertificateAuthority, KeyPair
 from nodewright.devenv.kwok import KWOK_USER, STAGES, kwok_arguments, kwok_rbac
-from nodewright.devenv.pki import CertificateAuthority, KeyPair
 
 __all__ = ["CONTROLLERS", "Component", "grant_kwok", "kubeconfig_document", "prepare_components"]
 

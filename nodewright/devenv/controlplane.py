@@ -32,8 +32,8 @@ from types import TracebackType
 import yaml
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from nodewright.cloud.emulator.pki import CertificateAuthority, KeyPair, private_key_pem, public_key_pem
 from nodewright.devenv.components import Component, grant_kwok, kubeconfig_document, prepare_components
-from nodewright.devenv.pki import CertificateAuthority, KeyPair, private_key_pem, public_key_pem
 
 __all__ = ["ControlPlane", "ControlPlaneError", "find_binaries"]
 

@@ -19,7 +19,6 @@ and one background thread.
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from typing import Any
 
 from nodewright.cloud.emulator import EmulatorState
 from nodewright.devenv.kwok import MANAGED_NODE_LABEL, POWER_STATE_ANNOTATION
+from nodewright.devenv.periodic import PeriodicThread
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
 from nodewright.runtime.kinds import NODE
@@ -155,6 +155,11 @@ def plan_nodes(
     return NodePlan(create=create, delete=delete, set_power=set_power)
 
 
+def _log_failure(_: Exception) -> None:
+    """Log a failed pass with its traceback (the loop calls this inside its ``except``)."""
+    log.exception("Failed to synchronise simulated nodes")
+
+
 class NodeSimulator:
     """Keeps simulated Nodes in step with the emulated machines (kwok plays their kubelets)."""
 
@@ -175,19 +180,13 @@ class NodeSimulator:
         self.interval = interval
         self._clock = clock
         self._first_seen: dict[str, float] = {}
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._loop = PeriodicThread("node-simulator", self.sync_once, lambda: self.interval, _log_failure)
 
     def start(self) -> None:
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="node-simulator", daemon=True)
-        self._thread.start()
+        self._loop.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-            self._thread = None
+        self._loop.stop()
 
     def __enter__(self) -> NodeSimulator:
         self.start()
@@ -195,14 +194,6 @@ class NodeSimulator:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.sync_once()
-            except Exception:
-                log.exception("Failed to synchronise simulated nodes")
-            self._stop.wait(self.interval)
 
     def sync_once(self) -> NodePlan:
         """One pass: read machines and Nodes; write what the plan says. Returns the plan."""

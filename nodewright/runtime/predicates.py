@@ -9,7 +9,7 @@ plain functions, and the ``and_``/``or_``/``not_`` combinators. The controller i
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -99,24 +99,25 @@ resource_version_changed: Predicate = _changed("resourceVersion")
 """Updates pass only when metadata.resourceVersion changed (drops resync no-op updates)."""
 
 
+def _combined(verdict: Callable[[Iterable[bool]], bool], predicates: tuple[Predicate, ...]) -> Predicate:
+    """One predicate whose answer to each event is ``verdict`` (``all`` or ``any``) over the
+    answers of ``predicates``, asked lazily in order."""
+    return FunctionPredicate(
+        lambda obj: verdict(p.create(obj) for p in predicates),
+        lambda old, new: verdict(p.update(old, new) for p in predicates),
+        lambda obj: verdict(p.delete(obj) for p in predicates),
+        lambda obj: verdict(p.generic(obj) for p in predicates),
+    )
+
+
 def and_(*predicates: Predicate) -> Predicate:
     """Passes when every predicate passes."""
-    return FunctionPredicate(
-        lambda obj: all(p.create(obj) for p in predicates),
-        lambda old, new: all(p.update(old, new) for p in predicates),
-        lambda obj: all(p.delete(obj) for p in predicates),
-        lambda obj: all(p.generic(obj) for p in predicates),
-    )
+    return _combined(all, predicates)
 
 
 def or_(*predicates: Predicate) -> Predicate:
     """Passes when any predicate passes."""
-    return FunctionPredicate(
-        lambda obj: any(p.create(obj) for p in predicates),
-        lambda old, new: any(p.update(old, new) for p in predicates),
-        lambda obj: any(p.delete(obj) for p in predicates),
-        lambda obj: any(p.generic(obj) for p in predicates),
-    )
+    return _combined(any, predicates)
 
 
 def not_(inner: Predicate) -> Predicate:

@@ -15,9 +15,9 @@ import fnmatch
 import itertools
 import threading
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
-__all__ = ["Fault", "FaultInjector", "FaultKind"]
+__all__ = ["Fault", "FaultInjector", "FaultKind", "FaultTarget"]
 
 
 class FaultKind(enum.StrEnum):
@@ -69,6 +69,17 @@ class Fault:
         return data
 
 
+class FaultTarget(TypedDict, total=False):
+    """The keyword arguments every ``FaultInjector`` shortcut takes besides ``operation``: an HTTP
+    ``method`` and a shell-style ``path`` pattern to match calls by, and how many ``times`` the
+    fault fires (``None``: until removed; the default is once, or every time for latency and
+    slow operations)."""
+
+    method: str | None
+    path: str | None
+    times: int | None
+
+
 class FaultInjector:
     """The set of active faults; the server consults it for every ARM request."""
 
@@ -88,111 +99,68 @@ class FaultInjector:
         return fault
 
     def throttle(
-        self,
-        operation: str | None = None,
-        *,
-        method: str | None = None,
-        path: str | None = None,
-        times: int | None = 1,
-        retry_after: float = 1.0,
+        self, operation: str | None = None, *, retry_after: float = 1.0, **target: Unpack[FaultTarget]
     ) -> Fault:
         """Answer the next ``times`` matching calls with 429 TooManyRequests and ``Retry-After``."""
-        return self.add(
-            Fault(FaultKind.THROTTLE, operation, method, path, times=times, retry_after=retry_after)
-        )
+        return self.add(Fault(FaultKind.THROTTLE, operation, retry_after=retry_after, **target))
 
     def compute_throttle(
         self,
         operation: str | None = None,
         *,
-        method: str | None = None,
-        path: str | None = None,
-        times: int | None = 1,
         policy: str = "PutVMScaleSetVM3Min",
         retry_after: float = 0.0,
+        **target: Unpack[FaultTarget],
     ) -> Fault:
         """Answer the next ``times`` matching calls as the Compute resource provider throttles:
         429 ``OperationNotAllowed`` naming ``policy`` in details, and no ``Retry-After`` unless
         ``retry_after`` is above zero."""
         return self.add(
-            Fault(
-                FaultKind.COMPUTE_THROTTLE,
-                operation,
-                method,
-                path,
-                times=times,
-                retry_after=retry_after,
-                code=policy,
-            )
+            Fault(FaultKind.COMPUTE_THROTTLE, operation, retry_after=retry_after, code=policy, **target)
         )
 
     def server_error(
-        self,
-        operation: str | None = None,
-        *,
-        method: str | None = None,
-        path: str | None = None,
-        times: int | None = 1,
-        status: int = 500,
+        self, operation: str | None = None, *, status: int = 500, **target: Unpack[FaultTarget]
     ) -> Fault:
         """Answer the next ``times`` matching calls with ``status`` (5xx) and an ARM error body."""
-        return self.add(Fault(FaultKind.SERVER_ERROR, operation, method, path, times=times, status=status))
+        return self.add(Fault(FaultKind.SERVER_ERROR, operation, status=status, **target))
 
     def fail_operation(
         self,
         operation: str | None = None,
         *,
-        method: str | None = None,
-        path: str | None = None,
-        times: int | None = 1,
         code: str = "InternalExecutionError",
         message: str = "An internal execution error occurred. Please retry later.",
+        **target: Unpack[FaultTarget],
     ) -> Fault:
         """Accept the next ``times`` matching mutating calls, then report their operation Failed."""
-        return self.add(
-            Fault(
-                FaultKind.OPERATION_FAILURE,
-                operation,
-                method,
-                path,
-                times=times,
-                code=code,
-                message=message,
-            )
-        )
+        return self.add(Fault(FaultKind.OPERATION_FAILURE, operation, code=code, message=message, **target))
 
     def add_latency(
-        self,
-        seconds: float,
-        operation: str | None = None,
-        *,
-        method: str | None = None,
-        path: str | None = None,
-        times: int | None = None,
+        self, seconds: float, operation: str | None = None, **target: Unpack[FaultTarget]
     ) -> Fault | None:
-        """Delay answers by ``seconds``: every call when no operation/path is given, else matching ones."""
+        """Delay answers by ``seconds``: every call when no operation/path is given, else matching
+        ones (every time unless ``times`` is given)."""
+        method, path = target.get("method"), target.get("path")
         if operation is None and path is None and method is None:
             self.global_latency = seconds
             return None
+        times = target.get("times")
         return self.add(Fault(FaultKind.LATENCY, operation, method, path, times=times, seconds=seconds))
 
     def slow_operations(
-        self,
-        seconds: float,
-        operation: str | None = None,
-        *,
-        method: str | None = None,
-        path: str | None = None,
-        times: int | None = None,
+        self, seconds: float, operation: str | None = None, **target: Unpack[FaultTarget]
     ) -> Fault:
-        """Make matching long-running operations take ``seconds`` before they finish."""
+        """Make matching long-running operations take ``seconds`` before they finish (every
+        time unless ``times`` is given)."""
+        method, path = target.get("method"), target.get("path")
         return self.add(
             Fault(
                 FaultKind.OPERATION_DURATION,
                 operation,
                 method,
                 path if (path or operation) else "*",
-                times=times,
+                times=target.get("times"),
                 seconds=seconds,
             )
         )

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nodewright.cloud.entra import PUBLIC_AUTHORITY
+from nodewright.controllers.cloud_access import cloud_block
 from nodewright.runtime.config import ConfigError
 
 __all__ = ["FederationOptions", "parse_options"]
@@ -44,9 +45,7 @@ def parse_options(options: Mapping[str, Any], path: str = "options") -> Federati
     for key, value in options.items():
         where = f"{path}.{key}"
         if key == "cloud":
-            if not isinstance(value, Mapping):
-                raise ConfigError(f"{where}: expected a mapping")
-            values["cloud"] = value
+            values["cloud"] = cloud_block(value, where)
         elif key in ("issuer", "tenantId"):
             if not isinstance(value, str) or not value:
                 raise ConfigError(f"{where}: expected a non-empty string, got {value!r}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -43,13 +44,23 @@ from nodewright.controllers.identity.targets import (
 from nodewright.controllers.identity.watches import with_kind
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
-from nodewright.runtime.events import EventRecorder
+from nodewright.runtime.events import EventRecorder, EventType
 from nodewright.runtime.informer import Informer
 from nodewright.runtime.logs import get_logger
 
 __all__ = ["AssignedIdentityWriter"]
 
 log = get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class _TargetPass:
+    """The target one pass writes intents for: its key (empty: none yet), the identities this
+    attempt adds to it, and the records already on it."""
+
+    key: str
+    attempt: frozenset[str]
+    records_here: list[AssignmentRecord]
 
 
 class AssignedIdentityWriter:
@@ -82,9 +93,10 @@ class AssignedIdentityWriter:
         """Create new objects and rewrite changed ones before the PATCH, recording the target and
         whether nodewright is the one adding the identity (so a crash after the PATCH cannot
         leave an identity nodewright added without a record that lets it remove it later)."""
-        self.each(changes.create, lambda wanted: self._create(wanted, key, attempt, records_here))
-        self.each(changes.update, lambda pair: self._rewrite(pair[0], pair[1], key, attempt, records_here))
-        self.each(changes.keep, lambda pair: self._note_target(pair[0], pair[1], key, attempt, records_here))
+        target = _TargetPass(key, attempt, records_here)
+        self.each(changes.create, lambda wanted: self._create(wanted, target))
+        self.each(changes.update, lambda pair: self._rewrite(pair[0], pair[1], target))
+        self.each(changes.keep, lambda pair: self._note_target(pair[0], pair[1], target))
 
     def each(self, items: Iterable[Any], function: Callable[[Any], object]) -> None:
         """Run ``function`` on every item, ``writeConcurrency`` at a time (MIC's createDeleteBatch);
@@ -100,15 +112,9 @@ class AssignedIdentityWriter:
         if failures:
             raise failures[0]  # type: ignore[misc]
 
-    def _create(
-        self,
-        wanted: DesiredAssignment,
-        key: str,
-        attempt: frozenset[str],
-        records_here: list[AssignmentRecord],
-    ) -> None:
+    def _create(self, wanted: DesiredAssignment, target: _TargetPass) -> None:
         body = wanted.to_resource().to_object()
-        intended = self._intent_status(wanted, key, attempt, records_here)
+        intended = self._intent_status(wanted, target)
         if intended["target"]:  # recorded in the create itself (``intent``); the outcome writes status
             metadata = body["metadata"]
             metadata["annotations"] = {
@@ -133,12 +139,7 @@ class AssignedIdentityWriter:
         )
 
     def _rewrite(
-        self,
-        assigned_object: AzureAssignedIdentity,
-        wanted: DesiredAssignment,
-        key: str,
-        attempt: frozenset[str],
-        records_here: list[AssignmentRecord],
+        self, assigned_object: AzureAssignedIdentity, wanted: DesiredAssignment, target: _TargetPass
     ) -> None:
         body = assigned_object.to_object()
         body["metadata"]["labels"] = {
@@ -148,7 +149,7 @@ class AssignedIdentityWriter:
         body["spec"] = wanted.to_resource().to_object()["spec"]
         body.pop("status", None)
         updated = self.client.update(AZURE_ASSIGNED_IDENTITY, body)  # Conflict: stale cache, retried
-        self.patch_status(updated, self._intent_status(wanted, key, attempt, records_here))
+        self.patch_status(updated, self._intent_status(wanted, target))
         log.info(
             "Updated AzureAssignedIdentity",
             name=wanted.name,
@@ -157,15 +158,10 @@ class AssignedIdentityWriter:
         )
 
     def _note_target(
-        self,
-        assigned_object: AzureAssignedIdentity,
-        wanted: DesiredAssignment,
-        key: str,
-        attempt: frozenset[str],
-        records_here: list[AssignmentRecord],
+        self, assigned_object: AzureAssignedIdentity, wanted: DesiredAssignment, target: _TargetPass
     ) -> None:
         status = assigned_object.status
-        intended = self._intent_status(wanted, key, attempt, records_here, previous=assigned_object)
+        intended = self._intent_status(wanted, target, previous=assigned_object)
         if status.target != intended["target"] or status.added_by_nodewright != intended["addedByNodewright"]:
             self.patch_status(
                 assigned_object.to_object(),
@@ -175,9 +171,7 @@ class AssignedIdentityWriter:
     def _intent_status(
         self,
         wanted: DesiredAssignment,
-        key: str,
-        attempt: frozenset[str],
-        records_here: list[AssignmentRecord],
+        target: _TargetPass,
         previous: AzureAssignedIdentity | None = None,
     ) -> dict[str, Any]:
         if wanted.identity_type is not IdentityType.USER_ASSIGNED_MSI:
@@ -188,8 +182,8 @@ class AssignedIdentityWriter:
                 "addedByNodewright": False,
                 "conditions": self._pending(""),
             }
-        resource = wanted.resource_key
-        added = resource in attempt or owned_by_nodewright(records_here, key, resource)
+        key, resource = target.key, wanted.resource_key
+        added = resource in target.attempt or owned_by_nodewright(target.records_here, key, resource)
         if previous is not None and previous.status.target == key and previous.status.added_by_nodewright:
             added = True
         if (
@@ -245,6 +239,18 @@ class AssignedIdentityWriter:
             namespace, name = reference.namespace, reference.name
         obj = self.bindings.store.get(f"{namespace}/{name}")
         return with_kind(obj, AZURE_IDENTITY_BINDING.api_version, "AzureIdentityBinding") if obj else None
+
+    def _binding_event(
+        self,
+        wanted_or_assigned: DesiredAssignment | AzureAssignedIdentity,
+        event_type: EventType,
+        reason: str,
+        message: str,
+    ) -> None:
+        """Record an Event on the AzureIdentityBinding behind an assignment, if it still exists."""
+        binding = self._binding_object(wanted_or_assigned)
+        if binding is not None:
+            self.recorder.event(binding, event_type, reason, message)
 
     def record_outcome(
         self,
@@ -304,10 +310,8 @@ class AssignedIdentityWriter:
         for wanted in failed:
             by_binding.setdefault((wanted.binding.namespace, wanted.binding.name), []).append(wanted)
         for (_, name), waiting in sorted(by_binding.items()):
-            binding = self._binding_object(waiting[0])
-            if binding is not None:
-                message = f"Applying binding {name} on {target} failed for {len(waiting)} pods: {failure}"
-                self.recorder.event(binding, "Warning", EVENT_BINDING_APPLY_ERROR, message)
+            message = f"Applying binding {name} on {target} failed for {len(waiting)} pods: {failure}"
+            self._binding_event(waiting[0], "Warning", EVENT_BINDING_APPLY_ERROR, message)
 
     def _announce_assigned(self, wanted: DesiredAssignment) -> None:
         pod = f"{wanted.key.pod_namespace}/{wanted.key.pod_name}"
@@ -317,14 +321,12 @@ class AssignedIdentityWriter:
             pod=pod,
             node=wanted.node_name,
         )
-        binding = self._binding_object(wanted)
-        if binding is not None:
-            self.recorder.event(
-                binding,
-                "Normal",
-                EVENT_BINDING_APPLIED,
-                f"Binding {wanted.binding.name} applied on node {wanted.node_name} for pod {pod}",
-            )
+        self._binding_event(
+            wanted,
+            "Normal",
+            EVENT_BINDING_APPLIED,
+            f"Binding {wanted.binding.name} applied on node {wanted.node_name} for pod {pod}",
+        )
 
     def _announce_failure(self, wanted: DesiredAssignment, outcome: AssignmentOutcome) -> None:
         pod = f"{wanted.key.pod_namespace}/{wanted.key.pod_name}"
@@ -335,15 +337,13 @@ class AssignedIdentityWriter:
             reason=outcome.reason,
             detail=outcome.message,
         )
-        binding = self._binding_object(wanted)
-        if binding is not None:
-            self.recorder.event(
-                binding,
-                "Warning",
-                EVENT_BINDING_APPLY_ERROR,
-                f"Applying binding {wanted.binding.name} on node {wanted.node_name} for pod {pod} "
-                f"failed: {outcome.reason}: {outcome.message}",
-            )
+        self._binding_event(
+            wanted,
+            "Warning",
+            EVENT_BINDING_APPLY_ERROR,
+            f"Applying binding {wanted.binding.name} on node {wanted.node_name} for pod {pod} "
+            f"failed: {outcome.reason}: {outcome.message}",
+        )
 
     def finish_release(
         self,
@@ -366,14 +366,13 @@ class AssignedIdentityWriter:
         )
         if not done:
             log.warning("Failed to remove identity", identity=record.resource_key if record else "", pod=pod)
-            if binding is not None:
-                self.recorder.event(
-                    binding,
-                    "Warning",
-                    EVENT_BINDING_REMOVE_ERROR,
-                    f"Removing binding from node {assigned_object.spec.node_name} for pod {pod} "
-                    "did not complete; retrying",
-                )
+            self._binding_event(
+                assigned_object,
+                "Warning",
+                EVENT_BINDING_REMOVE_ERROR,
+                f"Removing binding from node {assigned_object.spec.node_name} for pod {pod} "
+                "did not complete; retrying",
+            )
             return
         self._delete(assigned_object)
         reason = retained.get(record.resource_key, "") if record is not None else ""

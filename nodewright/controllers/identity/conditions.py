@@ -4,6 +4,7 @@ condition in a list the way apimachinery's ``SetStatusCondition`` does. Pure; no
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Literal
 
@@ -27,33 +28,25 @@ def with_condition(
 ) -> list[Condition]:
     """A copy of ``conditions`` with one condition set; its lastTransitionTime moves only when its
     status changes (apimachinery's SetStatusCondition)."""
+    updated = Condition(
+        type=condition_type,
+        status=status,
+        reason=reason,
+        message=message,
+        last_transition_time=format_time(now),
+        observed_generation=observed_generation,
+    )
     result: list[Condition] = []
     found = False
     for condition in conditions:
         if condition.type != condition_type:
             result.append(condition)
-            continue
-        found = True
-        transition = condition.last_transition_time if condition.status == status else format_time(now)
-        result.append(
-            Condition(
-                type=condition_type,
-                status=status,
-                reason=reason,
-                message=message,
-                last_transition_time=transition,
-                observed_generation=observed_generation,
-            )
-        )
+        elif condition.status == status:
+            found = True
+            result.append(replace(updated, last_transition_time=condition.last_transition_time))
+        else:
+            found = True
+            result.append(updated)
     if not found:
-        result.append(
-            Condition(
-                type=condition_type,
-                status=status,
-                reason=reason,
-                message=message,
-                last_transition_time=format_time(now),
-                observed_generation=observed_generation,
-            )
-        )
+        result.append(updated)
     return result

@@ -26,7 +26,7 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -38,6 +38,7 @@ from nodewright.api.aadpodidentity.v1 import (
     AzurePodIdentityException,
 )
 from nodewright.cloud.identity_updates import MAX_IDENTITIES_PER_REQUEST
+from nodewright.controllers.cloud_access import cloud_block
 from nodewright.controllers.identity.decisions import AssignmentPolicy
 from nodewright.controllers.kinds import kind_of
 from nodewright.runtime.config import ConfigError
@@ -117,55 +118,53 @@ def _strings(value: Any, path: str) -> frozenset[str]:
     return frozenset(item.lower() for item in value)
 
 
+def _seconds(value: Any, path: str) -> float:
+    return _number(value, path, 0)
+
+
+def _positive_seconds(value: Any, path: str) -> float:
+    return _number(value, path, 0, exclusive=True)
+
+
+def _count(value: Any, path: str) -> int:
+    return _integer(value, path, 1)
+
+
+def _identities_per_request(value: Any, path: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_IDENTITIES_PER_REQUEST:
+        raise ConfigError(
+            f"{path}: expected an integer from 1 to {MAX_IDENTITIES_PER_REQUEST}, got {value!r}"
+        )
+    return value
+
+
+_Reader = Callable[[Any, str], Any]
+
+_OPTIONS: dict[str, tuple[str, _Reader]] = {
+    "cloud": ("cloud", cloud_block),
+    "forceNamespaced": ("force_namespaced", _boolean),
+    "removeUnmarkedAssignments": ("remove_unmarked_assignments", _boolean),
+    "resolveIdentityInfo": ("resolve_identity_info", _boolean),
+    "immutableIdentities": ("immutable_identities", _strings),
+    "managerIdentities": ("manager_identities", _strings),
+    "repairInterval": ("repair_interval", _positive_seconds),
+    "writeConcurrency": ("write_concurrency", _count),
+    "batchWindow": ("batch_window", _seconds),
+    "batchMaxDelay": ("batch_max_delay", _seconds),
+    "rejectedIdentityRetry": ("rejected_identity_retry", _seconds),
+    "rejectedIdentityFirstRetry": ("rejected_identity_first_retry", _seconds),
+    "missingNodeAttempts": ("missing_node_attempts", _count),
+    "maxIdentitiesPerRequest": ("max_identities_per_request", _identities_per_request),
+}
+"""Each option key: the ``IdentityOptions`` field it sets, and the reader that checks its value."""
+
+
 def parse_options(options: Mapping[str, Any], path: str = "options") -> IdentityOptions:
     """``IdentityOptions`` from a reconciler's options; ``ConfigError`` names the bad key."""
     values: dict[str, Any] = {}
     for key, value in options.items():
-        where = f"{path}.{key}"
-        if key == "cloud":
-            if not isinstance(value, Mapping):
-                raise ConfigError(f"{where}: expected a mapping")
-            values["cloud"] = value
-        elif key == "forceNamespaced":
-            values["force_namespaced"] = _boolean(value, where)
-        elif key == "removeUnmarkedAssignments":
-            values["remove_unmarked_assignments"] = _boolean(value, where)
-        elif key == "resolveIdentityInfo":
-            values["resolve_identity_info"] = _boolean(value, where)
-        elif key == "immutableIdentities":
-            values["immutable_identities"] = _strings(value, where)
-        elif key == "managerIdentities":
-            values["manager_identities"] = _strings(value, where)
-        elif key == "repairInterval":
-            values["repair_interval"] = _number(value, where, 0, exclusive=True)
-        elif key == "writeConcurrency":
-            values["write_concurrency"] = _integer(value, where, 1)
-        elif key == "batchWindow":
-            values["batch_window"] = _number(value, where, 0)
-        elif key == "batchMaxDelay":
-            values["batch_max_delay"] = _number(value, where, 0)
-        elif key == "rejectedIdentityRetry":
-            values["rejected_identity_retry"] = _number(value, where, 0)
-        elif key == "rejectedIdentityFirstRetry":
-            values["rejected_identity_first_retry"] = _number(value, where, 0)
-        elif key == "missingNodeAttempts":
-            values["missing_node_attempts"] = _integer(value, where, 1)
-        elif key == "maxIdentitiesPerRequest":
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, int)
-                or not 1 <= value <= MAX_IDENTITIES_PER_REQUEST
-            ):
-                raise ConfigError(
-                    f"{where}: expected an integer from 1 to {MAX_IDENTITIES_PER_REQUEST}, got {value!r}"
-                )
-            values["max_identities_per_request"] = value
-        else:
-            known = (
-                "batchMaxDelay, batchWindow, cloud, forceNamespaced, immutableIdentities, managerIdentities, "
-                "maxIdentitiesPerRequest, missingNodeAttempts, rejectedIdentityFirstRetry, "
-                "rejectedIdentityRetry, removeUnmarkedAssignments, repairInterval, resolveIdentityInfo, "
-                "writeConcurrency"
-            )
-            raise ConfigError(f"{where}: unknown key (known: {known})")
+        if key not in _OPTIONS:
+            raise ConfigError(f"{path}.{key}: unknown key (known: {', '.join(sorted(_OPTIONS))})")
+        name, read = _OPTIONS[key]
+        values[name] = read(value, f"{path}.{key}")
     return IdentityOptions(**values)

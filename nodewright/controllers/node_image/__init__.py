@@ -4,12 +4,24 @@ instances, and Flexible members, which are VMs) and on groups of standalone VMs 
 The reconciler named ``node-image`` in the manager's config wires three controllers:
 ``nodeimage`` (``NodeImageReconciler``: the rollout), ``scalinggroup``
 (``ScalingGroupReconciler``: the scale set's model image) and ``pendingnode``
-(``PendingNodeReconciler``: machines joining and leaving). ``decisions`` holds the pure
-algorithm; ``options`` the strict parsing of the reconciler's options; ``resources`` the CRD kinds
-and the helpers the three share. ``setup(manager, options)`` is what the registry calls;
+(``PendingNodeReconciler``: machines joining and leaving). ``options`` holds the strict parsing
+of the reconciler's options; ``resources`` the CRD kinds and the helpers the three share;
+``collaborators`` what each is built with. ``setup(manager, options)`` is what the registry calls;
 ``install`` is the same wiring with the cloud, checkpoint and clock given (tests use it);
 ``validate_options`` checks a config without a cluster. Module contract of a built-in
 reconciler: ``NAME``, ``setup``, ``validate_options``, ``RBAC_RULES``.
+
+The pure decisions (what to do, never doing it; no I/O, no clock: time comes in as ``now``) live
+one concern a module: ``grouping``, ``pairing``, ``scale_out``, ``draining``,
+``pending_node_decisions``, ``autoscaling_decisions``, ``conditions``. The algorithm follows
+constellation's node operator (facts in shared/REFERENCE.md) and closes its gaps: nodes whose
+scaling-group or image annotation is not written yet get their own bucket
+(``awaiting_annotation``) instead of being counted as heirs or up to date; the number of extra
+nodes is ``NodeImage.spec.maxSurge`` instead of a fixed 1; draining is planned here (Eviction
+API, PodDisruptionBudgets, DaemonSet and mirror pods skipped, a timeout after which the drain is
+reported stuck) instead of by a separate maintenance operator; autoscaling is put back to the
+value it had before the rollout, not forced on; a join that failed at the cloud gives up at
+once, and a leave that misses its deadline has its deletion requested again.
 """
 
 from __future__ import annotations
@@ -20,6 +32,7 @@ from typing import Any, Protocol
 
 from nodewright.controllers.cloud_access import cloud_from_options, parse_cloud_settings
 from nodewright.controllers.node_image import node_image, pending_node, scaling_group
+from nodewright.controllers.node_image.collaborators import Collaborators
 from nodewright.controllers.node_image.node_image import NodeImageCloud, NodeImageReconciler, NodeImageStores
 from nodewright.controllers.node_image.options import NodeImageSettings, parse_options
 from nodewright.controllers.node_image.pending_node import PendingNodeCloud, PendingNodeReconciler
@@ -37,7 +50,6 @@ from nodewright.controllers.node_image.resources import (
 )
 from nodewright.controllers.node_image.scaling_group import ScalingGroupCloud, ScalingGroupReconciler
 from nodewright.controllers.node_image.standalone import StandaloneCloud
-from nodewright.runtime.events import EventRecorder
 from nodewright.runtime.handlers import request_for
 from nodewright.runtime.kinds import NODE, POD_DISRUPTION_BUDGET
 from nodewright.runtime.manager import Manager
@@ -147,16 +159,13 @@ def _stores(manager: Manager, settings: NodeImageSettings) -> NodeImageStores:
 
 @dataclass(frozen=True)
 class _Wiring:
-    """What the three controllers are built from (``install``'s arguments and the stores)."""
+    """What the three controllers are built from: the manager, the informers' stores, and the
+    collaborators every reconciler gets (``install``'s arguments)."""
 
     manager: Manager
     settings: NodeImageSettings
     stores: NodeImageStores
-    cloud: NodeRolloutCloud
-    standalone: StandaloneCloud
-    events: EventRecorder
-    checkpoint: Checkpoint
-    clock: Clock
+    collaborators: Collaborators[NodeRolloutCloud]
 
 
 def install(
@@ -170,9 +179,9 @@ def install(
 ) -> None:
     """Wire the three controllers into ``manager`` (side effect: registers them); ``standalone``
     serves the groups of standalone VMs."""
-    stores = _stores(manager, settings)
     events = manager.event_recorder("nodewright-node-image")
-    wiring = _Wiring(manager, settings, stores, cloud, standalone, events, checkpoint, clock)
+    collaborators = Collaborators(manager.client, cloud, standalone, events, settings, checkpoint, clock)
+    wiring = _Wiring(manager, settings, _stores(manager, settings), collaborators)
     _wire_rollouts(wiring)
     _wire_scaling_groups(wiring)
     _wire_pending_nodes(wiring)
@@ -190,16 +199,7 @@ def _wire_rollouts(wiring: _Wiring) -> None:
         name = (obj.get("spec") or {}).get("nodeImage")
         return [Request("", str(name))] if name else []
 
-    rollout = NodeImageReconciler(
-        client=wiring.manager.client,
-        stores=stores,
-        cloud=wiring.cloud,
-        standalone=wiring.standalone,
-        events=wiring.events,
-        settings=wiring.settings,
-        checkpoint=wiring.checkpoint,
-        clock=wiring.clock,
-    )
+    rollout = NodeImageReconciler(wiring.collaborators, stores=stores)
     (
         wiring.manager.controller("nodeimage")
         .for_(NODE_IMAGE, predicate=generation_changed)
@@ -226,14 +226,7 @@ def _wire_scaling_groups(wiring: _Wiring) -> None:
         ]
 
     images = ScalingGroupReconciler(
-        client=wiring.manager.client,
-        scaling_groups=stores.scaling_groups,
-        node_images=stores.node_images,
-        cloud=wiring.cloud,
-        standalone=wiring.standalone,
-        events=wiring.events,
-        settings=wiring.settings,
-        checkpoint=wiring.checkpoint,
+        wiring.collaborators, scaling_groups=stores.scaling_groups, node_images=stores.node_images
     )
     (
         wiring.manager.controller("scalinggroup")
@@ -250,15 +243,7 @@ def _wire_pending_nodes(wiring: _Wiring) -> None:
         return [Request("", str((obj.get("metadata") or {}).get("name", "")))]
 
     machines = PendingNodeReconciler(
-        client=wiring.manager.client,
-        pending_nodes=wiring.stores.pending_nodes,
-        nodes=wiring.stores.nodes,
-        cloud=wiring.cloud,
-        standalone=wiring.standalone,
-        events=wiring.events,
-        settings=wiring.settings,
-        checkpoint=wiring.checkpoint,
-        clock=wiring.clock,
+        wiring.collaborators, pending_nodes=wiring.stores.pending_nodes, nodes=wiring.stores.nodes
     )
     (
         wiring.manager.controller("pendingnode")

@@ -4,8 +4,8 @@ NodeImage's, within its surge, canary first, gated on health, rolled back when a
 One reconcile reads the cluster (Nodes, this NodeImage's PendingNodes, every ScalingGroup and
 NodeImage, AutoscalingStrategies, PodDisruptionBudgets, NodeNetworkConfigs) from the shared cache,
 asks the cloud only what it cannot know (a new node's image), calls the pure functions in
-``decisions``, ``targeting`` and ``rollout_state`` and writes what they say, each write idempotent
-and named by a checkpoint:
+``grouping``, ``pairing``, ``scale_out``, ``draining``, ``targeting`` and ``rollout_state`` and
+writes what they say, each write idempotent and named by a checkpoint:
 
 1. claim the scale sets of this NodeImage's ScalingGroups (a scale set another NodeImage claimed
    first is a Conflict); annotate their nodes with scale set and image (a VM node's scale set,
@@ -64,29 +64,28 @@ from nodewright.cloud.resource_ids import (
     parse_provider_id,
     parse_scale_set_id,
 )
-from nodewright.controllers.node_image.conditions import ConditionState
-from nodewright.controllers.node_image.decisions import (
+from nodewright.controllers.node_image.conditions import ConditionState, node_image_status, rollout_conditions
+from nodewright.controllers.node_image.evicted_pods import EvictedPodsVerdict, EvictionCheck
+from nodewright.controllers.node_image.grouping import (
     NODE_IMAGE_ANNOTATION,
     OBSOLETE_ANNOTATION,
     SCALING_GROUP_ANNOTATION,
     ClusterNode,
     InvalidImageError,
     NodeGroups,
-    PairingPlan,
-    ReplacementPair,
-    ReplacementStep,
     group_nodes,
     new_node_budget,
-    node_image_status,
-    nodes_to_restore,
-    pair_nodes,
     parse_desired_image,
-    plan_scale_out,
-    rollout_conditions,
     rollout_in_progress,
     settled_joins,
 )
-from nodewright.controllers.node_image.evicted_pods import EvictedPodsVerdict, EvictionCheck
+from nodewright.controllers.node_image.pairing import (
+    PairingPlan,
+    ReplacementPair,
+    ReplacementStep,
+    nodes_to_restore,
+    pair_nodes,
+)
 from nodewright.controllers.node_image.replacement import NodeReplacement, RemovalContext, ReplacementPass
 from nodewright.controllers.node_image.resources import (
     is_controlled_by,
@@ -106,7 +105,12 @@ from nodewright.controllers.node_image.rollout_writes import (
     NodeImageCloud,
     NodeImageStores,
 )
-from nodewright.controllers.node_image.scale_out import ScaleOutPlan, canary_placed, cap_scale_out
+from nodewright.controllers.node_image.scale_out import (
+    ScaleOutPlan,
+    canary_placed,
+    cap_scale_out,
+    plan_scale_out,
+)
 from nodewright.controllers.node_image.targeting import Claims, claim_scaling_groups, nodes_claimed
 from nodewright.controllers.node_image.unavailable import (
     InvalidMaxUnavailableError,

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from nodewright.controllers.node_image.decisions import RolloutTimeouts
+from nodewright.controllers.node_image.grouping import RolloutTimeouts
 from nodewright.runtime.cache import label_selector_matcher
 from nodewright.runtime.config import ConfigError
 

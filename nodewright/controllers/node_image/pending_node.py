@@ -2,7 +2,7 @@
 its deadline passes.
 
 Reads the machine's state from the cloud and whether its Node exists, records both in the
-status, and acts as ``decisions.decide_pending_node`` says: a join that timed out (or whose
+status, and acts as ``pending_node_decisions.decide_pending_node`` says: a join that timed out (or whose
 machine failed) becomes a Leave first and has its machine deleted next, so a restart between the
 two still deletes it; a leave deletes the machine (again, past its deadline) and, once the cloud
 says Terminated, the Node (if it still names that machine) and then the record. A VM of a group of
@@ -26,23 +26,16 @@ from nodewright.cloud.resource_ids import (
     VirtualMachineId,
     parse_provider_id,
 )
-from nodewright.controllers.node_image.decisions import (
+from nodewright.controllers.node_image.collaborators import Collaborators, WithCollaborators
+from nodewright.controllers.node_image.pending_node_decisions import (
     PendingNodeAction,
     PendingNodeDecision,
     decide_pending_node,
 )
-from nodewright.controllers.node_image.options import NodeImageSettings
 from nodewright.controllers.node_image.resources import (
     PENDING_NODE,
-    Checkpoint,
-    Clock,
-    no_checkpoint,
-    utc_now,
 )
-from nodewright.controllers.node_image.standalone import StandaloneCloud
 from nodewright.runtime import errors
-from nodewright.runtime.client import Client
-from nodewright.runtime.events import EventRecorder
 from nodewright.runtime.informer import Store
 from nodewright.runtime.kinds import NODE
 from nodewright.runtime.logs import get_logger
@@ -71,31 +64,15 @@ class PendingNodeCloud(Protocol):
     def delete_instance(self, machine: MachineId) -> None: ...
 
 
-class PendingNodeReconciler:
+class PendingNodeReconciler(WithCollaborators[PendingNodeCloud]):
     """Follows one machine to its goal (see the module docstring)."""
 
     def __init__(
-        self,
-        *,
-        client: Client,
-        pending_nodes: Store,
-        nodes: Store,
-        cloud: PendingNodeCloud,
-        standalone: StandaloneCloud,
-        events: EventRecorder,
-        settings: NodeImageSettings,
-        checkpoint: Checkpoint = no_checkpoint,
-        clock: Clock = utc_now,
+        self, collaborators: Collaborators[PendingNodeCloud], *, pending_nodes: Store, nodes: Store
     ) -> None:
-        self._client = client
+        super().__init__(collaborators)
         self._pending_nodes = pending_nodes
         self._nodes = nodes
-        self._cloud = cloud
-        self._standalone = standalone
-        self._events = events
-        self._settings = settings
-        self._checkpoint = checkpoint
-        self._clock = clock
 
     def reconcile(self, request: Request) -> Result:
         cached = self._pending_nodes.get(request.name)

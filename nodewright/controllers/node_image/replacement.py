@@ -25,22 +25,7 @@ from typing import Any
 
 from nodewright.api.nodewright.v1alpha1 import QUARANTINE_LABEL, PendingNodeGoal, PendingNodeSpec
 from nodewright.cloud.resource_ids import InvalidResourceIdError, ScaleSetInstanceId, parse_provider_id
-from nodewright.controllers.node_image.decisions import (
-    DONOR_ANNOTATION,
-    DRAIN_STARTED_ANNOTATION,
-    HEIR_ANNOTATION,
-    OBSOLETE_ANNOTATION,
-    ClusterNode,
-    DrainPlan,
-    PairingPlan,
-    ReplacementPair,
-    ReplacementStep,
-    labels_to_copy,
-    plan_drain,
-    removal_step,
-    replacement_step,
-)
-from nodewright.controllers.node_image.draining import PodKey
+from nodewright.controllers.node_image.draining import DrainPlan, PodKey, plan_drain
 from nodewright.controllers.node_image.evicted_pods import (
     EVICTED_PODS_ANNOTATION,
     EvictedPodsVerdict,
@@ -50,8 +35,23 @@ from nodewright.controllers.node_image.evicted_pods import (
     controller_of,
     new_record,
 )
+from nodewright.controllers.node_image.grouping import (
+    DONOR_ANNOTATION,
+    DRAIN_STARTED_ANNOTATION,
+    HEIR_ANNOTATION,
+    OBSOLETE_ANNOTATION,
+    ClusterNode,
+)
 from nodewright.controllers.node_image.heir_identity import heir_identities_missing
 from nodewright.controllers.node_image.heir_network import heir_pool_shortfall
+from nodewright.controllers.node_image.pairing import (
+    PairingPlan,
+    ReplacementPair,
+    ReplacementStep,
+    labels_to_copy,
+    removal_step,
+    replacement_step,
+)
 from nodewright.controllers.node_image.rollout_state import READY_SEEN_ANNOTATION
 from nodewright.controllers.node_image.rollout_writes import RolloutWrites
 from nodewright.runtime import errors

@@ -31,34 +31,25 @@ from nodewright.cloud.resource_ids import (
     parse_resource_group_id,
     parse_scale_set_id,
 )
+from nodewright.controllers.node_image.autoscaling_decisions import decide_autoscaling
+from nodewright.controllers.node_image.collaborators import Collaborators, WithCollaborators
 from nodewright.controllers.node_image.conditions import degraded_to_report
-from nodewright.controllers.node_image.decisions import (
-    ClusterNode,
-    decide_autoscaling,
-)
-from nodewright.controllers.node_image.options import NodeImageSettings
+from nodewright.controllers.node_image.grouping import ClusterNode
 from nodewright.controllers.node_image.resources import (
     AUTOSCALING_STRATEGY,
     NODE_IMAGE,
     PENDING_NODE,
     SCALING_GROUP,
-    Checkpoint,
-    Clock,
     ReadYourWrites,
     controller_reference,
-    no_checkpoint,
-    utc_now,
 )
 from nodewright.controllers.node_image.rollout_metrics import RolloutMetrics
 from nodewright.controllers.node_image.standalone import (
     CREATING_ANNOTATION,
-    StandaloneCloud,
     machine_model,
     new_machine_name,
 )
 from nodewright.runtime import errors
-from nodewright.runtime.client import Client
-from nodewright.runtime.events import EventRecorder
 from nodewright.runtime.informer import Store
 from nodewright.runtime.kinds import NODE, Kind
 from nodewright.runtime.logs import get_logger
@@ -100,30 +91,13 @@ class NodeImageStores:
     """AzureAssignedIdentities (``None``: no heir identity gate)."""
 
 
-class RolloutWrites:
+class RolloutWrites(WithCollaborators[NodeImageCloud]):
     """Write helpers and the reconciler's collaborators (see the module docstring)."""
 
-    def __init__(
-        self,
-        *,
-        client: Client,
-        stores: NodeImageStores,
-        cloud: NodeImageCloud,
-        standalone: StandaloneCloud,
-        events: EventRecorder,
-        settings: NodeImageSettings,
-        checkpoint: Checkpoint = no_checkpoint,
-        clock: Clock = utc_now,
-    ) -> None:
-        self._client = client
+    def __init__(self, collaborators: Collaborators[NodeImageCloud], *, stores: NodeImageStores) -> None:
+        super().__init__(collaborators)
         self._stores = stores
-        self._cloud = cloud
-        self._standalone = standalone
-        self._events = events
-        self._settings = settings
-        self._checkpoint = checkpoint
-        self._clock = clock
-        self._writes = ReadYourWrites(client)
+        self._writes = ReadYourWrites(collaborators.client)
         self._metrics = RolloutMetrics()
         self._reported: dict[str, tuple[str, str]] = {}
         """The Degraded problem last reported per NodeImage (one Event per problem)."""

@@ -27,13 +27,10 @@ from nodewright.cloud.resource_ids import (
     parse_resource_group_id,
     parse_scale_set_id,
 )
-from nodewright.controllers.node_image.decisions import InvalidImageError, parse_desired_image
-from nodewright.controllers.node_image.options import NodeImageSettings
-from nodewright.controllers.node_image.resources import SCALING_GROUP, Checkpoint, no_checkpoint
+from nodewright.controllers.node_image.collaborators import Collaborators, WithCollaborators
+from nodewright.controllers.node_image.grouping import InvalidImageError, parse_desired_image
+from nodewright.controllers.node_image.resources import SCALING_GROUP
 from nodewright.controllers.node_image.rollout_state import RolloutMemory, desired_image_of
-from nodewright.controllers.node_image.standalone import StandaloneCloud
-from nodewright.runtime.client import Client
-from nodewright.runtime.events import EventRecorder
 from nodewright.runtime.informer import Store
 from nodewright.runtime.logs import get_logger
 from nodewright.runtime.objects import replace_status, set_condition
@@ -59,29 +56,15 @@ class ScalingGroupCloud(Protocol):
     def set_scale_set_image(self, scale_set: ScaleSetId, image: ImageReference) -> None: ...
 
 
-class ScalingGroupReconciler:
+class ScalingGroupReconciler(WithCollaborators[ScalingGroupCloud]):
     """Applies the NodeImage's image to the scale set's model (see the module docstring)."""
 
     def __init__(
-        self,
-        *,
-        client: Client,
-        scaling_groups: Store,
-        node_images: Store,
-        cloud: ScalingGroupCloud,
-        standalone: StandaloneCloud,
-        events: EventRecorder,
-        settings: NodeImageSettings,
-        checkpoint: Checkpoint = no_checkpoint,
+        self, collaborators: Collaborators[ScalingGroupCloud], *, scaling_groups: Store, node_images: Store
     ) -> None:
-        self._client = client
+        super().__init__(collaborators)
         self._scaling_groups = scaling_groups
         self._node_images = node_images
-        self._cloud = cloud
-        self._standalone = standalone
-        self._events = events
-        self._settings = settings
-        self._checkpoint = checkpoint
 
     def reconcile(self, request: Request) -> Result:
         cached = self._scaling_groups.get(request.name)

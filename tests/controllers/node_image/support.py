@@ -27,7 +27,7 @@ from nodewright.cloud.emulator.scale_set_members import members
 from nodewright.cloud.factory import Cloud
 from nodewright.cloud.throttle import InMemoryCallCounter
 from nodewright.controllers.node_image import install
-from nodewright.controllers.node_image.decisions import RolloutTimeouts
+from nodewright.controllers.node_image.grouping import RolloutTimeouts
 from nodewright.controllers.node_image.options import NodeImageSettings
 from nodewright.controllers.node_image.resources import (
     AUTOSCALING_STRATEGY,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -23,7 +24,25 @@ from nodewright.api.nodewright.v1alpha1 import (
     ScalingGroupStatus,
 )
 from nodewright.cloud.models import ImageReference, NodeState
-from nodewright.controllers.node_image.decisions import (
+from nodewright.controllers.node_image import (
+    autoscaling_decisions,
+    draining,
+    grouping,
+    pairing,
+    pending_node_decisions,
+    scale_out,
+)
+from nodewright.controllers.node_image import conditions as decision_conditions
+from nodewright.controllers.node_image.autoscaling_decisions import AutoscalingChange, decide_autoscaling
+from nodewright.controllers.node_image.conditions import node_image_status, rollout_conditions
+from nodewright.controllers.node_image.draining import (
+    DrainPlan,
+    PodKey,
+    SkipReason,
+    plan_drain,
+    selector_matches,
+)
+from nodewright.controllers.node_image.grouping import (
     CONTROL_PLANE_LABEL,
     DONOR_ANNOTATION,
     DRAIN_STARTED_ANNOTATION,
@@ -32,39 +51,33 @@ from nodewright.controllers.node_image.decisions import (
     NODE_IMAGE_ANNOTATION,
     OBSOLETE_ANNOTATION,
     SCALING_GROUP_ANNOTATION,
-    AutoscalingChange,
     ClusterNode,
-    DrainPlan,
     InvalidImageError,
     NodeGroups,
-    PendingNodeAction,
-    PodKey,
-    ReplacementPair,
-    ReplacementStep,
     RolloutTimeouts,
-    ScaleOut,
-    SkipReason,
-    cloud_state_of,
-    decide_autoscaling,
-    decide_pending_node,
     extra_nodes,
     group_nodes,
-    is_reserved_label,
-    labels_to_copy,
     new_node_budget,
-    node_image_status,
-    nodes_to_restore,
-    pair_nodes,
     parse_desired_image,
-    plan_drain,
-    plan_scale_out,
-    replacement_step,
-    rollout_conditions,
     rollout_in_progress,
     same_image,
-    selector_matches,
     settled_joins,
 )
+from nodewright.controllers.node_image.pairing import (
+    ReplacementPair,
+    ReplacementStep,
+    is_reserved_label,
+    labels_to_copy,
+    nodes_to_restore,
+    pair_nodes,
+    replacement_step,
+)
+from nodewright.controllers.node_image.pending_node_decisions import (
+    PendingNodeAction,
+    cloud_state_of,
+    decide_pending_node,
+)
+from nodewright.controllers.node_image.scale_out import ScaleOut, plan_scale_out
 
 PREFIX = "/subscriptions/0000/resourceGroups/nodes-rg/providers/Microsoft.Compute/virtualMachineScaleSets/"
 WORKERS = PREFIX + "workers"
@@ -1455,15 +1468,25 @@ def test_conditions_report_stuck_drains_and_invalid_nodes() -> None:
     assert "Nodes without providerID or unknown to the cloud: x" in message
 
 
-def test_exports_are_explicit() -> None:
-    """decisions.__all__ names only what the module defines, and every public name is in it."""
-    from nodewright.controllers.node_image import decisions  # noqa: PLC0415  # the module itself
+_DECISION_MODULES = [
+    autoscaling_decisions,
+    decision_conditions,
+    draining,
+    grouping,
+    pairing,
+    pending_node_decisions,
+    scale_out,
+]
 
-    for name in decisions.__all__:
-        assert hasattr(decisions, name), name
+
+@pytest.mark.parametrize("module", _DECISION_MODULES, ids=lambda module: module.__name__.rpartition(".")[2])
+def test_exports_are_explicit(module: ModuleType) -> None:
+    """Each decision module's __all__ names only what it has, and every public name it defines is in it."""
+    for name in module.__all__:
+        assert hasattr(module, name), name
     public = {
         name
-        for name, value in vars(decisions).items()
-        if not name.startswith("_") and getattr(value, "__module__", None) == decisions.__name__
+        for name, value in vars(module).items()
+        if not name.startswith("_") and getattr(value, "__module__", None) == module.__name__
     }
-    assert public <= set(decisions.__all__)
+    assert public <= set(module.__all__)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from nodewright.cloud.resource_ids import VirtualMachineId, parse_provider_id
-from nodewright.controllers.node_image.decisions import NODE_IMAGE_ANNOTATION, SCALING_GROUP_ANNOTATION
+from nodewright.controllers.node_image.grouping import NODE_IMAGE_ANNOTATION, SCALING_GROUP_ANNOTATION
 from nodewright.runtime.kinds import NODE
 from tests.controllers.node_image.support import NEW_IMAGE, OLD_IMAGE, RESOURCE_GROUP, RolloutBench
 

@@ -17,7 +17,7 @@ from nodewright.api.aadpodidentity.v1 import (
     EmbeddedAzureIdentity,
     IdentityType,
 )
-from nodewright.controllers.node_image.decisions import DONOR_ANNOTATION
+from nodewright.controllers.node_image.grouping import DONOR_ANNOTATION
 from nodewright.controllers.node_image.heir_identity import heir_identities_missing
 from nodewright.controllers.node_image.options import parse_options
 from nodewright.controllers.node_image.resources import AZURE_ASSIGNED_IDENTITY

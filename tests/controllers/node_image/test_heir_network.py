@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from nodewright.controllers.node_image.decisions import DONOR_ANNOTATION
+from nodewright.controllers.node_image.grouping import DONOR_ANNOTATION
 from nodewright.controllers.node_image.resources import NODE_NETWORK_CONFIG
 from nodewright.runtime import errors
 from nodewright.runtime.kinds import NODE, POD

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from nodewright.cloud.resource_ids import parse_provider_id
-from nodewright.controllers.node_image.decisions import HEIR_ANNOTATION
+from nodewright.controllers.node_image.grouping import HEIR_ANNOTATION
 from nodewright.controllers.node_image.resources import NODE_IMAGE
 from nodewright.runtime.kinds import POD
 from nodewright.runtime.objects import condition_is_true as node_ready

@@ -12,7 +12,7 @@ import pytest
 from nodewright.api.nodewright.v1alpha1 import PendingNodeGoal
 from nodewright.cloud.models import ImageReference
 from nodewright.cloud.resource_ids import parse_provider_id, parse_scale_set_id
-from nodewright.controllers.node_image.decisions import RolloutTimeouts
+from nodewright.controllers.node_image.grouping import RolloutTimeouts
 from nodewright.controllers.node_image.resources import SCALING_GROUP
 from nodewright.controllers.node_image.rollout_writes import SCALE_OUT_ANNOTATION
 from tests.controllers.node_image.support import NEW_IMAGE, RolloutBench

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from nodewright.api.nodewright.v1alpha1 import ENABLED_BEFORE_ROLLOUT_ANNOTATION
-from nodewright.controllers.node_image.decisions import NODE_IMAGE_ANNOTATION
+from nodewright.controllers.node_image.grouping import NODE_IMAGE_ANNOTATION
 from nodewright.controllers.node_image.resources import AUTOSCALING_STRATEGY, NODE_IMAGE, SCALING_GROUP
 from tests.controllers.node_image.support import NEW_IMAGE, OLD_IMAGE, RolloutBench
 

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from nodewright.controllers.node_image.decisions import (
+from nodewright.controllers.node_image.grouping import (
     DONOR_ANNOTATION,
     HEIR_ANNOTATION,
     NODE_IMAGE_ANNOTATION,

@@ -22,7 +22,8 @@ from nodewright.api.nodewright.v1alpha1 import (
     ScalingGroupStatus,
 )
 from nodewright.cloud.models import ImageReference, NodeState
-from nodewright.controllers.node_image.decisions import (
+from nodewright.controllers.node_image.draining import DrainPlan
+from nodewright.controllers.node_image.grouping import (
     CONTROL_PLANE_SURGE,
     DONOR_ANNOTATION,
     HEIR_ANNOTATION,
@@ -30,21 +31,21 @@ from nodewright.controllers.node_image.decisions import (
     OBSOLETE_ANNOTATION,
     SCALING_GROUP_ANNOTATION,
     ClusterNode,
-    DrainPlan,
-    PendingNodeAction,
-    ReplacementStep,
     RolloutTimeouts,
-    decide_pending_node,
     group_nodes,
-    labels_to_copy,
     new_node_budget,
-    pair_nodes,
-    plan_scale_out,
-    removal_step,
-    replacement_step,
     rollout_in_progress,
     settled_joins,
 )
+from nodewright.controllers.node_image.pairing import (
+    ReplacementStep,
+    labels_to_copy,
+    pair_nodes,
+    removal_step,
+    replacement_step,
+)
+from nodewright.controllers.node_image.pending_node_decisions import PendingNodeAction, decide_pending_node
+from nodewright.controllers.node_image.scale_out import plan_scale_out
 
 PREFIX = "/subscriptions/0000/resourceGroups/rg/providers/Microsoft.Compute/virtualMachineScaleSets/"
 OLD = "/communityGalleries/g/images/node/versions/1.0.0"

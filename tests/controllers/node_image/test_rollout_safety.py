@@ -17,13 +17,11 @@ from nodewright.api.nodewright.v1alpha1 import (
     RolloutState,
     ScalingGroup,
 )
-from nodewright.controllers.node_image.decisions import (
+from nodewright.controllers.node_image.grouping import (
     NODE_IMAGE_ANNOTATION,
     SCALING_GROUP_ANNOTATION,
     ClusterNode,
     NodeGroups,
-    ScaleOut,
-    ScaleOutPlan,
 )
 from nodewright.controllers.node_image.heir_network import heir_pool_shortfall
 from nodewright.controllers.node_image.rollout_state import (
@@ -35,7 +33,7 @@ from nodewright.controllers.node_image.rollout_state import (
     desired_image_of,
     gate_failure,
 )
-from nodewright.controllers.node_image.scale_out import cap_scale_out
+from nodewright.controllers.node_image.scale_out import ScaleOut, ScaleOutPlan, cap_scale_out
 from nodewright.controllers.node_image.targeting import claim_scaling_groups, node_scale_set
 
 PREFIX = "/subscriptions/0000/resourceGroups/rg/providers/Microsoft.Compute/virtualMachineScaleSets/"
@@ -293,7 +291,7 @@ def test_a_heir_abandoned_by_a_rollback_is_obsolete_not_replaced() -> None:
     """Going back mid-replacement: the new-image heir of a donor on the desired image is removed
     (obsolete), the donor stays; an unrelated outdated node is still replaced."""
     from nodewright.cloud.models import ImageReference  # noqa: PLC0415
-    from nodewright.controllers.node_image.decisions import DONOR_ANNOTATION, HEIR_ANNOTATION, group_nodes  # noqa: PLC0415
+    from nodewright.controllers.node_image.grouping import DONOR_ANNOTATION, HEIR_ANNOTATION, group_nodes  # noqa: PLC0415
 
     def made(name: str, image: str, **extra: str) -> ClusterNode:
         annotations = {SCALING_GROUP_ANNOTATION: PREFIX + "a", NODE_IMAGE_ANNOTATION: image, **extra}

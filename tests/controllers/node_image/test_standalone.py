@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from nodewright.controllers.node_image.decisions import (
+from nodewright.controllers.node_image.grouping import (
     DONOR_ANNOTATION,
     HEIR_ANNOTATION,
     NODE_IMAGE_ANNOTATION,

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from nodewright.api.nodewright.v1alpha1 import NodeImage
-from nodewright.controllers.node_image.decisions import ClusterNode, ReplacementPair
+from nodewright.controllers.node_image.grouping import ClusterNode
+from nodewright.controllers.node_image.pairing import ReplacementPair
 from nodewright.controllers.node_image.unavailable import (
     InvalidMaxUnavailableError,
     parse_max_unavailable,

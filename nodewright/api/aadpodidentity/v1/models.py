@@ -48,7 +48,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from nodewright.api.base import Model, PrinterColumn, Resource, field, json_name_of
+from nodewright.api.base import Model, NamedByMetadata, PrinterColumn, Resource, field, json_name_of
 from nodewright.api.meta import Condition
 
 __all__ = [
@@ -369,21 +369,13 @@ _EMBEDDED_METADATA_KEYS = ("name", "namespace", "uid")
 
 
 @dataclass(kw_only=True)
-class _EmbeddedResource(Model):
+class _EmbeddedResource(Model, NamedByMetadata):
     """Base of the objects an AzureAssignedIdentity embeds whole: apiVersion, kind (kept as the
     writer spelt it) and metadata, whose schema the API server owns for embedded resources."""
 
     api_version: str = field(default=API_VERSION)
     kind: str = field(default="")
     metadata: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def name(self) -> str:
-        return str(self.metadata.get("name", ""))
-
-    @property
-    def namespace(self) -> str:
-        return str(self.metadata.get("namespace", ""))
 
     @classmethod
     def openapi_schema(cls) -> dict[str, Any]:
