@@ -1,6 +1,6 @@
 """The API client: every write, and the few reads that must be fresh, go through here.
 
-Owns ``Client``, a thin typed layer over a pykube-ng ``HTTPClient`` and its ``requests`` session:
+Owns ``Client``, a thin typed layer over a ``Transport`` (``transport.py``: one urllib3 pool):
 get, list (paginated), create, update (PUT with ``metadata.resourceVersion``), status update,
 patch (merge, JSON, strategic and server-side apply), delete, eviction, and the raw ``watch``
 stream that the reflector in ``informer.py`` builds on. Objects are plain dictionaries. Every
@@ -14,7 +14,7 @@ Every mutating request (any method but GET, HEAD and OPTIONS, so create, update,
 delete, eviction, and the Events the recorder writes; not the review APIs, whose POSTs store
 nothing: ``fence.is_mutating``) first passes the client's ``WriteFence``
 (``fence.py``) when it has one: a refused write raises ``FencedWriteError`` and sends nothing.
-``with_fence`` gives a fenced view and makes the session's connections check the fence again
+``with_fence`` gives a fenced view and makes the transport's connections check the fence again
 right before the bytes go out; the manager hands that view to reconcilers, and the Lease itself
 is written through ``with_own_connections``, a client with a pool the fence does not guard.
 
@@ -36,11 +36,14 @@ from urllib.parse import urlencode
 
 import orjson
 import pykube
-import requests
+import urllib3
+from urllib3.exceptions import HTTPError
 
 from nodewright.runtime import errors
-from nodewright.runtime.fence import WriteFence, guard_session, is_mutating
+from nodewright.runtime.credentials import in_cluster_config
+from nodewright.runtime.fence import WriteFence, is_mutating
 from nodewright.runtime.kinds import Kind
+from nodewright.runtime.transport import Response, Transport
 
 __all__ = [
     "DEFAULT_FIELD_MANAGER",
@@ -97,7 +100,7 @@ class WatchStream:
     ``errors.ConnectionFailed``.
     """
 
-    def __init__(self, response: requests.Response) -> None:
+    def __init__(self, response: urllib3.BaseHTTPResponse) -> None:
         self._response = response
         self._closed = threading.Event()
 
@@ -111,16 +114,14 @@ class WatchStream:
 
     def __iter__(self) -> Iterator[WatchEvent]:
         try:
-            for line in self._response.iter_lines(chunk_size=65536):
-                if not line:
-                    continue
+            for line in _lines(self._response):
                 event = orjson.loads(line)
                 event_type = event.get("type", "")
                 payload = event.get("object") or {}
                 if event_type == "ERROR":
                     raise errors.error_from_status(payload)
                 yield WatchEvent(event_type, payload)
-        except requests.RequestException as error:
+        except HTTPError as error:
             if self._closed.is_set():
                 return
             raise errors.ConnectionFailed(f"watch stream failed: {error}") from error
@@ -142,23 +143,37 @@ class WatchStream:
                 sock.shutdown(socket.SHUT_RDWR)
         with contextlib.suppress(Exception):
             self._response.close()
+        with contextlib.suppress(Exception):
+            self._response.release_conn()
 
 
-def _socket_of(response: requests.Response) -> socket.socket | None:
-    raw = response.raw
-    connection = getattr(raw, "connection", None) or getattr(raw, "_connection", None)
+def _lines(response: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
+    """The non-empty lines of a streamed body, as they arrive."""
+    pending = b""
+    for chunk in response.stream(65536, decode_content=True):
+        pending += chunk
+        if b"\n" not in pending:
+            continue
+        *lines, pending = pending.split(b"\n")
+        yield from (line for line in lines if line)
+    if pending:
+        yield pending
+
+
+def _socket_of(response: urllib3.BaseHTTPResponse) -> socket.socket | None:
+    connection = getattr(response, "connection", None) or getattr(response, "_connection", None)
     sock = getattr(connection, "sock", None)
     if isinstance(sock, socket.socket):
         return sock
     with contextlib.suppress(AttributeError):
-        candidate = raw._fp.fp.raw._sock  # type: ignore[union-attr]
+        candidate = response._fp.fp.raw._sock  # type: ignore[attr-defined]
         if isinstance(candidate, socket.socket):
             return candidate
     return None
 
 
 class Client:
-    """Typed access to the Kubernetes API over a pykube-ng ``HTTPClient``.
+    """Typed access to the Kubernetes API over a ``Transport``.
 
     Thread-safe: one client is shared by all informers and workers. ``field_manager`` names us
     in managedFields for every write (required by server-side apply).
@@ -166,42 +181,35 @@ class Client:
 
     def __init__(
         self,
-        http: pykube.HTTPClient,
+        transport: Transport,
         *,
         field_manager: str = DEFAULT_FIELD_MANAGER,
         timeout: tuple[float, float] = DEFAULT_TIMEOUT,
         fence: WriteFence | None = None,
     ) -> None:
-        self.http = http
+        self.transport = transport
         self.field_manager = field_manager
         self.timeout = timeout
+        self._timeout = urllib3.Timeout(connect=timeout[0], read=timeout[1])
         self.fence = fence
         """Checked before every mutating request; None sends writes unchecked."""
-        self._session: requests.Session = http.session
-        self._base_url: str = http.url.rstrip("/")
-        # The environment is read once, here, not on every request: requests' per-request merge
-        # (proxy variables, netrc, CA bundle variables) was a fifth of a reconcile's CPU.
-        # HTTPS_PROXY/NO_PROXY still apply, as client-go's ProxyFromEnvironment does.
-        self._session.proxies = {
-            **requests.utils.get_environ_proxies(self._base_url),
-            **self._session.proxies,
-        }
-        self._session.trust_env = False
 
     def with_fence(self, fence: WriteFence) -> Client:
         """The same client (same connections) whose writes pass ``fence`` first.
 
-        Side effect: the shared session's connections check the fence again at the last moment,
-        before each chunk of a mutating request reaches the socket (``fence.guard_session``), so
-        every mutating request on this session is fenced, through any view of the client.
+        Side effect: the shared transport's connections check the fence again at the last
+        moment, before each chunk of a mutating request reaches the socket
+        (``Transport.guard``), so every mutating request on it is fenced, through any view.
         """
-        guard_session(self._session, fence.guard("kubernetes"))
-        return Client(self.http, field_manager=self.field_manager, timeout=self.timeout, fence=fence)
+        self.transport.guard(fence.guard("kubernetes"))
+        return Client(self.transport, field_manager=self.field_manager, timeout=self.timeout, fence=fence)
 
     def with_own_connections(self, pool_size: int = 4) -> Client:
         """A client for the same server and credentials with a connection pool of its own
         (the leader elector's: its Lease writes must not pass the fence they feed)."""
-        return Client.from_config(self.http.config, pool_size=pool_size, field_manager=self.field_manager)
+        return Client(
+            self.transport.with_own_pool(pool_size), field_manager=self.field_manager, timeout=self.timeout
+        )
 
     # ---- construction ---------------------------------------------------------------------
     @classmethod
@@ -213,10 +221,7 @@ class Client:
         field_manager: str = DEFAULT_FIELD_MANAGER,
     ) -> Client:
         """A client for a loaded kubeconfig with a connection pool of ``pool_size``."""
-        adapter = pykube.http.KubernetesHTTPAdapter(config, pool_connections=4, pool_maxsize=pool_size)
-        http = pykube.HTTPClient(config, http_adapter=adapter)
-        http.session.headers["User-Agent"] = "nodewright"
-        return cls(http, field_manager=field_manager)
+        return cls(Transport(config, pool_size=pool_size), field_manager=field_manager)
 
     @classmethod
     def from_kubeconfig(
@@ -239,7 +244,7 @@ class Client:
         if path:
             return cls.from_kubeconfig(path, pool_size=pool_size, field_manager=field_manager)
         if os.environ.get("KUBERNETES_SERVICE_HOST"):
-            config = pykube.KubeConfig.from_service_account()
+            config = in_cluster_config()
         else:
             config = pykube.KubeConfig.from_file()
         return cls.from_config(config, pool_size=pool_size, field_manager=field_manager)
@@ -254,12 +259,29 @@ class Client:
         body: Any = None,
         content_type: str = "application/json",
         timeout: tuple[float, float | None] | None = None,
-        stream: bool = False,
-    ) -> requests.Response:
-        """Send one request to ``path`` (for example ``/api/v1/pods``); raise a typed error on
-        failure. The raw building block of every other method.
+    ) -> Response:
+        """Send one request to ``path`` (for example ``/api/v1/pods``) and read the answer;
+        raise a typed error on failure. The raw building block of every other method.
 
         A mutating ``method`` passes the fence first (``FencedWriteError``, nothing sent)."""
+        response = self.transport.answer(
+            self._send(method, path, params, body, content_type=content_type, timeout=timeout)
+        )
+        if response.status_code >= 400:
+            errors.raise_for_status(response)
+        return response
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        params: dict[str, Any] | None,
+        body: Any,
+        *,
+        content_type: str = "application/json",
+        timeout: tuple[float, float | None] | None,
+        stream: bool = False,
+    ) -> urllib3.BaseHTTPResponse:
         if self.fence is not None and is_mutating(method, path):
             self.fence.check("kubernetes", f"{method} {path}")
         headers = {"Accept": "application/json"}
@@ -267,26 +289,13 @@ class Client:
         if body is not None:
             data = orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
             headers["Content-Type"] = content_type
-        url = self._base_url + path
-        if params:  # encoded here: requests' generic parameter encoding is slow on the hot path
-            url += "?" + urlencode({k: v for k, v in params.items() if v is not None}, doseq=True)
-        try:
-            response = self._session.request(
-                method,
-                url,
-                data=data,
-                headers=headers,
-                timeout=timeout or self.timeout,
-                stream=stream,
-            )
-        except requests.RequestException as error:
-            raise errors.ConnectionFailed(f"{method} {path} failed: {error}") from error
-        if response.status_code >= 400:
-            try:
-                errors.raise_for_status(response)
-            finally:
-                response.close()
-        return response
+        target = path
+        if params:
+            target += "?" + urlencode({k: v for k, v in params.items() if v is not None}, doseq=True)
+        bound = self._timeout if timeout is None else urllib3.Timeout(connect=timeout[0], read=timeout[1])
+        return self.transport.request(
+            method, target, body=data, headers=headers, timeout=bound, stream=stream
+        )
 
     def _json(
         self,
@@ -499,8 +508,7 @@ class Client:
         }
         if delete_options:
             body["deleteOptions"] = delete_options
-        response = self.request("POST", f"/api/v1/namespaces/{namespace}/pods/{name}/eviction", body=body)
-        response.close()
+        self.request("POST", f"/api/v1/namespaces/{namespace}/pods/{name}/eviction", body=body)
 
     def service_account_token(
         self, name: str, namespace: str, audiences: Sequence[str], expiration_seconds: int = 600
@@ -545,11 +553,11 @@ class Client:
         if field_selector:
             params["fieldSelector"] = field_selector
         read = read_timeout if read_timeout is not None else timeout_seconds + WATCH_READ_MARGIN
-        response = self.request(
-            "GET",
-            kind.path(namespace),
-            params=params,
-            timeout=(self.timeout[0], read),
-            stream=True,
+        response = self._send(
+            "GET", kind.path(namespace), params, None, timeout=(self.timeout[0], read), stream=True
         )
+        if response.status >= 400:
+            answer = self.transport.answer(response)
+            response.release_conn()
+            errors.raise_for_status(answer)
         return WatchStream(response)

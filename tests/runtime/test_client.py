@@ -7,7 +7,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pykube
 import pytest
 import yaml
 
@@ -174,12 +173,12 @@ def test_bad_request_for_unparsable_selector(client: Client, namespace: str) -> 
 
 def test_forbidden_for_an_unprivileged_user(client: Client, namespace: str) -> None:
     """The admin impersonates a user without RBAC bindings: the server answers Forbidden."""
-    client.http.session.headers["Impersonate-User"] = "nobody"
+    client.transport.headers["Impersonate-User"] = "nobody"
     try:
         with pytest.raises(errors.Forbidden) as caught:
             client.get(CONFIG_MAP, "anything", namespace)
     finally:
-        del client.http.session.headers["Impersonate-User"]
+        del client.transport.headers["Impersonate-User"]
     assert caught.value.code == 403
     assert "nobody" in caught.value.message
 
@@ -318,6 +317,5 @@ def test_watch_streams_events_and_close_wakes_the_reader(client: Client, namespa
 
 def test_pool_size_is_configurable(cluster: Any) -> None:
     client = Client.from_kubeconfig(cluster.kubeconfig, pool_size=77)
-    adapter = client.http.session.get_adapter(client.http.url)
-    assert isinstance(adapter, pykube.http.KubernetesHTTPAdapter)
-    assert adapter._pool_maxsize == 77
+    assert client.transport._pool.pool is not None
+    assert client.transport._pool.pool.maxsize == 77
