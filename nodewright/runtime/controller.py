@@ -34,7 +34,7 @@ from nodewright.runtime.fence import FencedWriteError
 from nodewright.runtime.handlers import Handler
 from nodewright.runtime.informer import Informer
 from nodewright.runtime.logs import get_logger, log_context
-from nodewright.runtime.metrics import Metrics
+from nodewright.runtime.metrics import RESULTS, Metrics
 from nodewright.runtime.predicates import Predicate
 from nodewright.runtime.ratelimit import RateLimiter
 from nodewright.runtime.reconcile import K, Reconciler, ReconcilerFunc, Result, TerminalError, key_fields
@@ -118,6 +118,12 @@ class Controller(Generic[K]):
         self._started = False
         self._cancelled = threading.Event()
         self._attributes = {"controller": name}
+        self._active_workers = self.metrics.active_workers.bind(self._attributes)
+        self._reconcile_time = self.metrics.reconcile_time.bind(self._attributes)
+        self._reconcile_total = {
+            result: self.metrics.reconcile_total.bind({**self._attributes, "result": result})
+            for result in RESULTS
+        }
 
     def watch(self, informer: Informer, handler: Handler[K], predicates: Sequence[Predicate] = ()) -> None:
         """Feed the informer's events, filtered and mapped, into this controller's queue.
@@ -171,13 +177,13 @@ class Controller(Generic[K]):
 
     def _work(self) -> None:
         while (request := self.queue.get()) is not None:
-            self.metrics.active_workers.add(1, self._attributes)
+            self._active_workers.add(1)
             try:
                 self._process(request)
             except BaseException:  # a bug in the bookkeeping below must not end the worker either
                 log.exception("Failed to process request", controller=self.name, request=str(request))
             finally:
-                self.metrics.active_workers.add(-1, self._attributes)
+                self._active_workers.add(-1)
                 self.queue.done(request)
 
     def _process(self, request: K) -> None:
@@ -207,8 +213,8 @@ class Controller(Generic[K]):
                     return
                 outcome = self._succeeded(request, result)
                 span.set_attribute("result", outcome)
-            self.metrics.reconcile_total.add(1, {**self._attributes, "result": outcome})
-            self.metrics.reconcile_time.record(time.monotonic() - started, self._attributes)
+            self._reconcile_total[outcome].add(1)
+            self._reconcile_time.record(time.monotonic() - started)
 
     def _succeeded(self, request: K, result: Result) -> str:
         if result.requeue_after is not None and result.requeue_after > 0:
