@@ -3,7 +3,9 @@
 Owns ``Client``, a thin typed layer over a ``Transport`` (``transport.py``: one urllib3 pool):
 get, list (paginated), create, update (PUT with ``metadata.resourceVersion``), status update,
 patch (merge, JSON, strategic and server-side apply), delete, eviction, and the raw ``watch``
-stream that the reflector in ``informer.py`` builds on. Objects are plain dictionaries. Every
+stream (``watch_stream.py``) that the reflector in ``informer.py`` builds on; list pages are
+decoded with the garbage collector paused (``collector_paused``). Objects are plain
+dictionaries. Every
 failure is raised as a typed error from ``errors.py``; transport failures become
 ``ConnectionFailed``.
 
@@ -24,26 +26,25 @@ Side effects: network I/O to the API server.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
-import socket
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Literal
 from urllib.parse import urlencode
 
 import orjson
 import pykube
 import urllib3
-from urllib3.exceptions import HTTPError
 
 from nodewright.runtime import errors
 from nodewright.runtime.credentials import in_cluster_config
 from nodewright.runtime.fence import WriteFence, is_mutating
 from nodewright.runtime.kinds import Kind
 from nodewright.runtime.transport import Response, Transport
+from nodewright.runtime.watch_stream import WatchEvent, WatchStream
 
 __all__ = [
     "DEFAULT_FIELD_MANAGER",
@@ -54,6 +55,7 @@ __all__ = [
     "PatchType",
     "WatchEvent",
     "WatchStream",
+    "collector_paused",
 ]
 
 PatchType = Literal["merge", "json", "strategic", "apply"]
@@ -83,93 +85,33 @@ class ObjectList:
     resource_version: str
 
 
-@dataclass(frozen=True, slots=True)
-class WatchEvent:
-    """One watch event: ``type`` is ADDED, MODIFIED, DELETED or BOOKMARK."""
-
-    type: str
-    object: dict[str, Any]
+_collector_lock = threading.Lock()
+_collector_pausers = 0
+_collector_was_enabled = True
 
 
-class WatchStream:
-    """An open watch: iterate for events; ``close()`` from any thread ends the iteration.
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while a large body is decoded.
 
-    An ``ERROR`` event is raised as its typed error (``errors.Gone`` for an expired
-    resourceVersion) instead of being yielded. The iteration ends normally when the server
-    closes the stream (its timeoutSeconds elapsed); a broken connection or a read timeout raises
-    ``errors.ConnectionFailed``.
+    Every object the decoder makes is reachable until it returns, so the collections its
+    allocations trigger only walk them: they halved orjson's rate on a 500-Pod list page. The
+    collector is process-wide: it runs again once the last thread inside has left (unless it
+    was off before the first came in).
     """
-
-    def __init__(self, response: urllib3.BaseHTTPResponse) -> None:
-        self._response = response
-        self._closed = threading.Event()
-
-    def __enter__(self) -> WatchStream:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
-    def __iter__(self) -> Iterator[WatchEvent]:
-        try:
-            for line in _lines(self._response):
-                event = orjson.loads(line)
-                event_type = event.get("type", "")
-                payload = event.get("object") or {}
-                if event_type == "ERROR":
-                    raise errors.error_from_status(payload)
-                yield WatchEvent(event_type, payload)
-        except HTTPError as error:
-            if self._closed.is_set():
-                return
-            raise errors.ConnectionFailed(f"watch stream failed: {error}") from error
-        except (OSError, ValueError, AttributeError) as error:
-            # A socket shut down by close() surfaces as OSError (or, inside urllib3, as an
-            # AttributeError on the released connection); anything else is a broken stream.
-            if self._closed.is_set():
-                return
-            raise errors.ConnectionFailed(f"watch stream failed: {error}") from error
-
-    def close(self) -> None:
-        """End the stream; a thread blocked reading it wakes up and stops iterating."""
-        if self._closed.is_set():
-            return
-        self._closed.set()
-        sock = _socket_of(self._response)
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-        with contextlib.suppress(Exception):
-            self._response.close()
-        with contextlib.suppress(Exception):
-            self._response.release_conn()
-
-
-def _lines(response: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
-    """The non-empty lines of a streamed body, as they arrive."""
-    pending = b""
-    for chunk in response.stream(65536, decode_content=True):
-        pending += chunk
-        if b"\n" not in pending:
-            continue
-        *lines, pending = pending.split(b"\n")
-        yield from (line for line in lines if line)
-    if pending:
-        yield pending
-
-
-def _socket_of(response: urllib3.BaseHTTPResponse) -> socket.socket | None:
-    connection = getattr(response, "connection", None) or getattr(response, "_connection", None)
-    sock = getattr(connection, "sock", None)
-    if isinstance(sock, socket.socket):
-        return sock
-    with contextlib.suppress(AttributeError):
-        candidate = response._fp.fp.raw._sock  # type: ignore[attr-defined]
-        if isinstance(candidate, socket.socket):
-            return candidate
-    return None
+    global _collector_pausers, _collector_was_enabled  # noqa: PLW0603 - one collector per process
+    with _collector_lock:
+        if _collector_pausers == 0:
+            _collector_was_enabled = gc.isenabled()
+            gc.disable()
+        _collector_pausers += 1
+    try:
+        yield
+    finally:
+        with _collector_lock:
+            _collector_pausers -= 1
+            if _collector_pausers == 0 and _collector_was_enabled:
+                gc.enable()
 
 
 class Client:
@@ -306,13 +248,19 @@ class Client:
         body: Any = None,
         content_type: str = "application/json",
         timeout: float | None = None,
+        large: bool = False,
     ) -> dict[str, Any]:
+        """The answer as a JSON object; ``large`` (a list page) decodes with the collector paused."""
         bounded = None if timeout is None else (timeout, timeout)
         response = self.request(
             method, path, params=params, body=body, content_type=content_type, timeout=bounded
         )
         try:
-            result = orjson.loads(response.content)
+            if large:
+                with collector_paused():
+                    result = orjson.loads(response.content)
+            else:
+                result = orjson.loads(response.content)
         except ValueError as error:
             raise errors.ApiError(
                 f"{method} {path} answered with a body that is not JSON", code=response.status_code
@@ -360,7 +308,7 @@ class Client:
             params["resourceVersion"] = resource_version
         path = kind.path(namespace)
         while True:
-            page = self._json("GET", path, params=params)
+            page = self._json("GET", path, params=params, large=True)
             items = page.get("items") or []
             for item in items:
                 item["apiVersion"] = kind.api_version

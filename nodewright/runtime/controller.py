@@ -26,9 +26,10 @@ import random
 import threading
 import time
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Generic
 
-from opentelemetry.trace import Status, StatusCode
+from opentelemetry.trace import INVALID_SPAN, Span, Status, StatusCode
 
 from nodewright.runtime.fence import FencedWriteError
 from nodewright.runtime.handlers import Handler
@@ -38,6 +39,7 @@ from nodewright.runtime.metrics import RESULTS, Metrics
 from nodewright.runtime.predicates import Predicate
 from nodewright.runtime.ratelimit import RateLimiter
 from nodewright.runtime.reconcile import K, Reconciler, ReconcilerFunc, Result, TerminalError, key_fields
+from nodewright.runtime.tracing import recording as tracing_recording
 from nodewright.runtime.tracing import tracer
 from nodewright.runtime.workqueue import BatchWindow, WorkQueue
 
@@ -191,15 +193,7 @@ class Controller(Generic[K]):
         reconcile_id = f"{random.getrandbits(128):032x}"
         started = time.monotonic()
         fields = {"controller": self.name, **key_fields(request), "reconcile_id": reconcile_id}
-        with (
-            log_context(**fields),
-            tracer().start_as_current_span(
-                f"reconcile {self.name}",
-                attributes=fields,
-                record_exception=False,
-                set_status_on_exception=False,
-            ) as span,
-        ):
+        with log_context(**fields), self._span(fields) as span:
             try:
                 result = self._reconcile(request)
                 if not isinstance(result, Result):
@@ -216,6 +210,14 @@ class Controller(Generic[K]):
             self._reconcile_total[outcome].add(1)
             self._reconcile_time.record(time.monotonic() - started)
 
+    def _span(self, fields: dict[str, str]) -> AbstractContextManager[Span]:
+        """The reconcile's span; a non-recording stand-in while no span processor is attached."""
+        if not tracing_recording():
+            return nullcontext(INVALID_SPAN)
+        return tracer().start_as_current_span(
+            f"reconcile {self.name}", attributes=fields, record_exception=False, set_status_on_exception=False
+        )
+
     def _succeeded(self, request: K, result: Result) -> str:
         if result.requeue_after is not None and result.requeue_after > 0:
             self.queue.forget(request)
@@ -227,7 +229,7 @@ class Controller(Generic[K]):
         self.queue.forget(request)
         return "success"
 
-    def _failed(self, request: K, error: BaseException, span: Any) -> str:
+    def _failed(self, request: K, error: BaseException, span: Span) -> str:
         self.metrics.reconcile_errors.add(1, self._attributes)
         span.set_status(Status(StatusCode.ERROR, str(error)))
         if isinstance(error, FencedWriteError):  # the fence logged the refusal: no traceback

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from pathlib import Path
@@ -11,7 +12,7 @@ import pytest
 import yaml
 
 from nodewright.runtime import errors
-from nodewright.runtime.client import Client
+from nodewright.runtime.client import Client, collector_paused
 from nodewright.runtime.kinds import CONFIG_MAP, POD, POD_DISRUPTION_BUDGET, Kind
 
 
@@ -319,3 +320,20 @@ def test_pool_size_is_configurable(cluster: Any) -> None:
     client = Client.from_kubeconfig(cluster.kubeconfig, pool_size=77)
     assert client.transport._pool.pool is not None
     assert client.transport._pool.pool.maxsize == 77
+
+
+def test_the_collector_is_paused_only_while_a_list_page_is_decoded() -> None:
+    assert gc.isenabled()
+    with collector_paused():
+        assert not gc.isenabled()
+        with collector_paused():  # a second informer listing at the same time
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()  # an application that runs without the collector keeps it off
+    try:
+        with collector_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
