@@ -26,18 +26,20 @@ import random
 import threading
 import time
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Generic
 
-from opentelemetry.trace import Status, StatusCode
+from opentelemetry.trace import INVALID_SPAN, Span, Status, StatusCode
 
 from nodewright.runtime.fence import FencedWriteError
 from nodewright.runtime.handlers import Handler
 from nodewright.runtime.informer import Informer
 from nodewright.runtime.logs import get_logger, log_context
-from nodewright.runtime.metrics import Metrics
+from nodewright.runtime.metrics import RESULTS, Metrics
 from nodewright.runtime.predicates import Predicate
 from nodewright.runtime.ratelimit import RateLimiter
 from nodewright.runtime.reconcile import K, Reconciler, ReconcilerFunc, Result, TerminalError, key_fields
+from nodewright.runtime.tracing import recording as tracing_recording
 from nodewright.runtime.tracing import tracer
 from nodewright.runtime.workqueue import BatchWindow, WorkQueue
 
@@ -118,6 +120,12 @@ class Controller(Generic[K]):
         self._started = False
         self._cancelled = threading.Event()
         self._attributes = {"controller": name}
+        self._active_workers = self.metrics.active_workers.bind(self._attributes)
+        self._reconcile_time = self.metrics.reconcile_time.bind(self._attributes)
+        self._reconcile_total = {
+            result: self.metrics.reconcile_total.bind({**self._attributes, "result": result})
+            for result in RESULTS
+        }
 
     def watch(self, informer: Informer, handler: Handler[K], predicates: Sequence[Predicate] = ()) -> None:
         """Feed the informer's events, filtered and mapped, into this controller's queue.
@@ -171,13 +179,13 @@ class Controller(Generic[K]):
 
     def _work(self) -> None:
         while (request := self.queue.get()) is not None:
-            self.metrics.active_workers.add(1, self._attributes)
+            self._active_workers.add(1)
             try:
                 self._process(request)
             except BaseException:  # a bug in the bookkeeping below must not end the worker either
                 log.exception("Failed to process request", controller=self.name, request=str(request))
             finally:
-                self.metrics.active_workers.add(-1, self._attributes)
+                self._active_workers.add(-1)
                 self.queue.done(request)
 
     def _process(self, request: K) -> None:
@@ -185,15 +193,7 @@ class Controller(Generic[K]):
         reconcile_id = f"{random.getrandbits(128):032x}"
         started = time.monotonic()
         fields = {"controller": self.name, **key_fields(request), "reconcile_id": reconcile_id}
-        with (
-            log_context(**fields),
-            tracer().start_as_current_span(
-                f"reconcile {self.name}",
-                attributes=fields,
-                record_exception=False,
-                set_status_on_exception=False,
-            ) as span,
-        ):
+        with log_context(**fields), self._span(fields) as span:
             try:
                 result = self._reconcile(request)
                 if not isinstance(result, Result):
@@ -207,8 +207,16 @@ class Controller(Generic[K]):
                     return
                 outcome = self._succeeded(request, result)
                 span.set_attribute("result", outcome)
-            self.metrics.reconcile_total.add(1, {**self._attributes, "result": outcome})
-            self.metrics.reconcile_time.record(time.monotonic() - started, self._attributes)
+            self._reconcile_total[outcome].add(1)
+            self._reconcile_time.record(time.monotonic() - started)
+
+    def _span(self, fields: dict[str, str]) -> AbstractContextManager[Span]:
+        """The reconcile's span; a non-recording stand-in while no span processor is attached."""
+        if not tracing_recording():
+            return nullcontext(INVALID_SPAN)
+        return tracer().start_as_current_span(
+            f"reconcile {self.name}", attributes=fields, record_exception=False, set_status_on_exception=False
+        )
 
     def _succeeded(self, request: K, result: Result) -> str:
         if result.requeue_after is not None and result.requeue_after > 0:
@@ -221,7 +229,7 @@ class Controller(Generic[K]):
         self.queue.forget(request)
         return "success"
 
-    def _failed(self, request: K, error: BaseException, span: Any) -> str:
+    def _failed(self, request: K, error: BaseException, span: Span) -> str:
         self.metrics.reconcile_errors.add(1, self._attributes)
         span.set_status(Status(StatusCode.ERROR, str(error)))
         if isinstance(error, FencedWriteError):  # the fence logged the refusal: no traceback

@@ -13,9 +13,8 @@ events, which arrive as a ``Status`` inside a 200 stream.
 from __future__ import annotations
 
 import contextlib
-from typing import Any
-
-import requests
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 __all__ = [
     "AlreadyExists",
@@ -25,6 +24,7 @@ __all__ = [
     "ConnectionFailed",
     "Forbidden",
     "Gone",
+    "HttpAnswer",
     "InternalError",
     "Invalid",
     "MethodNotAllowed",
@@ -227,7 +227,21 @@ def error_from_status(
     return error_type(message, code=code, reason=reason, status=status)
 
 
-def raise_for_status(response: requests.Response) -> None:
+class HttpAnswer(Protocol):
+    """What ``raise_for_status`` reads of an answered request (``transport.Response``)."""
+
+    status_code: int
+    reason: str
+    headers: Mapping[str, str]
+    content: bytes
+
+    def json(self) -> Any: ...
+
+    @property
+    def text(self) -> str: ...
+
+
+def raise_for_status(response: HttpAnswer) -> None:
     """Raise the typed ``ApiError`` for a failed response; return quietly for 2xx and 3xx."""
     if response.status_code < 400:
         return

@@ -33,15 +33,15 @@ back-off is refused), and that on loss every later call is refused at once.
 To make "paused between the check and the send" as narrow as it can be in Python, the check is
 made twice: early, where the call is made (the typed error, before any work), and again at the
 last moment, in the HTTP connection itself, before each chunk of a mutating request is handed to
-the socket (``guard_session``: the API client's session and, wired by the controllers, the ARM
-transport's session). What is left is the handful of interpreter steps between that last check
-and the ``sendall`` system call; a pause that lands there still sends one request on resume. Making the API
-server itself reject stale writers would need a fencing token checked server-side (a
-precondition on a resourceVersion that the new leader bumps), which Kubernetes Leases do not
-offer for arbitrary objects.
+the socket (``guard_pool_manager``: the API client's pool and, through ``guard_session``, wired
+by the controllers, the ARM transport's session). What is left is the handful of interpreter
+steps between that last check and the ``sendall`` system call; a pause that lands there still
+sends one request on resume. Making the API server itself reject stale writers would need a
+fencing token checked server-side (a precondition on a resourceVersion that the new leader
+bumps), which Kubernetes Leases do not offer for arbitrary objects.
 
-Side effects: metrics and log lines on refusal; ``guard_session`` replaces the connection pools
-of the session it is given.
+Side effects: metrics and log lines on refusal; ``guard_pool_manager`` and ``guard_session``
+replace the connection pools they are given.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import requests
+from urllib3 import PoolManager
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
@@ -64,6 +65,7 @@ __all__ = [
     "FenceTarget",
     "FencedWriteError",
     "WriteFence",
+    "guard_pool_manager",
     "guard_session",
     "is_mutating",
 ]
@@ -215,7 +217,7 @@ def _guarded_connection(base: type[HTTPConnection], check: Callable[[str], None]
         _guarded_request = ""
 
         def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> None:
-            mutating = is_mutating(method, urlsplit(url).path)
+            mutating = method.upper() not in _SAFE_METHODS and is_mutating(method, urlsplit(url).path)
             self._guarded_request = f"{method.upper()} {url.split('?', 1)[0]}" if mutating else ""
             try:
                 super().request(method, url, *args, **kwargs)
@@ -230,13 +232,14 @@ def _guarded_connection(base: type[HTTPConnection], check: Callable[[str], None]
     return GuardedConnection
 
 
-def guard_session(session: requests.Session, check: Callable[[str], None]) -> None:
-    """Make every mutating request of ``session`` call ``check(\"METHOD path\")`` at the last
-    moment, before each chunk goes to the socket; ``check`` refuses by raising.
+def guard_pool_manager(manager: PoolManager, check: Callable[[str], None]) -> None:
+    """Make every mutating request through ``manager``'s pools call ``check(\"METHOD path\")``
+    at the last moment, before each chunk goes to the socket; ``check`` refuses by raising.
 
-    Side effect: the session's adapters get new connection pools (existing ones are closed).
+    Side effect: the manager's existing pools are closed; new ones use guarded connections.
     """
-    pools: dict[str, type[HTTPConnectionPool]] = {
+    manager.clear()
+    manager.pool_classes_by_scheme = {
         "http": type(
             "GuardedHTTPConnectionPool",
             (HTTPConnectionPool,),
@@ -248,9 +251,11 @@ def guard_session(session: requests.Session, check: Callable[[str], None]) -> No
             {"ConnectionCls": _guarded_connection(HTTPSConnection, check)},
         ),
     }
+
+
+def guard_session(session: requests.Session, check: Callable[[str], None]) -> None:
+    """``guard_pool_manager`` for each adapter of a ``requests`` session (the ARM transport's)."""
     for adapter in session.adapters.values():
         manager = getattr(adapter, "poolmanager", None)
-        if manager is None:
-            continue
-        manager.clear()
-        manager.pool_classes_by_scheme = pools
+        if manager is not None:
+            guard_pool_manager(manager, check)

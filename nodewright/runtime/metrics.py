@@ -1,17 +1,18 @@
-"""Prometheus metrics through OpenTelemetry, under controller-runtime's metric names.
+"""Prometheus metrics under controller-runtime's metric names, in a registry per manager.
 
-Owns ``Metrics``: one OpenTelemetry ``MeterProvider`` whose ``PrometheusMetricReader`` writes
-into a private ``prometheus_client`` registry, so two managers in one process never share or
-clash over series. It creates the controller-runtime and client-go work-queue instruments,
-hands a work queue its ``QueueMetrics`` hooks (``queue_metrics``), observes queue depth and
-running times at scrape time (``watch_queue``), and serves ``/metrics`` over plain HTTP
-(``serve``; the manager serves it over HTTPS behind authentication through
-``metrics_server.serve_metrics`` unless the config asks for plain HTTP).
-Other layers create their own instruments with ``get_meter()``.
+Owns ``Metrics``: a private ``prometheus_client`` registry, so two managers in one process never
+share or clash over series. The controller-runtime and client-go work-queue series, updated on
+every reconcile and queue operation, are cheap series of our own (``series.py``); other layers
+create OpenTelemetry instruments with ``get_meter()``, on a ``MeterProvider`` whose
+``PrometheusMetricReader`` writes into the same registry. ``Metrics`` hands a work queue its
+``QueueMetrics`` hooks (``queue_metrics``), observes queue depth and running times at scrape
+time (``watch_queue``), and serves ``/metrics`` over plain HTTP (``serve``; the manager serves
+it over HTTPS behind authentication through ``metrics_server.serve_metrics`` unless the config
+asks for plain HTTP).
 
-Scraped names equal controller-runtime's: counters are created with the ``_total`` name (the
-exporter keeps it), histograms and gauges carry no OpenTelemetry unit so nothing is appended,
-and scope labels and ``target_info`` are turned off.
+Scraped names equal controller-runtime's: counters carry the ``_total`` name, histograms and
+gauges no unit suffix, and the OpenTelemetry exporter's scope labels and ``target_info`` are
+turned off.
 """
 
 from __future__ import annotations
@@ -19,17 +20,24 @@ from __future__ import annotations
 import ssl
 import threading
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
-from opentelemetry.metrics import CallbackOptions, Meter, Observation
+from opentelemetry.metrics import Meter
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.resources import Resource
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from nodewright.runtime.logs import get_logger
+from nodewright.runtime.series import (
+    CounterFamily,
+    GaugeFamily,
+    HistogramFamily,
+    ObservedGaugeFamily,
+    SeriesCollector,
+)
 
 if TYPE_CHECKING:
     from nodewright.runtime.workqueue import WorkQueue
@@ -48,23 +56,26 @@ RESULTS = ("success", "error", "requeue", "requeue_after")
 
 
 class QueueMetricsRecorder:
-    """The ``QueueMetrics`` hooks of one named queue."""
+    """The ``QueueMetrics`` hooks of one named queue, bound to its series."""
 
     def __init__(self, metrics: Metrics, name: str) -> None:
-        self._metrics = metrics
-        self._attributes = {"name": name}
+        attributes = {"name": name}
+        self._adds = metrics.workqueue_adds.bind(attributes)
+        self._queue_duration = metrics.workqueue_queue_duration.bind(attributes)
+        self._work_duration = metrics.workqueue_work_duration.bind(attributes)
+        self._retries = metrics.workqueue_retries.bind(attributes)
 
     def added(self) -> None:
-        self._metrics.workqueue_adds.add(1, self._attributes)
+        self._adds.add(1)
 
     def started(self, queued_seconds: float) -> None:
-        self._metrics.workqueue_queue_duration.record(queued_seconds, self._attributes)
+        self._queue_duration.record(queued_seconds)
 
     def finished(self, work_seconds: float) -> None:
-        self._metrics.workqueue_work_duration.record(work_seconds, self._attributes)
+        self._work_duration.record(work_seconds)
 
     def retried(self) -> None:
-        self._metrics.workqueue_retries.add(1, self._attributes)
+        self._retries.add(1)
 
 
 class Metrics:
@@ -82,81 +93,113 @@ class Metrics:
         )
         self.meter = self.provider.get_meter("nodewright.runtime")
         self._queues: weakref.WeakSet[WorkQueue[Any]] = weakref.WeakSet()
-        self._add_controller_instruments(self.meter)
-        self._add_workqueue_instruments(self.meter)
-        self.leader_election_status = self.meter.create_gauge(
-            "leader_election_master_status",
-            description="1 while this process leads the named lease, else 0",
+        self.series = SeriesCollector()
+        self.registry.register(self.series)
+        self._add_controller_series(self.series)
+        self._add_workqueue_series(self.series)
+        self.leader_election_status = self.series.add(
+            GaugeFamily(
+                "leader_election_master_status",
+                "1 while this process leads the named lease, else 0",
+                ["name"],
+            )
         )
 
-    def _add_controller_instruments(self, meter: Meter) -> None:
+    def _add_controller_series(self, series: SeriesCollector) -> None:
         """controller-runtime's per-controller reconcile metrics."""
-        self.reconcile_total = meter.create_counter(
-            "controller_runtime_reconcile_total", description="Total reconciliations per controller"
+        by_result = ["controller", "result"]
+        self.reconcile_total = series.add(
+            CounterFamily(
+                "controller_runtime_reconcile_total", "Total reconciliations per controller", by_result
+            )
         )
-        self.reconcile_errors = meter.create_counter(
-            "controller_runtime_reconcile_errors_total", description="Reconciliation errors"
+        self.reconcile_errors = series.add(
+            CounterFamily(
+                "controller_runtime_reconcile_errors_total", "Reconciliation errors", ["controller"]
+            )
         )
-        self.terminal_reconcile_errors = meter.create_counter(
-            "controller_runtime_terminal_reconcile_errors_total",
-            description="Terminal reconciliation errors",
+        self.terminal_reconcile_errors = series.add(
+            CounterFamily(
+                "controller_runtime_terminal_reconcile_errors_total",
+                "Terminal reconciliation errors",
+                ["controller"],
+            )
         )
-        self.reconcile_panics = meter.create_counter(
-            "controller_runtime_reconcile_panics_total", description="Reconciliation panics"
+        self.reconcile_panics = series.add(
+            CounterFamily(
+                "controller_runtime_reconcile_panics_total", "Reconciliation panics", ["controller"]
+            )
         )
-        self.reconcile_time = meter.create_histogram(
-            "controller_runtime_reconcile_time_seconds",
-            description="Length of time per reconciliation",
-            explicit_bucket_boundaries_advisory=RECONCILE_TIME_BUCKETS,
+        self.reconcile_time = series.add(
+            HistogramFamily(
+                "controller_runtime_reconcile_time_seconds",
+                "Length of time per reconciliation",
+                ["controller"],
+                RECONCILE_TIME_BUCKETS,
+            )
         )
-        self.max_concurrent_reconciles = meter.create_gauge(
-            "controller_runtime_max_concurrent_reconciles",
-            description="Maximum number of concurrent reconciles per controller",
+        self.max_concurrent_reconciles = series.add(
+            GaugeFamily(
+                "controller_runtime_max_concurrent_reconciles",
+                "Maximum number of concurrent reconciles per controller",
+                ["controller"],
+            )
         )
-        self.active_workers = meter.create_up_down_counter(
-            "controller_runtime_active_workers",
-            description="Number of currently used workers per controller",
+        self.active_workers = series.add(
+            GaugeFamily(
+                "controller_runtime_active_workers",
+                "Number of currently used workers per controller",
+                ["controller"],
+            )
         )
 
-    def _add_workqueue_instruments(self, meter: Meter) -> None:
+    def _add_workqueue_series(self, series: SeriesCollector) -> None:
         """client-go's work-queue metrics (the gauges read every registered queue)."""
-        self.workqueue_adds = meter.create_counter(
-            "workqueue_adds_total", description="Total adds handled by the work queue"
+        self.workqueue_adds = series.add(
+            CounterFamily("workqueue_adds_total", "Total adds handled by the work queue", ["name"])
         )
-        self.workqueue_retries = meter.create_counter(
-            "workqueue_retries_total", description="Total retries handled by the work queue"
+        self.workqueue_retries = series.add(
+            CounterFamily("workqueue_retries_total", "Total retries handled by the work queue", ["name"])
         )
-        self.workqueue_queue_duration = meter.create_histogram(
-            "workqueue_queue_duration_seconds",
-            description="Seconds an item stays in the work queue before being requested",
-            explicit_bucket_boundaries_advisory=QUEUE_BUCKETS,
+        self.workqueue_queue_duration = series.add(
+            HistogramFamily(
+                "workqueue_queue_duration_seconds",
+                "Seconds an item stays in the work queue before being requested",
+                ["name"],
+                QUEUE_BUCKETS,
+            )
         )
-        self.workqueue_work_duration = meter.create_histogram(
-            "workqueue_work_duration_seconds",
-            description="Seconds processing an item from the work queue takes",
-            explicit_bucket_boundaries_advisory=QUEUE_BUCKETS,
+        self.workqueue_work_duration = series.add(
+            HistogramFamily(
+                "workqueue_work_duration_seconds",
+                "Seconds processing an item from the work queue takes",
+                ["name"],
+                QUEUE_BUCKETS,
+            )
         )
-        meter.create_observable_gauge(
-            "workqueue_depth",
-            callbacks=[self._observe(lambda queue: float(len(queue)))],
-            description="Current depth of the work queue",
+        observed = (
+            ("workqueue_depth", "Current depth of the work queue", lambda queue: float(len(queue))),
+            (
+                "workqueue_unfinished_work_seconds",
+                "Seconds of work in progress not yet observed by work_duration",
+                lambda queue: queue.unfinished_work_seconds(),
+            ),
+            (
+                "workqueue_longest_running_processor_seconds",
+                "Seconds the longest running processor has been running",
+                lambda queue: queue.longest_running_seconds(),
+            ),
         )
-        meter.create_observable_gauge(
-            "workqueue_unfinished_work_seconds",
-            callbacks=[self._observe(lambda queue: queue.unfinished_work_seconds())],
-            description="Seconds of work in progress not yet observed by work_duration",
-        )
-        meter.create_observable_gauge(
-            "workqueue_longest_running_processor_seconds",
-            callbacks=[self._observe(lambda queue: queue.longest_running_seconds())],
-            description="Seconds the longest running processor has been running",
-        )
+        for name, description, read in observed:
+            series.add(ObservedGaugeFamily(name, description, ["name"], self._observe(read)))
 
-    def _observe(self, read: Any) -> Any:
-        def callback(_: CallbackOptions) -> Iterable[Observation]:
-            return [Observation(read(queue), {"name": queue.name}) for queue in list(self._queues)]
+    def _observe(
+        self, read: Callable[[WorkQueue[Any]], float]
+    ) -> Callable[[], list[tuple[dict[str, str], float]]]:
+        def observe() -> list[tuple[dict[str, str], float]]:
+            return [({"name": queue.name}, read(queue)) for queue in list(self._queues)]
 
-        return callback
+        return observe
 
     def queue_metrics(self, name: str) -> QueueMetricsRecorder:
         """The hooks a ``WorkQueue`` named ``name`` calls."""

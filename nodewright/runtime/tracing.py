@@ -4,8 +4,9 @@ Owns one process-wide provider (created on first use, with no exporter unless as
 not a dependency) and ``tracer()``, which the controller uses to open one span per reconcile.
 ``configure_tracing(console=True)`` prints finished spans; ``add_span_processor`` lets tests
 and deployments attach their own exporter. Until a processor is attached nobody would see a
-span, so ``tracer()`` hands out a no-op tracer (a recorded span cost 3 % of a reconcile's CPU);
-tracers are cached per name. The global OpenTelemetry provider is left alone.
+span, so ``tracer()`` hands out a no-op tracer (a recorded span cost 3 % of a reconcile's CPU) and
+``recording()`` says so, for callers that can skip even the no-op span; tracers are cached per
+name. The global OpenTelemetry provider is left alone.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
 from opentelemetry.trace import NoOpTracer, Tracer
 
-__all__ = ["add_span_processor", "configure_tracing", "tracer", "tracer_provider"]
+__all__ = ["add_span_processor", "configure_tracing", "recording", "tracer", "tracer_provider"]
 
 _lock = threading.Lock()
 _provider: TracerProvider | None = None
@@ -54,6 +55,11 @@ def add_span_processor(processor: SpanProcessor) -> None:
     with _lock:
         _recording = True
         _tracers.clear()
+
+
+def recording() -> bool:
+    """Whether spans go anywhere (a processor is attached): callers may skip making them."""
+    return _recording
 
 
 def tracer(name: str = "nodewright.runtime") -> Tracer:

@@ -89,6 +89,8 @@ class WorkQueue(Generic[T]):
         self._sequence = itertools.count()
         self._timer: threading.Thread | None = None
         self._shutting_down = False
+        self._idle = 0  # workers waiting in get(): an add wakes one only when there is one
+        self._draining = 0  # callers waiting in shut_down_with_drain()
 
     # -- intake --------------------------------------------------------------------------
 
@@ -101,8 +103,10 @@ class WorkQueue(Generic[T]):
             self._add_batched(item, self.batch_window)
             return
         with self._lock:
-            added = self._add_locked(item)
-        if added and self._metrics is not None:
+            if self._shutting_down or item in self._dirty:
+                return
+            self._add_locked(item)
+        if self._metrics is not None:
             self._metrics.added()  # outside the lock: metrics must not slow the workers down
 
     def _add_batched(self, item: T, window: BatchWindow) -> None:
@@ -118,15 +122,15 @@ class WorkQueue(Generic[T]):
             self._batched.add(item)
             self._schedule_locked(item, ready_at)
 
-    def _add_locked(self, item: T) -> bool:
-        if self._shutting_down or item in self._dirty:
-            return False
+    def _add_locked(self, item: T) -> None:
+        """Queue a key that is neither queued nor shut out (the caller checked both)."""
         self._dirty.add(item)
-        self._queued_at[item] = self._clock()
+        if self._metrics is not None:
+            self._queued_at[item] = self._clock()
         if item not in self._processing:
             self._queue.append(item)
-            self._ready.notify()
-        return True
+            if self._idle:
+                self._ready.notify()
 
     def add_after(self, item: T, delay: float) -> None:
         """Add the key once ``delay`` seconds have passed; the earliest pending deadline wins."""
@@ -176,8 +180,10 @@ class WorkQueue(Generic[T]):
                         del self._waiting_until[item]
                         self._burst_started.pop(item, None)
                         self._batched.discard(item)
-                        if self._add_locked(item) and self._metrics is not None:
-                            self._metrics.added()
+                        if item not in self._dirty:
+                            self._add_locked(item)
+                            if self._metrics is not None:
+                                self._metrics.added()
                 timeout = self._waiting[0][0] - now if self._waiting else None
                 self._timer_wakeup.wait(timeout)
 
@@ -190,7 +196,7 @@ class WorkQueue(Generic[T]):
         that nothing became ready in time.
         """
         with self._lock:
-            if not self._ready.wait_for(lambda: self._queue or self._shutting_down, timeout):
+            if not self._queue and not self._shutting_down and not self._wait_locked(timeout):
                 return None
             if self._shutting_down:
                 return None
@@ -198,23 +204,33 @@ class WorkQueue(Generic[T]):
             now = self._clock()
             self._processing[item] = now
             self._dirty.discard(item)
+            if self._metrics is None:
+                return item
             queued_seconds = now - self._queued_at.pop(item, now)
-        if self._metrics is not None:
-            self._metrics.started(queued_seconds)
+        self._metrics.started(queued_seconds)
         return item
+
+    def _wait_locked(self, timeout: float | None) -> bool:
+        """Wait (holding the lock's condition) until a key is queued or the queue shuts down;
+        False when ``timeout`` passed first."""
+        self._idle += 1
+        try:
+            return bool(self._ready.wait_for(lambda: self._queue or self._shutting_down, timeout))
+        finally:
+            self._idle -= 1
 
     def done(self, item: T) -> None:
         """Release the key; if it was added while held, it goes back in the queue now."""
         with self._lock:
             started = self._processing.pop(item, None)
-            finished = self._clock()
             if item in self._dirty and not self._shutting_down:
                 self._queue.append(item)
-                self._ready.notify()
-            elif not self._processing:
+                if self._idle:
+                    self._ready.notify()
+            elif self._draining and not self._processing:
                 self._ready.notify_all()
         if started is not None and self._metrics is not None:
-            self._metrics.finished(finished - started)
+            self._metrics.finished(self._clock() - started)
 
     # -- shutdown and inspection ---------------------------------------------------------
 
@@ -232,7 +248,11 @@ class WorkQueue(Generic[T]):
         """
         self.shut_down()
         with self._lock:
-            return self._ready.wait_for(lambda: not self._processing, timeout)
+            self._draining += 1
+            try:
+                return self._ready.wait_for(lambda: not self._processing, timeout)
+            finally:
+                self._draining -= 1
 
     @property
     def shutting_down(self) -> bool:

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-import pykube
 import pytest
 import yaml
 
 from nodewright.runtime import errors
-from nodewright.runtime.client import Client
+from nodewright.runtime.client import Client, collector_paused
 from nodewright.runtime.kinds import CONFIG_MAP, POD, POD_DISRUPTION_BUDGET, Kind
 
 
@@ -174,12 +174,12 @@ def test_bad_request_for_unparsable_selector(client: Client, namespace: str) -> 
 
 def test_forbidden_for_an_unprivileged_user(client: Client, namespace: str) -> None:
     """The admin impersonates a user without RBAC bindings: the server answers Forbidden."""
-    client.http.session.headers["Impersonate-User"] = "nobody"
+    client.transport.headers["Impersonate-User"] = "nobody"
     try:
         with pytest.raises(errors.Forbidden) as caught:
             client.get(CONFIG_MAP, "anything", namespace)
     finally:
-        del client.http.session.headers["Impersonate-User"]
+        del client.transport.headers["Impersonate-User"]
     assert caught.value.code == 403
     assert "nobody" in caught.value.message
 
@@ -318,6 +318,22 @@ def test_watch_streams_events_and_close_wakes_the_reader(client: Client, namespa
 
 def test_pool_size_is_configurable(cluster: Any) -> None:
     client = Client.from_kubeconfig(cluster.kubeconfig, pool_size=77)
-    adapter = client.http.session.get_adapter(client.http.url)
-    assert isinstance(adapter, pykube.http.KubernetesHTTPAdapter)
-    assert adapter._pool_maxsize == 77
+    assert client.transport._pool.pool is not None
+    assert client.transport._pool.pool.maxsize == 77
+
+
+def test_the_collector_is_paused_only_while_a_list_page_is_decoded() -> None:
+    assert gc.isenabled()
+    with collector_paused():
+        assert not gc.isenabled()
+        with collector_paused():  # a second informer listing at the same time
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()  # an application that runs without the collector keeps it off
+    try:
+        with collector_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -1,0 +1,204 @@
+"""The HTTP transport to the API server: one urllib3 connection pool and nothing else per request.
+
+Owns ``Transport`` (one server, one identity, one pool; thread-safe) and ``Response`` (an answered
+request: status, headers, body). The TLS context (the cluster's CA, or insecure-skip-tls-verify,
+and ``tls-server-name``) and the user's credentials (``credentials.py``) are set up once, from a
+pykube-ng ``KubeConfig``; so are ``HTTPS_PROXY``/``NO_PROXY``, read from the environment as
+client-go's ProxyFromEnvironment does. A 401 makes a refreshable identity (a token file, an exec
+plugin) load again and the request go once more.
+
+Why urllib3 and not a ``requests`` session: the session's per-request machinery (settings and
+environment merge, prepared requests, hooks, cookies, adapters) was half of a reconcile's CPU
+(``bench/results/profiles``); urllib3 is the pool that ``requests`` itself sends through.
+
+``guard(check)`` makes the pool's connections call ``check`` before each chunk of a mutating
+request reaches the socket (``fence.guard_pool_manager``); it applies to every ``Client`` view
+that shares this transport.
+
+Side effects: network I/O; see ``credentials.py`` for token files and exec plugins.
+"""
+
+from __future__ import annotations
+
+import ssl
+import threading
+import urllib.request
+from collections.abc import Callable, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+import pykube
+import urllib3
+from urllib3.exceptions import HTTPError
+
+from nodewright.runtime import errors
+from nodewright.runtime.credentials import Credentials
+from nodewright.runtime.fence import guard_pool_manager
+
+__all__ = ["Response", "Transport"]
+
+UNAUTHORIZED = 401
+
+
+class Response:
+    """An answered request, its body read: the names match ``requests.Response``."""
+
+    __slots__ = ("content", "headers", "reason", "status_code")
+
+    def __init__(self, status_code: int, reason: str, headers: Mapping[str, str], content: bytes) -> None:
+        self.status_code = status_code
+        self.reason = reason
+        self.headers = headers
+        self.content = content
+
+    def json(self) -> Any:
+        return orjson.loads(self.content)
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", errors="replace")
+
+    def close(self) -> None:
+        """Nothing to release (the body is read and the connection back in its pool)."""
+
+
+class Transport:
+    """Requests to one API server as one identity, over one connection pool of ``pool_size``."""
+
+    def __init__(self, config: pykube.KubeConfig, *, pool_size: int, user_agent: str = "nodewright") -> None:
+        self.config = config
+        self.pool_size = pool_size
+        self.base_url: str = str(config.cluster["server"]).rstrip("/")
+        parts = urlsplit(self.base_url)
+        self._prefix = parts.path.rstrip("/")
+        self.credentials = Credentials(config.user)
+        self.headers: dict[str, str] = {"User-Agent": user_agent}
+        """Sent with every request (tests add ``Impersonate-User`` here)."""
+        self._lock = threading.Lock()
+        self._check: Callable[[str], None] | None = None
+        self._generation = -1
+        self._manager: urllib3.PoolManager = urllib3.PoolManager()
+        self._pool: urllib3.HTTPConnectionPool = self._connect()
+
+    def with_own_pool(self, pool_size: int) -> Transport:
+        """The same server and identity with a pool of its own (and no fence guard)."""
+        return Transport(self.config, pool_size=pool_size, user_agent=self.headers["User-Agent"])
+
+    def guard(self, check: Callable[[str], None]) -> None:
+        """Make every mutating request on this transport call ``check`` at the last moment."""
+        with self._lock:
+            self._check = check
+            guard_pool_manager(self._manager, check)
+            self._pool = self._manager.connection_from_url(self.base_url)
+
+    def request(
+        self,
+        method: str,
+        target: str,
+        *,
+        body: bytes | None,
+        headers: dict[str, str],
+        timeout: urllib3.Timeout,
+        stream: bool = False,
+    ) -> urllib3.BaseHTTPResponse:
+        """Send ``method target`` (a path with its query); the answer whatever its status.
+
+        With ``stream`` the body is left to the caller to read and release. Raises
+        ``errors.ConnectionFailed`` when no answer came."""
+        if self._generation != self.credentials.certificate_generation:
+            self._reconnect()
+        response = self._send(method, target, body, headers, timeout=timeout, stream=stream)
+        if response.status == UNAUTHORIZED and self.credentials.refresh():
+            _release(response)
+            if self._generation != self.credentials.certificate_generation:
+                self._reconnect()
+            response = self._send(method, target, body, headers, timeout=timeout, stream=stream)
+        return response
+
+    def answer(self, response: urllib3.BaseHTTPResponse) -> Response:
+        """The read answer of a non-streamed request."""
+        return Response(response.status, response.reason or "", response.headers, response.data)
+
+    def _send(
+        self,
+        method: str,
+        target: str,
+        body: bytes | None,
+        headers: dict[str, str],
+        *,
+        timeout: urllib3.Timeout,
+        stream: bool,
+    ) -> urllib3.BaseHTTPResponse:
+        all_headers = {**self.headers, **headers}
+        authorization = self.credentials.header()
+        if authorization is not None:
+            all_headers["Authorization"] = authorization
+        try:
+            return self._pool.urlopen(
+                method,
+                self._prefix + target,
+                body=body,
+                headers=all_headers,
+                retries=False,
+                redirect=False,
+                timeout=timeout,
+                preload_content=not stream,
+            )
+        except (HTTPError, OSError) as error:
+            raise errors.ConnectionFailed(f"{method} {target.split('?', 1)[0]} failed: {error}") from error
+
+    def _reconnect(self) -> None:
+        with self._lock:
+            if self._generation == self.credentials.certificate_generation:
+                return
+            self._manager.clear()
+            self._pool = self._connect()
+
+    def _connect(self) -> urllib3.HTTPConnectionPool:
+        """A pool manager for the server (through the environment's proxy, if any) and its pool.
+
+        Called under ``_lock`` or from ``__init__``."""
+        self._generation = self.credentials.certificate_generation
+        parts = urlsplit(self.base_url)
+        options: dict[str, Any] = {"maxsize": self.pool_size, "block": False}
+        if parts.scheme == "https":
+            options["ssl_context"] = self._ssl_context()
+            server_name = self.config.cluster.get("tls-server-name")
+            if server_name:
+                options["server_hostname"] = options["assert_hostname"] = str(server_name)
+        proxy = _proxy_for(parts.scheme, parts.hostname or "")
+        manager = (
+            urllib3.ProxyManager(proxy, num_pools=1, **options)
+            if proxy
+            else urllib3.PoolManager(1, **options)
+        )
+        if self._check is not None:
+            guard_pool_manager(manager, self._check)
+        self._manager = manager
+        return manager.connection_from_url(self.base_url)
+
+    def _ssl_context(self) -> ssl.SSLContext:
+        cluster = self.config.cluster
+        authority = cluster.get("certificate-authority")
+        cadata = authority.bytes().decode() if authority is not None else None
+        context = ssl.create_default_context(cadata=cadata)
+        if cluster.get("insecure-skip-tls-verify"):
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        self.credentials.load_client_certificate(context)
+        return context
+
+
+def _proxy_for(scheme: str, host: str) -> str | None:
+    """The proxy URL the environment names for ``scheme`` unless NO_PROXY exempts ``host``."""
+    proxies = urllib.request.getproxies_environment()
+    proxy = proxies.get(scheme)
+    if not proxy or urllib.request.proxy_bypass_environment(host, proxies):  # type: ignore[attr-defined]
+        return None
+    return proxy
+
+
+def _release(response: urllib3.BaseHTTPResponse) -> None:
+    response.drain_conn()
+    response.release_conn()
