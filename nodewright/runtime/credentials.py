@@ -43,6 +43,8 @@ __all__ = ["SERVICE_ACCOUNT_DIR", "TOKEN_FILE_PERIOD", "Credentials", "Credentia
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 TOKEN_FILE_PERIOD = 60.0
 """Seconds a token read from a file is used before the file is read again."""
+TOKEN_FILE_RETRY = 5.0
+"""Seconds before a token file that could not be read is tried again (the old token is kept)."""
 EXEC_API_VERSIONS = frozenset(
     f"client.authentication.k8s.io/{version}" for version in ("v1", "v1beta1", "v1alpha1")
 )
@@ -145,13 +147,25 @@ class Credentials:
         if "exec" in user:
             self._load_exec(user["exec"])
         elif "tokenFile" in user:
-            self._header = "Bearer " + Path(user["tokenFile"]).read_text().strip()
-            self._valid_until = self._clock() + TOKEN_FILE_PERIOD
+            self._load_token_file(Path(user["tokenFile"]))
         elif user.get("token"):
             self._header = f"Bearer {user['token']}"
         elif user.get("username") and user.get("password"):
             pair = f"{user['username']}:{user['password']}".encode()
             self._header = "Basic " + base64.b64encode(pair).decode()
+
+    def _load_token_file(self, path: Path) -> None:
+        try:
+            token = path.read_text().strip()
+        except OSError as error:
+            if self._header is None:
+                raise CredentialsError(
+                    f"The token file {str(path)!r} cannot be read: {error.strerror}"
+                ) from error
+            token = ""  # mid-rotation: keep the token we have and look again soon
+        if token:
+            self._header = f"Bearer {token}"
+        self._valid_until = self._clock() + (TOKEN_FILE_PERIOD if token else TOKEN_FILE_RETRY)
 
     def _load_exec(self, plugin: Mapping[str, Any]) -> None:
         status = _run_exec_plugin(plugin)

@@ -33,7 +33,7 @@ import urllib3
 from urllib3.exceptions import HTTPError
 
 from nodewright.runtime import errors
-from nodewright.runtime.credentials import Credentials
+from nodewright.runtime.credentials import Credentials, CredentialsError
 from nodewright.runtime.fence import guard_pool_manager
 
 __all__ = ["Response", "Transport"]
@@ -78,7 +78,7 @@ class Transport:
         self._lock = threading.Lock()
         self._check: Callable[[str], None] | None = None
         self._generation = -1
-        self._manager: urllib3.PoolManager = urllib3.PoolManager()
+        self._manager: urllib3.PoolManager
         self._pool: urllib3.HTTPConnectionPool = self._connect()
 
     def with_own_pool(self, pool_size: int) -> Transport:
@@ -109,12 +109,19 @@ class Transport:
         if self._generation != self.credentials.certificate_generation:
             self._reconnect()
         response = self._send(method, target, body, headers, timeout=timeout, stream=stream)
-        if response.status == UNAUTHORIZED and self.credentials.refresh():
+        if response.status == UNAUTHORIZED and self._refreshed():
             _release(response)
             if self._generation != self.credentials.certificate_generation:
                 self._reconnect()
             response = self._send(method, target, body, headers, timeout=timeout, stream=stream)
         return response
+
+    def _refreshed(self) -> bool:
+        """After a 401: whether newer credentials were found (a failing plugin finds none)."""
+        try:
+            return self.credentials.refresh()
+        except CredentialsError:
+            return False
 
     def answer(self, response: urllib3.BaseHTTPResponse) -> Response:
         """The read answer of a non-streamed request."""
@@ -131,7 +138,10 @@ class Transport:
         stream: bool,
     ) -> urllib3.BaseHTTPResponse:
         all_headers = {**self.headers, **headers}
-        authorization = self.credentials.header()
+        try:
+            authorization = self.credentials.header()
+        except CredentialsError as error:  # a plugin that failed: no request can be authenticated
+            raise errors.Unauthorized(str(error), code=UNAUTHORIZED) from error
         if authorization is not None:
             all_headers["Authorization"] = authorization
         try:

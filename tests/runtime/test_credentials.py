@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pykube
 import pytest
 import yaml
 
@@ -189,3 +190,35 @@ def test_in_cluster_config_reads_the_mounted_service_account(
     assert in_cluster.namespace == "robots"
     assert who(Client.from_config(in_cluster)) == username
     assert json.dumps(in_cluster.doc).count(token) == 0  # the token stays in its file
+
+
+def test_a_token_file_missing_mid_rotation_keeps_the_token(tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("first")
+    now = [0.0]
+    credentials = Credentials({"tokenFile": str(token_file)}, clock=lambda: now[0])
+    token_file.unlink()
+    now[0] = 60.0
+    assert credentials.header() == "Bearer first"
+    token_file.write_text("second")
+    now[0] = 64.0
+    assert credentials.header() == "Bearer first"  # looked again 5 s after the miss, not before
+    now[0] = 65.0
+    assert credentials.header() == "Bearer second"
+
+
+def test_a_plugin_that_starts_failing_is_an_unauthorized_error(tmp_path: Path) -> None:
+    """The token expired and the plugin fails: requests raise the typed 401, nothing is sent."""
+    plugin, token_file, runs = write_plugin(tmp_path, expires_in=-10)  # expired: run every time
+    token_file.write_text("first")
+    doc = {
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+        "users": [{"name": "u", "user": exec_user(plugin)}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    }
+    client = Client.from_config(pykube.KubeConfig(doc))
+    token_file.unlink()  # the plugin now exits non-zero
+    with pytest.raises(errors.Unauthorized, match="exec credential plugin"):
+        client.request("GET", "/version")
+    assert len(runs.read_text().splitlines()) == 2  # built, then the run that failed
