@@ -196,9 +196,17 @@ class RolloutDecision:
     started_rollback: bool = False
 
 
+_ROLLBACK_STATES = (RolloutState.ROLLING_BACK, RolloutState.ROLLED_BACK)
+
+
+def _most_common(images: Sequence[str]) -> str:
+    """The image most of ``images`` name (the rollback target), or "" when there is none."""
+    counts = Counter(image for image in images if image)
+    return counts.most_common(1)[0][0] if counts else ""
+
+
 def _start(spec: NodeImage, outdated_images: Sequence[str]) -> RolloutMemory:
-    counts = Counter(image for image in outdated_images if image)
-    previous = counts.most_common(1)[0][0] if counts else ""
+    previous = _most_common(outdated_images)
     canary = spec.spec.canary > 0
     return RolloutMemory(
         state=RolloutState.CANARY if canary else RolloutState.ROLLING,
@@ -241,7 +249,11 @@ def decide_rollout(
     spec_image = node_image.spec.image
     if memory.state is None or not _same(memory.target_image, spec_image):
         memory = _start(node_image, outdated_images)
-    if memory.state in (RolloutState.ROLLING_BACK, RolloutState.ROLLED_BACK):
+    elif not memory.previous_image and not memory.canary_passed and memory.state not in _ROLLBACK_STATES:
+        # started before any outdated node was seen (the NodeImage came first): the nodes its
+        # canary replaces run the image to go back to
+        memory = replace(memory, previous_image=_most_common(outdated_images))
+    if memory.state in _ROLLBACK_STATES:
         done = not outdated_left and not in_flight
         state = RolloutState.ROLLED_BACK if done else memory.state
         return RolloutDecision(replace(memory, state=state), memory.previous_image)

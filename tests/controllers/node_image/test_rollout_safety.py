@@ -225,9 +225,40 @@ def test_a_failed_gate_rolls_back_to_the_previous_image_and_ends_rolled_back() -
 
 
 def test_without_a_previous_image_a_failed_gate_stops_the_rollout() -> None:
+    """No node runs another image (none to go back to): the rollout stops, Failed."""
     memory = RolloutMemory(RolloutState.ROLLING, NEW, "", canary_passed=True)
-    failed = _step(memory, node_image(), in_flight=True, failure=GateFailure("NodeNotReady", "h"))
+    failed = decide_rollout(
+        memory,
+        node_image(),
+        outdated_images=[],
+        outdated_left=False,
+        in_flight=True,
+        failure=GateFailure("NodeNotReady", "h"),
+        now=NOW,
+    )
     assert (failed.memory.state, failed.scale_out) == (RolloutState.FAILED, False)
+
+
+def test_a_rollout_started_before_its_nodes_were_seen_still_rolls_back() -> None:
+    """The NodeImage was reconciled before the Nodes reached the cache (no previous image yet);
+    once outdated nodes are seen, their image is the rollback target (found by bench.nodeimage:
+    a bad canary stopped the rollout as Failed and it hung instead of rolling back)."""
+    image = node_image(canary=1)
+    early = decide_rollout(
+        RolloutMemory(),
+        image,
+        outdated_images=[],
+        outdated_left=False,
+        in_flight=False,
+        failure=None,
+        now=NOW,
+    )
+    assert early.memory.previous_image == ""
+    seen = _step(early.memory, image, in_flight=True)
+    assert seen.memory.previous_image == OLD
+    failed = _step(seen.memory, image, in_flight=True, failure=GateFailure("NodeNotReady", "h"))
+    assert (failed.started_rollback, failed.memory.state) == (True, RolloutState.ROLLING_BACK)
+    assert desired_image_of(failed.memory, NEW) == OLD
 
 
 def test_any_rollout_running_reads_other_node_images_status() -> None:
