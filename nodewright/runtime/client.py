@@ -4,7 +4,8 @@ Owns ``Client``, a thin typed layer over a ``Transport`` (``transport.py``: one 
 get, list (paginated), create, update (PUT with ``metadata.resourceVersion``), status update,
 patch (merge, JSON, strategic and server-side apply), delete, eviction, and the raw ``watch``
 stream (``watch_stream.py``) that the reflector in ``informer.py`` builds on; list pages are
-decoded with the garbage collector paused (``collector_paused``). Objects are plain
+requested one ahead (``list_pager.py``) and decoded with the garbage collector paused
+(``collector_paused``). Objects are plain
 dictionaries. Every
 failure is raised as a typed error from ``errors.py``; transport failures become
 ``ConnectionFailed``.
@@ -43,6 +44,7 @@ from nodewright.runtime import errors
 from nodewright.runtime.credentials import in_cluster_config
 from nodewright.runtime.fence import WriteFence, is_mutating
 from nodewright.runtime.kinds import Kind
+from nodewright.runtime.list_pager import prefetched_pages
 from nodewright.runtime.transport import Response, Transport
 from nodewright.runtime.watch_stream import WatchEvent, WatchStream
 
@@ -83,6 +85,17 @@ class ObjectList:
 
     items: list[dict[str, Any]]
     resource_version: str
+
+
+def _object_of(body: bytes, request: str) -> dict[str, Any]:
+    """A response body as a JSON object, or the ``ApiError`` that says it is not one."""
+    try:
+        result = orjson.loads(body)
+    except ValueError as error:
+        raise errors.ApiError(f"{request} answered with a body that is not JSON", code=200) from error
+    if not isinstance(result, dict):
+        raise errors.ApiError(f"{request} answered with a non-object", code=200)
+    return result
 
 
 _collector_lock = threading.Lock()
@@ -248,26 +261,13 @@ class Client:
         body: Any = None,
         content_type: str = "application/json",
         timeout: float | None = None,
-        large: bool = False,
     ) -> dict[str, Any]:
-        """The answer as a JSON object; ``large`` (a list page) decodes with the collector paused."""
+        """The answer as a JSON object."""
         bounded = None if timeout is None else (timeout, timeout)
         response = self.request(
             method, path, params=params, body=body, content_type=content_type, timeout=bounded
         )
-        try:
-            if large:
-                with collector_paused():
-                    result = orjson.loads(response.content)
-            else:
-                result = orjson.loads(response.content)
-        except ValueError as error:
-            raise errors.ApiError(
-                f"{method} {path} answered with a body that is not JSON", code=response.status_code
-            ) from error
-        if not isinstance(result, dict):
-            raise errors.ApiError(f"{method} {path} answered with a non-object", code=200)
-        return result
+        return _object_of(response.content, f"{method} {path}")
 
     @staticmethod
     def _namespace_of(kind: Kind, obj: dict[str, Any], namespace: str | None) -> str | None:
@@ -307,19 +307,20 @@ class Client:
         if resource_version is not None:
             params["resourceVersion"] = resource_version
         path = kind.path(namespace)
-        while True:
-            page = self._json("GET", path, params=params, large=True)
+
+        def fetch(page_params: dict[str, Any]) -> bytes:
+            return self.request("GET", path, params=page_params).content
+
+        def decode(body: bytes) -> dict[str, Any]:
+            with collector_paused():
+                return _object_of(body, f"GET {path}")
+
+        for page in prefetched_pages(fetch, decode, params):
             items = page.get("items") or []
             for item in items:
                 item["apiVersion"] = kind.api_version
                 item["kind"] = kind.kind
-            metadata = page.get("metadata") or {}
-            yield ObjectList(items, str(metadata.get("resourceVersion", "")))
-            token = metadata.get("continue")
-            if not token:
-                return
-            params = {key: value for key, value in params.items() if key != "resourceVersion"}
-            params["continue"] = token
+            yield ObjectList(items, str((page.get("metadata") or {}).get("resourceVersion", "")))
 
     def list(
         self,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import json
 import threading
 import time
 from pathlib import Path
@@ -14,6 +15,7 @@ import yaml
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client, collector_paused
 from nodewright.runtime.kinds import CONFIG_MAP, POD, POD_DISRUPTION_BUDGET, Kind
+from nodewright.runtime.list_pager import continue_token_of
 
 
 @pytest.fixture
@@ -63,6 +65,18 @@ def test_list_follows_continue_tokens(client: Client, namespace: str) -> None:
     assert [len(page.items) for page in pages] == [3, 3, 1]
     names = sorted(item["metadata"]["name"] for page in pages for item in page.items)
     assert names == [f"cm-{index}" for index in range(7)]
+
+
+def test_the_next_page_token_is_read_from_the_head_of_the_body(client: Client, namespace: str) -> None:
+    """The prefetch's assumption, held against the real API server: a list body names its
+    ``continue`` token in ``metadata``, before ``items``."""
+    for index in range(4):
+        client.create(CONFIG_MAP, config_map(f"cm-{index}"), namespace)
+    body = client.request("GET", CONFIG_MAP.path(namespace), params={"limit": 3}).content
+    token = json.loads(body)["metadata"]["continue"]
+    assert token
+    assert continue_token_of(body) == token
+    assert body.find(b'"continue"') < body.find(b'"items"')
 
 
 @pytest.mark.parametrize(
