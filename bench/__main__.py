@@ -239,11 +239,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 api.delete_namespace(namespace)
 
     if selected(args.only, "workqueue"):
-        from bench.workqueue import run_go_workqueue, run_workqueue  # noqa: PLC0415
+        from bench.workqueue import run_go_workqueue, run_workqueue_process  # noqa: PLC0415
 
         print("Running the work-queue micro-benchmark ...", flush=True)
         if not missing["nodewright"]:
-            results["workqueue"].append(run_workqueue().as_dict())
+            results["workqueue"].append(run_workqueue_process().as_dict())
         if peer_bin is not None:
             try:
                 results["workqueue"].append(run_go_workqueue(str(peer_bin / "client-go-informer")).as_dict())

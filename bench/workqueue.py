@@ -4,21 +4,24 @@ Go peer's ``-workqueue-ops`` mode) for scale.
 
 One producer thread adds ``operations`` keys drawn round-robin from ``distinct`` names (so some
 adds hit a queued or in-flight key, as events do in a busy controller); 8 workers ``get`` and
-``done`` until the producer is finished and the queue is empty. Runs in this process (its
-figure is the queue's own overhead, with no reconcile work). Side effects: starts threads (and
-the Go peer's process).
+``done`` until the producer is finished and the queue is empty. ``run_workqueue_process`` runs it
+in a fresh Python process of its own (``python -m bench.workqueue``), as the Go peer runs in
+its own: the figure is the queue's overhead, not the harness's threads and heap. Side effects:
+starts threads and processes.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
-__all__ = ["QueueRun", "run_go_workqueue", "run_workqueue"]
+__all__ = ["QueueRun", "run_go_workqueue", "run_workqueue", "run_workqueue_process"]
 
 OPERATIONS = 200_000
 DISTINCT = 10_000
@@ -116,3 +119,21 @@ def run_workqueue(operations: int = OPERATIONS, distinct: int = DISTINCT, worker
     seconds = time.perf_counter() - started
     queue.shut_down()
     return _rates("nodewright", workers, operations, sum(gets), seconds)
+
+
+def run_workqueue_process() -> QueueRun:
+    """``run_workqueue`` in a fresh interpreter (this one's executable, from the project root)."""
+    completed = subprocess.run(
+        [sys.executable, "-m", "bench.workqueue"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    report = json.loads(completed.stdout.strip().splitlines()[-1])
+    return QueueRun(**report)
+
+
+if __name__ == "__main__":
+    print(json.dumps(run_workqueue().as_dict()), flush=True)
