@@ -195,6 +195,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if why:
             notes.append(f"{family} contender pending: {why}")
 
+    if selected(args.only, "workqueue"):  # first: nothing else runs yet (no cluster, no Pods to delete)
+        from bench.workqueue import run_go_workqueue, run_workqueue_process  # noqa: PLC0415
+
+        print("Running the work-queue micro-benchmark ...", flush=True)
+        if not missing["nodewright"]:
+            results["workqueue"].append(run_workqueue_process().as_dict())
+        if peer_bin is not None:
+            try:
+                results["workqueue"].append(run_go_workqueue(str(peer_bin / "client-go-informer")).as_dict())
+            except (OSError, subprocess.SubprocessError, ValueError) as error:
+                notes.append(f"client-go work queue failed: {error}")
+
     with cluster(args.kubeconfig) as (kubeconfig, apiserver_pid):
         api = Api(kubeconfig)
         results["versions"] = versions(api)
@@ -238,17 +250,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if not args.keep:
                 api.delete_namespace(namespace)
 
-    if selected(args.only, "workqueue"):
-        from bench.workqueue import run_go_workqueue, run_workqueue_process  # noqa: PLC0415
-
-        print("Running the work-queue micro-benchmark ...", flush=True)
-        if not missing["nodewright"]:
-            results["workqueue"].append(run_workqueue_process().as_dict())
-        if peer_bin is not None:
-            try:
-                results["workqueue"].append(run_go_workqueue(str(peer_bin / "client-go-informer")).as_dict())
-            except (OSError, subprocess.SubprocessError, ValueError) as error:
-                notes.append(f"client-go work queue failed: {error}")
     results["load_after"] = [round(v, 2) for v in os.getloadavg()]
     cpus = results["machine"]["cpus"]
     if max(results["load_before"][0], results["load_after"][0]) > cpus:
