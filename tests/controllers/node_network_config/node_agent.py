@@ -10,13 +10,13 @@ Side effects: pod status patches through the runtime Client.
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 from nodewright.controllers.node_network_config import NODE_NETWORK_CONFIG
 from nodewright.controllers.node_network_config.resources import pod_addresses, uses_pod_network
+from nodewright.devenv.periodic import PeriodicThread
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
 from nodewright.runtime.kinds import POD
@@ -47,9 +47,10 @@ class PodAddressAgent:
         self.starved_passes = 0
         self.starved_since: dict[str, float] = {}
         """Pod name -> when the agent first found no free IP for it (the pool was short)."""
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self.errors: list[BaseException] = []
+        self._loop = PeriodicThread(
+            "pod-address-agent", self.sync_once, lambda: self.interval, self.errors.append
+        )
 
     def waits(self) -> list[float]:
         """How long each pod that got an address waited for it (from first seen without one)."""
@@ -67,23 +68,10 @@ class PodAddressAgent:
         }
 
     def start(self) -> None:
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="pod-address-agent", daemon=True)
-        self._thread.start()
+        self._loop.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-            self._thread = None
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.sync_once()
-            except Exception as error:  # keep going; the test reads errors
-                self.errors.append(error)
-            self._stop.wait(self.interval)
+        self._loop.stop()  # a failed pass does not end the loop; the test reads self.errors
 
     def sync_once(self) -> int:
         """One pass; returns how many pods got an address."""
