@@ -105,11 +105,6 @@ class Credentials:
         the last change present a stale one."""
         self._load()
 
-    @property
-    def refreshable(self) -> bool:
-        """Whether ``refresh`` can find newer credentials (a token file or an exec plugin)."""
-        return self._refreshable
-
     def header(self) -> str | None:
         """The ``Authorization`` value for the next request, or None (TLS identity only)."""
         if self._clock() >= self._valid_until:

@@ -85,6 +85,8 @@ class _Family:
 class CounterFamily(_Family):
     """A monotonic counter (its name ends in ``_total``) per label set."""
 
+    _exported_as: type[CounterMetricFamily | GaugeMetricFamily] = CounterMetricFamily
+
     def __init__(self, name: str, description: str, label_names: Sequence[str]) -> None:
         super().__init__(name, description, label_names)
         self._series: dict[Labels, _Value] = {}
@@ -101,7 +103,7 @@ class CounterFamily(_Family):
         self.bind(attributes).add(amount)
 
     def collect(self) -> Metric:
-        family = CounterMetricFamily(self.name, self.description, labels=self.label_names)
+        family = self._exported_as(self.name, self.description, labels=self.label_names)
         for key, series in list(self._series.items()):
             family.add_metric(key, series.value)
         return family
@@ -110,14 +112,10 @@ class CounterFamily(_Family):
 class GaugeFamily(CounterFamily):
     """A gauge per label set: ``set`` it, or ``add`` to it (an up-down counter)."""
 
+    _exported_as = GaugeMetricFamily
+
     def set(self, value: float, attributes: Mapping[str, str]) -> None:
         self.bind(attributes).set(value)
-
-    def collect(self) -> Metric:
-        family = GaugeMetricFamily(self.name, self.description, labels=self.label_names)
-        for key, series in list(self._series.items()):
-            family.add_metric(key, series.value)
-        return family
 
 
 class HistogramFamily(_Family):

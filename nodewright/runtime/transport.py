@@ -59,9 +59,6 @@ class Response:
     def text(self) -> str:
         return self.content.decode("utf-8", errors="replace")
 
-    def close(self) -> None:
-        """Nothing to release (the body is read and the connection back in its pool)."""
-
 
 class Transport:
     """Requests to one API server as one identity, over one connection pool of ``pool_size``."""
