@@ -5,10 +5,8 @@ get, list (paginated), create, update (PUT with ``metadata.resourceVersion``), s
 patch (merge, JSON, strategic and server-side apply), delete, eviction, and the raw ``watch``
 stream (``watch_stream.py``) that the reflector in ``informer.py`` builds on; list pages are
 requested one ahead (``list_pager.py``) and decoded with the garbage collector paused
-(``collector_paused``). Objects are plain
-dictionaries. Every
-failure is raised as a typed error from ``errors.py``; transport failures become
-``ConnectionFailed``.
+(``collector_paused``). Objects are plain dictionaries. Every failure is raised as a typed error
+from ``errors.py``; transport failures become ``ConnectionFailed``.
 
 The client is the "uncached reader": reads through it go to the API server. Controllers read
 from the shared cache (``cache.py``) and use the client for writes.
