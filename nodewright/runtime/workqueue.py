@@ -36,10 +36,16 @@ T = TypeVar("T", bound=Hashable)
 @dataclass(frozen=True, slots=True)
 class BatchWindow:
     """Debounce adds: ready after ``quiet`` seconds without a new add, at most ``max_delay``
-    seconds after the first add of a burst."""
+    seconds after the first add of a burst.
+
+    ``shared``: the quiet is the whole queue's (no batched add of *any* key for ``quiet``
+    seconds), so a wave of changes spread over many keys is handed out once it has ended, even
+    when one key's own adds are further apart than ``quiet``; ``max_delay`` still bounds each
+    key's wait."""
 
     quiet: float
     max_delay: float
+    shared: bool = False
 
     def __post_init__(self) -> None:
         if not 0 < self.quiet <= self.max_delay:
@@ -75,6 +81,7 @@ class WorkQueue(Generic[T]):
         self.batch_window = batch_window
         self._burst_started: dict[T, float] = {}  # key -> first add of its open burst
         self._batched: set[T] = set()  # keys whose pending deadline a batched add set
+        self._last_batched_add = float("-inf")  # for a shared quiet
         self._metrics = metrics
         self._clock = clock
         self._lock = threading.Lock()
@@ -114,6 +121,7 @@ class WorkQueue(Generic[T]):
             if self._shutting_down or item in self._dirty:
                 return  # queued (or re-queued when done) already: it will read the newest state
             now = self._clock()
+            self._last_batched_add = now
             first = self._burst_started.setdefault(item, now)
             ready_at = min(now + window.quiet, first + window.max_delay)
             current = self._waiting_until.get(item)
@@ -177,6 +185,11 @@ class WorkQueue(Generic[T]):
                 while self._waiting and self._waiting[0][0] <= now:
                     ready_at, _, item = heapq.heappop(self._waiting)
                     if self._waiting_until.get(item) == ready_at:
+                        later = self._shared_quiet_end(item)
+                        if later > now:
+                            self._waiting_until[item] = later
+                            heapq.heappush(self._waiting, (later, next(self._sequence), item))
+                            continue
                         del self._waiting_until[item]
                         self._burst_started.pop(item, None)
                         self._batched.discard(item)
@@ -186,6 +199,15 @@ class WorkQueue(Generic[T]):
                                 self._metrics.added()
                 timeout = self._waiting[0][0] - now if self._waiting else None
                 self._timer_wakeup.wait(timeout)
+
+    def _shared_quiet_end(self, item: T) -> float:
+        """When a batched key is due under a shared quiet (-inf when it is due now or the
+        window is not shared): the queue's quiet end, capped by the key's ``max_delay``."""
+        window = self.batch_window
+        if window is None or not window.shared or item not in self._batched:
+            return float("-inf")
+        first = self._burst_started.get(item, self._last_batched_add)
+        return min(self._last_batched_add + window.quiet, first + window.max_delay)
 
     # -- workers -------------------------------------------------------------------------
 

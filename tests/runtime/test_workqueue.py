@@ -66,6 +66,55 @@ def test_batch_window_does_not_postpone_an_explicit_add_after() -> None:
     queue.shut_down()
 
 
+def test_shared_batch_window_waits_for_the_whole_wave() -> None:
+    """A shared quiet hands a key out only once no key was added for ``quiet`` seconds: a wave
+    over many keys is one hand-out per key even where one key's adds are far apart."""
+    queue: WorkQueue[str] = WorkQueue("wave", batch_window=BatchWindow(quiet=0.25, max_delay=5, shared=True))
+    queue.add("a")
+    for index in range(6):  # "a" alone would be due at 0.25; the others keep the wave going
+        time.sleep(0.1)
+        queue.add(f"k{index}")
+        assert len(queue) == 0, "nothing is ready while the wave goes on"
+    last_add = time.monotonic()
+    queue.add("a")  # a's second add, 0.6 s after its first: still the same wave
+    handed = [queue.get(timeout=3) for _ in range(7)]
+    assert time.monotonic() - last_add >= 0.25 - 0.02, "nothing before the wave went quiet"
+    assert sorted(str(key) for key in handed) == ["a", "k0", "k1", "k2", "k3", "k4", "k5"]
+    for key in handed:
+        queue.done(str(key))
+    assert queue.get(timeout=0.4) is None, "one hand-out per key for the whole wave"
+    queue.shut_down()
+
+
+def test_shared_batch_window_still_caps_each_key_at_max_delay() -> None:
+    """Adds of other keys that never stop do not hold a key past its max_delay."""
+    queue: WorkQueue[str] = WorkQueue(
+        "endless", batch_window=BatchWindow(quiet=0.3, max_delay=0.6, shared=True)
+    )
+    started = time.monotonic()
+    queue.add("a")
+    stop = threading.Event()
+
+    def keep_adding() -> None:
+        index = 0
+        while not stop.is_set():
+            queue.add(f"other-{index % 3}")
+            index += 1
+            time.sleep(0.05)
+
+    adder = threading.Thread(target=keep_adding)
+    adder.start()
+    try:
+        first = queue.get(timeout=3)
+        waited = time.monotonic() - started
+    finally:
+        stop.set()
+        adder.join()
+    assert first == "a"
+    assert 0.6 - 0.02 <= waited < 1.5, waited
+    queue.shut_down()
+
+
 def test_batch_window_rejects_a_quiet_longer_than_the_cap() -> None:
     """quiet must be positive and at most max_delay."""
     with pytest.raises(ValueError, match="quiet"):

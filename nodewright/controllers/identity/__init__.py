@@ -64,10 +64,12 @@ def _never_on_create(_: dict[str, Any]) -> bool:
 
 
 def _batch_window(options: IdentityOptions) -> BatchWindow | None:
-    """A burst of changes to one target becomes one pass (and one PATCH); 0 turns it off."""
+    """A wave of changes becomes one pass (and one PATCH) per target; 0 turns it off. The quiet
+    is the queue's (``shared``): a wave of pod changes spread over many targets reaches one
+    target at gaps longer than the quiet, and is still one wave."""
     if options.batch_window <= 0:
         return None
-    return BatchWindow(options.batch_window, max(options.batch_window, options.batch_max_delay))
+    return BatchWindow(options.batch_window, max(options.batch_window, options.batch_max_delay), shared=True)
 
 
 def validate_options(options: Mapping[str, Any]) -> None:

@@ -18,7 +18,7 @@ Example::
           rejectedIdentityRetry: 600   # ... doubling up to this
           missingNodeAttempts: 6       # passes (same backoff) before a pod's object on a missing node goes
           maxIdentitiesPerRequest: 150
-          batchWindow: 0.5             # seconds without a change before a VM / scale set is updated
+          batchWindow: 0.5             # seconds with no change at all before changed targets are updated
           batchMaxDelay: 2.0           # ... but no later than this after the first change
           writeConcurrency: 10         # AzureAssignedIdentity writes in flight per pass (MIC: 20)
           resolveIdentityInfo: true    # look up clientId/principalId of each AzureIdentity

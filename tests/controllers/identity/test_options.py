@@ -126,15 +126,16 @@ def test_assigned_identity_status_writes_do_not_trigger_passes() -> None:
 
 
 def test_a_burst_of_changes_is_batched_into_one_pass_by_the_queue() -> None:
-    """The identity controller's work queue debounces each target (its ``BatchWindow``, tested
-    with the queue in tests/runtime): quiet for ``batchWindow``, at most ``batchMaxDelay`` after
-    the first event, so pods created together cost one PATCH, not one each (#676 #988 #1139).
-    A window of 0 turns batching off."""
+    """The identity controller's work queue debounces the targets (its ``BatchWindow``, tested
+    with the queue in tests/runtime): the whole queue quiet for ``batchWindow``, each target at
+    most ``batchMaxDelay`` after its first event, so pods created together cost one PATCH per
+    target, not one each (#676 #988 #1139). A window of 0 turns batching off."""
     cloud = {"subscriptionId": "s", "credential": {"kind": "default"}}
     window = _batch_window(parse_options({"cloud": cloud, "batchWindow": 0.3, "batchMaxDelay": 2}))
-    assert window == BatchWindow(quiet=0.3, max_delay=2.0)
+    assert window == BatchWindow(quiet=0.3, max_delay=2.0, shared=True)
     assert _batch_window(parse_options({"cloud": cloud, "batchWindow": 0})) is None
-    assert _batch_window(parse_options({"cloud": cloud})) == BatchWindow(quiet=0.5, max_delay=2.0)
+    default = BatchWindow(quiet=0.5, max_delay=2.0, shared=True)
+    assert _batch_window(parse_options({"cloud": cloud})) == default
 
 
 def test_rbac_rules_cover_the_resources_the_reconcilers_touch() -> None:
