@@ -13,8 +13,8 @@ Requests are typed keys (``keys``): a target by its lowercased ARM ID; every wat
 targets (``watches``). ``UNRESOLVED_PODS`` handles pods on nodes that are missing (retried on a
 backoff, then collected, ``lifecycle``) or name no Azure VM or scale set, and MIC's objects whose
 node is gone. Status-only churn is filtered out; each target is re-checked every
-``repairInterval`` (drift repair, add only); a burst of changes is batched into one pass (the
-work queue's ``BatchWindow``, set in ``__init__``).
+``repairInterval`` (drift repair, add only); a wave of changes is batched into one pass per
+target (the work queue's shared ``BatchWindow``, set in ``__init__``).
 
 Side effects: Kubernetes writes and Events, ARM calls through ``IdentityCompute``.
 """
@@ -78,6 +78,7 @@ from nodewright.controllers.identity.targets import (
     note_rejection,
     owned_by_nodewright,
     target_failure,
+    update_throttled,
 )
 from nodewright.controllers.identity.validation import validate
 from nodewright.controllers.identity.watches import (
@@ -438,11 +439,19 @@ class IdentityAssignmentReconciler:
 
     def _record(self, view: TargetView, cloud: CloudOutcome) -> None:
         """Status step: each kept or new object's outcome and the released objects; a failure of
-        the whole update is announced once per binding."""
+        the whole update is announced once per binding. After a 429 an object whose status was
+        never written is left as it is: its recorded intent (this target, nodewright adding) is
+        still what the retry after Retry-After will do, and that retry writes its outcome.
+        Writing "failed" now, then the intent again before the retry, doubled the Kubernetes
+        writes of a throttled target (bench.identity)."""
         key, failure, failed = view.key, target_failure(cloud.failure), []
+        throttled = update_throttled(cloud.failure)
 
         def decide(pair: tuple[AzureAssignedIdentity | None, DesiredAssignment]) -> None:
             assigned_object, wanted = pair
+            if throttled and (assigned_object is None or not assigned_object.status.status):
+                failed.append(wanted)  # its recorded intent stands; the binding hears of it once
+                return
             own = AssignmentRecord.of(assigned_object, node_target=key) if assigned_object else None
             if keeps_confirmed(own, key, cloud.landed, cloud.target_gone):
                 return

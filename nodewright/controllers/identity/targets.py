@@ -21,7 +21,7 @@ from nodewright.api.aadpodidentity.v1 import (
     AzureAssignedIdentity,
     IdentityType,
 )
-from nodewright.cloud.errors import CloudError
+from nodewright.cloud.errors import CloudError, ThrottledError
 from nodewright.cloud.resource_ids import (
     InvalidResourceIdError,
     ScaleSetInstanceId,
@@ -58,6 +58,7 @@ __all__ = [
     "retry_delay",
     "target_failure",
     "target_of_provider_id",
+    "update_throttled",
 ]
 
 
@@ -437,3 +438,11 @@ def target_failure(error: Exception | None) -> str:
     else:
         code = type(error).__name__
     return f"updating the target failed ({code}); retried with backoff"
+
+
+def update_throttled(error: Exception | None) -> bool:
+    """Whether a target update failed on a 429 (``ComputeService`` wraps it with what it re-read
+    afterwards: the 429 is the ``cause``). ARM says when to come back; the next pass reads
+    again whatever did land."""
+    cause = getattr(error, "cause", error)
+    return isinstance(cause, ThrottledError)

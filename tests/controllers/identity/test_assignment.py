@@ -149,10 +149,7 @@ def test_throttled_scale_set_is_not_called_before_retry_after(world: World) -> N
     assert writes[1].monotonic - writes[0].monotonic >= 1.9, "nothing before Retry-After"
 
 
-def test_a_failed_target_update_is_reported_once_per_binding_not_per_pod(world: World) -> None:
-    """A 429 on a scale set with six pods of one binding: every waiting assignment says why
-    (TargetUpdateFailed, naming ARM's code), the binding gets one Warning Event for the six pods
-    instead of six, and all land once the Retry-After has passed."""
+def _six_pods_of_one_binding_on_a_scale_set(world: World) -> set[str]:
     group = world.resource_group("mc")
     web = world.identity(group, "web")
     scale_set = world.scale_set(group, "pool", capacity=3)
@@ -163,7 +160,15 @@ def test_a_failed_target_update_is_reported_once_per_binding_not_per_pod(world: 
     pods = {f"p-{index}" for index in range(6)}
     for index in range(6):
         world.pod(f"p-{index}", nodes[index % 3], "web")
-    world.emulator.faults.throttle("VirtualMachineScaleSets.update", times=1, retry_after=3)
+    return pods
+
+
+def test_a_failed_target_update_is_reported_once_per_binding_not_per_pod(world: World) -> None:
+    """The scale set's update fails (its operation ends Failed) with six pods of one binding
+    waiting: every waiting assignment says why (TargetUpdateFailed, naming ARM's code), the
+    binding gets one Warning Event for the six pods instead of six, and all land on the retry."""
+    pods = _six_pods_of_one_binding_on_a_scale_set(world)
+    world.emulator.faults.fail_operation("VirtualMachineScaleSets.update", times=1)
 
     world.start_manager()
     eventually(
@@ -171,14 +176,42 @@ def test_a_failed_target_update_is_reported_once_per_binding_not_per_pod(world: 
             {condition(a, "Assigned")[1] for a in world.assigned()} == {"TargetUpdateFailed"}
             and len(world.assigned()) == 6
         ),
-        message="the throttled update reported on every waiting assignment",
+        message="the failed update reported on every waiting assignment",
     )
     message = next(c.message for c in world.assigned()[0].status.conditions if c.type == "Assigned")
-    assert "(TooManyRequests)" in message
-    eventually(lambda: all_assigned(world, pods), message="all Assigned after Retry-After")
+    assert "(InternalExecutionError)" in message
+    eventually(lambda: all_assigned(world, pods), message="all Assigned on the retry")
     failures = world.events(reason="binding apply error")
     assert sum(int(e.get("count") or 1) for e in failures) == 1, [e["message"] for e in failures]
     assert "failed for 6 pods" in failures[0]["message"]
+
+
+def test_a_throttled_update_leaves_the_recorded_intents_and_tells_the_binding(world: World) -> None:
+    """A 429 on the scale set's PATCH with six pods waiting: the binding gets one Warning Event
+    naming ARM's code for the six; the objects keep the intent recorded at create (this scale
+    set, nodewright adding), with no "failed" status to be rewritten before the retry; all land
+    once the Retry-After has passed."""
+    pods = _six_pods_of_one_binding_on_a_scale_set(world)
+    world.emulator.faults.throttle("VirtualMachineScaleSets.update", times=1, retry_after=3)
+
+    world.start_manager()
+    eventually(lambda: world.events(reason="binding apply error"), message="the binding told")
+    failures = world.events(reason="binding apply error")
+    assert len(failures) == 1, failures
+    assert "failed for 6 pods" in failures[0]["message"]
+    assert "(TooManyRequests)" in failures[0]["message"]
+    waiting = [
+        item
+        for item in world.client.list(AZURE_ASSIGNED_IDENTITY).items
+        if item["spec"].get("podNamespace") == world.namespace
+    ]
+    assert len(waiting) == 6
+    assert [a.get("status") for a in waiting] == [None] * 6, "no status written before the retry"
+    assert {a["metadata"]["annotations"][INTENDS_TO_ADD_ANNOTATION] for a in waiting} == {"true"}
+    eventually(lambda: all_assigned(world, pods), message="all Assigned after Retry-After")
+    writes = world.emulator.requests.entries("VirtualMachineScaleSets.update")
+    assert [entry.status for entry in writes] == [429, 200]
+    assert {condition(a, "Assigned")[1] for a in world.assigned()} == {"Assigned"}
 
 
 def test_one_bad_identity_does_not_block_the_others(world: World) -> None:
