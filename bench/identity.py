@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import functools
 import random
+import re
 import tempfile
 import threading
 import time
@@ -26,6 +27,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bench.cluster import cluster_kubeconfig
 from nodewright.api.aadpodidentity.v1 import RESOURCES
@@ -42,6 +44,7 @@ from nodewright.devenv.crds import install_crds
 from nodewright.devenv.nodesim import SIMULATED_LABEL, NodeSimulator, machines_in_emulator
 from nodewright.runtime.client import Client
 from nodewright.runtime.config import parse_config
+from nodewright.runtime.informer import Informer
 from nodewright.runtime.kinds import NAMESPACE, NODE, POD
 from nodewright.runtime.manager import Manager
 
@@ -77,6 +80,8 @@ class Phase:
     early_requests: int
     identity_gets: int
     floor: float
+    assigned_writes: int = 0
+    events: int = 0
 
 
 def _is_compute_write(entry: RecordedRequest) -> bool:
@@ -99,8 +104,43 @@ def _early_requests(entries: list[RecordedRequest]) -> int:
     return len(early)
 
 
+def _slim(obj: dict[str, Any]) -> dict[str, Any]:
+    """What the convergence check reads of an AzureAssignedIdentity."""
+    metadata, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    return {
+        "metadata": {k: metadata.get(k) for k in ("name", "namespace", "uid", "resourceVersion")},
+        "spec": {"pod": spec.get("pod"), "podNamespace": spec.get("podNamespace")},
+        "status": {"status": (obj.get("status") or {}).get("status")},
+    }
+
+
+_REQUESTS = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<count>\S+)$", re.MULTILINE)
+_LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
+def _write_counts(client: Client) -> tuple[int, int]:
+    """The API server's counts so far of AzureAssignedIdentity writes and Event writes (from its
+    ``apiserver_request_total``), so a phase reports the Kubernetes round trips it cost."""
+    assigned = events = 0.0
+    for match in _REQUESTS.finditer(client.request("GET", "/metrics").text):
+        labels = dict(_LABEL.findall(match["labels"]))
+        if labels.get("verb") not in ("POST", "PUT", "PATCH", "DELETE"):
+            continue
+        if labels.get("resource") == "azureassignedidentities":
+            assigned += float(match["count"])
+        elif labels.get("resource") == "events":
+            events += float(match["count"])
+    return int(assigned), int(events)
+
+
 def _phase(
-    name: str, entries: list[RecordedRequest], seconds: float, targets: int, throttles: int = 0
+    name: str,
+    entries: list[RecordedRequest],
+    seconds: float,
+    targets: int,
+    *,
+    throttles: int = 0,
+    writes: tuple[int, int] = (0, 0),
 ) -> Phase:
     gets = [e for e in entries if e.operation in ("VirtualMachineScaleSets.get", "VirtualMachines.get")]
     patches = [
@@ -120,6 +160,8 @@ def _phase(
         early_requests=_early_requests(entries),
         identity_gets=sum(1 for e in entries if e.operation.startswith("UserAssignedIdentities.")),
         floor=rounds * 3 * LATENCY + throttles * RETRY_AFTER,
+        assigned_writes=writes[0],
+        events=writes[1],
     )
 
 
@@ -136,6 +178,7 @@ class Bench:
         self.identity_ids: list[str] = []
         self.targets: dict[str, str] = {}  # node name -> target ARM ID (lowercased)
         self.pods: dict[str, tuple[str, int]] = {}  # pod -> (node, identity index)
+        self.watched = Informer(client, AZURE_ASSIGNED_IDENTITY, transform=_slim)
 
     def build(self) -> None:
         estate = self.emulator.estate
@@ -210,8 +253,9 @@ class Bench:
         return wanted
 
     def converged(self) -> bool:
-        """Every target carries exactly its pods' identities (read in process, cheap), then every
-        pod's AzureAssignedIdentity is Assigned (one list from the API server)."""
+        """Every target carries exactly its pods' identities, then every pod's
+        AzureAssignedIdentity is Assigned; both read in process (the emulator's state and a
+        watch of the objects), so checking every 0.1 s puts no load on the API server."""
         for target, identities in self.expected().items():
             document = self.emulator.state.render(target) or {}
             present = {
@@ -220,13 +264,11 @@ class Bench:
             if present != identities:
                 return False
         assigned = [
-            item
-            for item in self.client.list(AZURE_ASSIGNED_IDENTITY, "default").items
-            if item["spec"].get("podNamespace") == self.namespace
+            item for item in self.watched.store.list() if item["spec"].get("podNamespace") == self.namespace
         ]
         if {item["spec"]["pod"] for item in assigned} != set(self.pods) or len(assigned) != len(self.pods):
             return False
-        return all((item.get("status") or {}).get("status") == "Assigned" for item in assigned)
+        return all(item["status"].get("status") == "Assigned" for item in assigned)
 
     def wait(self, timeout: float = 600.0) -> float:
         start = time.monotonic()
@@ -279,13 +321,22 @@ class Bench:
             "VirtualMachineScaleSets.update", times=THROTTLES, retry_after=RETRY_AFTER
         )
         targets = len(set(self.targets.values()))
+        self.watched.start()
+        while not self.watched.has_synced():
+            time.sleep(0.05)
+        counts = _write_counts(self.client)
         manager = self.manager()
         runner = _Runner(manager)
         try:
             mark = time.monotonic()
             cold = self.wait()
             cold_phase = _phase(
-                "cold start", self.emulator.requests.entries(since=mark), cold, targets, THROTTLES
+                "cold start",
+                self.emulator.requests.entries(since=mark),
+                cold,
+                targets,
+                throttles=THROTTLES,
+                writes=_delta(counts, counts := _write_counts(self.client)),
             )
             time.sleep(1.0)
             mark = time.monotonic()
@@ -308,11 +359,17 @@ class Bench:
                 self.emulator.requests.entries(since=mark),
                 churn_seconds,
                 targets,
+                writes=_delta(counts, _write_counts(self.client)),
             )
         finally:
             runner.stop()
             simulator.stop()
+            self.watched.stop()
         return [cold_phase, churn_phase]
+
+
+def _delta(before: tuple[int, int], after: tuple[int, int]) -> tuple[int, int]:
+    return after[0] - before[0], after[1] - before[1]
 
 
 class _Runner:
@@ -335,19 +392,22 @@ def _table(scale: Scale, phases: list[Phase]) -> str:
         f"{WORKERS} workers, {THROTTLES} x 429 (Retry-After {RETRY_AFTER:g} s)",
         "",
         "| phase | converged (s) | floor (s) | ARM GETs | ARM PATCHes | max PATCHes per target "
-        "| early requests | identity GETs |",
-        "|---|---|---|---|---|---|---|---|",
+        "| early requests | identity GETs | AzureAssignedIdentity writes | Events |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for phase in phases:
         lines.append(
             f"| {phase.name} | {phase.seconds:.1f} | {phase.floor:.1f} | {phase.gets} | {phase.patches} | "
-            f"{phase.max_patches_per_target} | {phase.early_requests} | {phase.identity_gets} |"
+            f"{phase.max_patches_per_target} | {phase.early_requests} | {phase.identity_gets} | "
+            f"{phase.assigned_writes} | {phase.events} |"
         )
     lines.append("")
     lines.append(
         f"{targets} targets. floor = ceil(targets / workers) x 3 sequential ARM calls x latency "
         "(GET, the update's own GET, PATCH), plus the Retry-After waits of the 429s (cold start); "
-        "PATCHes include the throttled ones; early requests = compute writes sent inside a Retry-After."
+        "PATCHes include the throttled ones; early requests = compute writes sent inside a Retry-After; "
+        "AzureAssignedIdentity writes and Events: every client's, from the API server's request counts "
+        "(the bench's own pod writes are Pods, not counted)."
     )
     return "\n".join(lines)
 
