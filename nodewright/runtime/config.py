@@ -106,7 +106,7 @@ class LoggingConfig:
 @dataclass(frozen=True, slots=True)
 class CacheConfig:
     compressed_kinds: list[str] = field(default_factory=list)
-    """Kinds (such as ``Pod``) whose informers keep objects zlib-compressed: a fraction of the
+    """Kinds (such as ``Pod``) whose informers keep objects zstd-compressed: a fraction of the
     memory for a decode on every read. Worth it for numerous, rarely read kinds."""
 
 

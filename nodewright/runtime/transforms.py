@@ -1,16 +1,17 @@
 """What an informer's store keeps of an object: transforms applied before an object is stored
 (``default_transform`` drops managedFields and interns strings, ``drop_managed_fields`` only
 drops) and ``CompressedJson``, the encoding of a compressed store. Pure functions and one
-stateless codec; no side effects.
+codec (its zstd contexts are per thread); no side effects.
 """
 
 from __future__ import annotations
 
 import sys
-import zlib
+import threading
 from typing import Any
 
 import orjson
+import zstandard
 
 __all__ = [
     "INTERN_MAX_LENGTH",
@@ -57,15 +58,34 @@ def drop_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 class CompressedJson:
-    """Keeps each stored object as zlib-compressed compact JSON: a few KiB per Pod instead of a
-    decoded object graph several times larger, paid for with a decode (tens of microseconds) on
-    every read. Reads then return fresh objects that the caller may mutate."""
+    """Keeps each stored object as zstd-compressed compact JSON: a few KiB per Pod instead of a
+    decoded object graph several times larger, paid for with a decode (about ten microseconds)
+    on every read. Reads then return fresh objects that the caller may mutate.
 
-    level = 1
+    zstd at its default level 3 rather than zlib at level 1: the same size (1.42 KB for the
+    bench's 3.6 KB Pod, zlib 1.44 KB), compressed in a third of the time and decompressed in
+    under half. A zstd context serves one call at a time, so each thread has its own."""
+
+    level = 3
+
+    def __init__(self) -> None:
+        self._contexts = threading.local()
+
+    def _compressor(self) -> zstandard.ZstdCompressor:
+        compressor: zstandard.ZstdCompressor | None = getattr(self._contexts, "compressor", None)
+        if compressor is None:
+            compressor = self._contexts.compressor = zstandard.ZstdCompressor(level=self.level)
+        return compressor
+
+    def _decompressor(self) -> zstandard.ZstdDecompressor:
+        decompressor: zstandard.ZstdDecompressor | None = getattr(self._contexts, "decompressor", None)
+        if decompressor is None:
+            decompressor = self._contexts.decompressor = zstandard.ZstdDecompressor()
+        return decompressor
 
     def encode(self, obj: dict[str, Any]) -> bytes:
-        return zlib.compress(orjson.dumps(obj), self.level)
+        return self._compressor().compress(orjson.dumps(obj))
 
     def decode(self, stored: Any) -> dict[str, Any]:
-        result: dict[str, Any] = orjson.loads(zlib.decompress(stored))
+        result: dict[str, Any] = orjson.loads(self._decompressor().decompress(stored))
         return result

@@ -398,6 +398,26 @@ def test_stop_returns_promptly_while_a_watch_is_open(client: Client, namespace: 
     assert not any(thread.is_alive() for thread in informer._threads)
 
 
+def test_compressed_store_codec_serves_many_threads_at_once() -> None:
+    """Workers read a compressed store concurrently while the reflector writes it: one codec,
+    eight threads encoding and decoding different objects, every round trip exact."""
+    codec = CompressedJson()
+    failures: list[str] = []
+
+    def round_trips(worker: int) -> None:
+        for index in range(1500):
+            obj = {"metadata": {"name": f"w{worker}-{index}"}, "data": {"v": "x" * (index % 700)}}
+            if codec.decode(codec.encode(obj)) != obj:
+                failures.append(f"w{worker}-{index}")
+
+    threads = [threading.Thread(target=round_trips, args=(worker,)) for worker in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+
+
 def test_compressed_store_keeps_little_and_hands_out_fresh_copies() -> None:
     """A compressed store holds bytes much smaller than the JSON it was given, reads decode to
     equal objects, and mutating a read cannot corrupt the store; indexes work as for a plain one."""
