@@ -439,18 +439,15 @@ class IdentityAssignmentReconciler:
 
     def _record(self, view: TargetView, cloud: CloudOutcome) -> None:
         """Status step: each kept or new object's outcome and the released objects; a failure of
-        the whole update is announced once per binding. After a 429 an object whose status was
-        never written is left as it is: its recorded intent (this target, nodewright adding) is
-        still what the retry after Retry-After will do, and that retry writes its outcome.
-        Writing "failed" now, then the intent again before the retry, doubled the Kubernetes
-        writes of a throttled target (bench.identity)."""
+        the whole update is announced once per binding. After a 429 an object with no status yet
+        keeps its recorded intent, which the retry will carry out (no "failed" to rewrite)."""
         key, failure, failed = view.key, target_failure(cloud.failure), []
         throttled = update_throttled(cloud.failure)
 
         def decide(pair: tuple[AzureAssignedIdentity | None, DesiredAssignment]) -> None:
             assigned_object, wanted = pair
             if throttled and (assigned_object is None or not assigned_object.status.status):
-                failed.append(wanted)  # its recorded intent stands; the binding hears of it once
+                failed.append(wanted)  # the binding hears of it once
                 return
             own = AssignmentRecord.of(assigned_object, node_target=key) if assigned_object else None
             if keeps_confirmed(own, key, cloud.landed, cloud.target_gone):
@@ -474,9 +471,7 @@ class IdentityAssignmentReconciler:
             self.writer.finish_release(released, record, cloud.landed, cloud.retained, cloud.target_gone)
 
         # Outcomes and releases are independent objects: written together, writeConcurrency at a time.
-        work: list[tuple[Callable[[Any], None], Any]] = [
-            (decide, pair) for pair in kept_and_new(view.changes)
-        ]
+        work: list[tuple[Callable[[Any], None], Any]] = [(decide, p) for p in kept_and_new(view.changes)]
         work += [(release, released) for released in view.changes.release]
         self.writer.each(work, lambda item: item[0](item[1]))
         self.writer.announce_target_failure(failed, key, failure)
