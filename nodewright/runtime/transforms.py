@@ -84,7 +84,10 @@ class CompressedJson:
         return decompressor
 
     def encode(self, obj: dict[str, Any]) -> bytes:
-        return self._compressor().compress(orjson.dumps(obj))
+        # zstd returns its worst-case-sized buffer shrunk in place, which leaves a hole in the
+        # heap per object (3.9 KB of RSS per stored Pod instead of 1.4 KB): keep an exact copy
+        # and free the buffer whole, so the next one reuses it.
+        return bytes(memoryview(self._compressor().compress(orjson.dumps(obj))))
 
     def decode(self, stored: Any) -> dict[str, Any]:
         result: dict[str, Any] = orjson.loads(self._decompressor().decompress(stored))
