@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from nodewright.runtime import errors
-from nodewright.runtime.client import Client, WatchEvent, WatchStream
+from nodewright.runtime.client import Client, WatchEvent, WatchStream, collector_paused
 from nodewright.runtime.kinds import Kind
 from nodewright.runtime.logs import get_logger
 from nodewright.runtime.transforms import (
@@ -450,19 +450,26 @@ class Informer:
         """Every object, in the store's stored form, by key; and the list's resourceVersion."""
         items: dict[str, Any] = {}
         resource_version = ""
-        for page in self.client.list_pages(
+        pages = self.client.list_pages(
             self.kind,
             self.namespace,
             self.label_selector,
             self.field_selector,
             limit=page_size or 0,
-        ):
-            for item in page.items:
-                obj = self._transform(item) if self._transform else item
-                items[object_key(obj)] = self.store.encode(obj)
-            page.items.clear()
-            resource_version = page.resource_version
-        return items, resource_version
+        )
+        while True:
+            # The collector stays paused until a compressed store has encoded the page and
+            # let its decoded objects go: they are freed by their counts, and no collection
+            # walks them (one did as the decode ended, 15 % of a compressed sync).
+            with collector_paused():
+                page = next(pages, None)
+                if page is None:
+                    return items, resource_version
+                for item in page.items:
+                    obj = self._transform(item) if self._transform else item
+                    items[object_key(obj)] = self.store.encode(obj)
+                page.items.clear()
+                resource_version = page.resource_version
 
     def _watch(self) -> None:
         """One watch from the current resourceVersion until the server ends it (or stop)."""
