@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import functools
 import random
-import re
 import tempfile
 import threading
 import time
@@ -31,6 +30,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from bench.cluster import cluster_kubeconfig
 from nodewright.api.aadpodidentity.v1 import RESOURCES
@@ -118,22 +119,20 @@ def _slim(obj: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-_REQUESTS = re.compile(r"^apiserver_request_total\{(?P<labels>[^}]*)\} (?P<count>\S+)$", re.MULTILINE)
-_LABEL = re.compile(r'(\w+)="([^"]*)"')
-
-
 def _write_counts(client: Client) -> tuple[int, int]:
     """The API server's counts so far of AzureAssignedIdentity writes and Event writes (from its
     ``apiserver_request_total``), so a phase reports the Kubernetes round trips it cost."""
     assigned = events = 0.0
-    for match in _REQUESTS.finditer(client.request("GET", "/metrics").text):
-        labels = dict(_LABEL.findall(match["labels"]))
-        if labels.get("verb") not in ("POST", "PUT", "PATCH", "DELETE"):
-            continue
-        if labels.get("resource") == "azureassignedidentities":
-            assigned += float(match["count"])
-        elif labels.get("resource") == "events":
-            events += float(match["count"])
+    families = text_string_to_metric_families(client.request("GET", "/metrics").text)
+    for family in (f for f in families if f.name == "apiserver_request"):
+        for sample in family.samples:
+            write = sample.labels.get("verb") in ("POST", "PUT", "PATCH", "DELETE")
+            if not write or sample.name != "apiserver_request_total":
+                continue
+            if sample.labels.get("resource") == "azureassignedidentities":
+                assigned += sample.value
+            elif sample.labels.get("resource") == "events":
+                events += sample.value
     return int(assigned), int(events)
 
 
