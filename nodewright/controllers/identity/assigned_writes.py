@@ -47,6 +47,7 @@ from nodewright.runtime.client import Client
 from nodewright.runtime.events import EventRecorder, EventType
 from nodewright.runtime.informer import Informer
 from nodewright.runtime.logs import get_logger
+from nodewright.runtime.recent_writes import RecentWrites
 
 __all__ = ["AssignedIdentityWriter"]
 
@@ -82,6 +83,9 @@ class AssignedIdentityWriter:
         self.policy = policy
         self.write_concurrency = write_concurrency
         self.clock = clock
+        # What this writer wrote, for the passes that run before the cache shows it: such a pass
+        # would otherwise write the same status again and repeat its Event.
+        self.recent = RecentWrites()
 
     def write_intents(
         self,
@@ -123,6 +127,7 @@ class AssignedIdentityWriter:
             }
         try:
             created = self.client.create(AZURE_ASSIGNED_IDENTITY, body)
+            self.recent.remember(created)
         except errors.AlreadyExists:
             log.info(
                 "Found AzureAssignedIdentity already created", name=wanted.name, namespace=wanted.namespace
@@ -149,6 +154,7 @@ class AssignedIdentityWriter:
         body["spec"] = wanted.to_resource().to_object()["spec"]
         body.pop("status", None)
         updated = self.client.update(AZURE_ASSIGNED_IDENTITY, body)  # Conflict: stale cache, retried
+        self.recent.remember(updated)
         self.patch_status(updated, self._intent_status(wanted, target))
         log.info(
             "Updated AzureAssignedIdentity",
@@ -215,13 +221,14 @@ class AssignedIdentityWriter:
     def patch_status(self, obj: Mapping[str, Any], status: Mapping[str, Any]) -> None:
         metadata = obj.get("metadata") or {}
         try:
-            self.client.patch(
+            written = self.client.patch(
                 AZURE_ASSIGNED_IDENTITY,
                 str(metadata["name"]),
                 {"status": dict(status)},
                 str(metadata.get("namespace") or ""),
                 subresource="status",
             )
+            self.recent.remember(written)
         except errors.NotFound:
             log.info(
                 "Found AzureAssignedIdentity gone before its status was written", name=metadata.get("name")
@@ -393,6 +400,7 @@ class AssignedIdentityWriter:
             )
 
     def _delete(self, assigned_object: AzureAssignedIdentity) -> None:
+        self.recent.forget(assigned_object.to_object())
         finalizers = list(assigned_object.metadata.get("finalizers") or [])
         if ASSIGNED_IDENTITY_FINALIZER in finalizers:
             index = finalizers.index(ASSIGNED_IDENTITY_FINALIZER)

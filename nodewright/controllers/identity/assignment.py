@@ -272,8 +272,9 @@ class IdentityAssignmentReconciler:
         )
 
     def _read_target(self, key: str) -> TargetView | None:
-        """Read step: the target's nodes, their pods and the objects recorded there, and what
-        should exist (None when the target has neither nodes nor objects)."""
+        """Read step: the target's nodes, their pods and the objects recorded there (as this
+        process last wrote them while the cache is behind), and what should exist (None when the
+        target has neither nodes nor objects)."""
         nodes = self.nodes.store.by_index(TARGET_INDEX, key)
         node_names = {str(node["metadata"]["name"]) for node in nodes}
         pods = [
@@ -288,7 +289,7 @@ class IdentityAssignmentReconciler:
             for obj in self.assigned.store.by_index(ASSIGNED_NODE_INDEX, name)
             if not recorded_target(obj)
         ]
-        existing_here = parse_assigned([*recorded, *unrecorded])
+        existing_here = parse_assigned(self.writer.recent.overlay([*recorded, *unrecorded]))
         if not nodes and not existing_here:
             return None
         desired, names_in_use = self._plan_desired(pods, existing_here)
