@@ -31,6 +31,7 @@ from nodewright.runtime.predicates import (
 )
 from nodewright.runtime.ratelimit import RateLimiter, default_controller_rate_limiter
 from nodewright.runtime.rbac import PolicyRule
+from nodewright.runtime.recent_writes import RecentWrites
 from nodewright.runtime.reconcile import Reconciler, Request, Result, TerminalError
 from nodewright.runtime.registry import ReconcilerPlugin, ReconcilerRegistry
 from nodewright.runtime.retry import DEFAULT_BACKOFF, DEFAULT_RETRY, retry_on_conflict
@@ -60,6 +61,7 @@ __all__ = [
     "PolicyRule",
     "Predicate",
     "RateLimiter",
+    "RecentWrites",
     "Reconciler",
     "ReconcilerPlugin",
     "ReconcilerRegistry",
