@@ -217,9 +217,10 @@ class Client:
         raise a typed error on failure. The raw building block of every other method.
 
         A mutating ``method`` passes the fence first (``FencedWriteError``, nothing sent)."""
-        response = self.transport.answer(
-            self._send(method, path, params, body, content_type=content_type, timeout=timeout)
-        )
+        if self.fence is not None and is_mutating(method, path):
+            self.fence.check("kubernetes", f"{method} {path}")
+        target, data, headers, bound = self._prepared(path, params, body, content_type, timeout)
+        response = self.transport.fetch(method, target, body=data, headers=headers, timeout=bound)
         if response.status_code >= 400:
             errors.raise_for_status(response)
         return response
@@ -237,6 +238,20 @@ class Client:
     ) -> urllib3.BaseHTTPResponse:
         if self.fence is not None and is_mutating(method, path):
             self.fence.check("kubernetes", f"{method} {path}")
+        target, data, headers, bound = self._prepared(path, params, body, content_type, timeout)
+        return self.transport.request(
+            method, target, body=data, headers=headers, timeout=bound, stream=stream
+        )
+
+    def _prepared(
+        self,
+        path: str,
+        params: dict[str, Any] | None,
+        body: Any,
+        content_type: str,
+        timeout: tuple[float, float | None] | None,
+    ) -> tuple[str, bytes | None, dict[str, str], urllib3.Timeout]:
+        """The request target (path and query), body, headers and timeout of a call."""
         headers = {"Accept": "application/json"}
         data: bytes | None = None
         if body is not None:
@@ -246,9 +261,7 @@ class Client:
         if params:
             target += "?" + urlencode({k: v for k, v in params.items() if v is not None}, doseq=True)
         bound = self._timeout if timeout is None else urllib3.Timeout(connect=timeout[0], read=timeout[1])
-        return self.transport.request(
-            method, target, body=data, headers=headers, timeout=bound, stream=stream
-        )
+        return target, data, headers, bound
 
     def _json(
         self,

@@ -1,19 +1,23 @@
-"""The HTTP transport to the API server: one urllib3 connection pool and nothing else per request.
+"""The HTTP transport to the API server: two connection pools and nothing else per request.
 
-Owns ``Transport`` (one server, one identity, one pool; thread-safe) and ``Response`` (an answered
-request: status, headers, body). The TLS context (the cluster's CA, or insecure-skip-tls-verify,
-and ``tls-server-name``) and the user's credentials (``credentials.py``) are set up once, from a
-pykube-ng ``KubeConfig``; so are ``HTTPS_PROXY``/``NO_PROXY``, read from the environment as
-client-go's ProxyFromEnvironment does. A 401 makes a refreshable identity (a token file, an exec
+Owns ``Transport`` (one server, one identity; thread-safe) and ``Response`` (an answered
+request: status, headers, body). A call whose whole answer is read (``fetch``: every call but a
+watch) goes through the lean HTTP/1.1 pool of ``http1.py``; a watch streams through urllib3's
+pool, and so does every call when a proxy is in the way. The TLS context (the cluster's CA, or
+insecure-skip-tls-verify, and ``tls-server-name``) and the user's credentials
+(``credentials.py``) are set up once, from a pykube-ng ``KubeConfig``; so are
+``HTTPS_PROXY``/``NO_PROXY``, read from the environment as client-go's ProxyFromEnvironment
+does. A 401 makes a refreshable identity (a token file, an exec
 plugin) load again and the request go once more.
 
-Why urllib3 and not a ``requests`` session: the session's per-request machinery (settings and
-environment merge, prepared requests, hooks, cookies, adapters) was half of a reconcile's CPU
-(``bench/results/profiles``); urllib3 is the pool that ``requests`` itself sends through.
+Why not a ``requests`` session: the session's per-request machinery (settings and environment
+merge, prepared requests, hooks, cookies, adapters) was half of a reconcile's CPU
+(``bench/results/profiles``); and urllib3's own per-request cost is why ``fetch`` does not use
+it either (``http1.py``).
 
-``guard(check)`` makes the pool's connections call ``check`` before each chunk of a mutating
-request reaches the socket (``fence.guard_pool_manager``); it applies to every ``Client`` view
-that shares this transport.
+``guard(check)`` makes both pools call ``check`` before a mutating request's bytes reach the
+socket (``fence.guard_pool_manager`` for urllib3's); it applies to every ``Client`` view that
+shares this transport.
 
 Side effects: network I/O; see ``credentials.py`` for token files and exec plugins.
 """
@@ -34,7 +38,8 @@ from urllib3.exceptions import HTTPError
 
 from nodewright.runtime import errors
 from nodewright.runtime.credentials import Credentials, CredentialsError
-from nodewright.runtime.fence import guard_pool_manager
+from nodewright.runtime.fence import guard_pool_manager, is_mutating
+from nodewright.runtime.http1 import ConnectionPool
 
 __all__ = ["Response", "Transport"]
 
@@ -76,6 +81,7 @@ class Transport:
         self._check: Callable[[str], None] | None = None
         self._generation = -1
         self._manager: urllib3.PoolManager
+        self._lean: ConnectionPool | None = None
         self._pool: urllib3.HTTPConnectionPool = self._connect()
 
     def with_own_pool(self, pool_size: int) -> Transport:
@@ -113,6 +119,65 @@ class Transport:
             response = self._send(method, target, body, headers, timeout=timeout, stream=stream)
         return response
 
+    def fetch(
+        self,
+        method: str,
+        target: str,
+        *,
+        body: bytes | None,
+        headers: dict[str, str],
+        timeout: urllib3.Timeout,
+    ) -> Response:
+        """Send ``method target`` and read the whole answer, whatever its status (a 401 with
+        newer credentials found is sent once more). Raises ``errors.ConnectionFailed`` when no
+        answer came."""
+        if self._lean is None:  # a proxy is in the way: urllib3's ProxyManager knows the way
+            return self.answer(self.request(method, target, body=body, headers=headers, timeout=timeout))
+        if self._generation != self.credentials.certificate_generation:
+            self._reconnect()
+        answer = self._fetch(method, target, body, headers, timeout)
+        if answer.status_code == UNAUTHORIZED and self._refreshed():
+            if self._generation != self.credentials.certificate_generation:
+                self._reconnect()
+            answer = self._fetch(method, target, body, headers, timeout)
+        return answer
+
+    def _fetch(
+        self, method: str, target: str, body: bytes | None, headers: dict[str, str], timeout: urllib3.Timeout
+    ) -> Response:
+        pool, check = self._lean, self._check
+        assert pool is not None
+        path = self._prefix + target
+        before_send = None
+        if check is not None and is_mutating(method, path.split("?", 1)[0]):
+            operation = f"{method.upper()} {path.split('?', 1)[0]}"
+
+            def before_send() -> None:
+                check(operation)  # raises: the request never leaves
+
+        try:
+            answer = pool.request(
+                method,
+                path,
+                self._all_headers(headers),
+                body,
+                timeout=(_seconds(timeout.connect_timeout), _seconds(timeout.read_timeout)),
+                before_send=before_send,
+            )
+        except (OSError, ValueError) as error:
+            raise errors.ConnectionFailed(f"{method} {target.split('?', 1)[0]} failed: {error}") from error
+        return Response(answer.status, answer.reason, answer.headers, answer.body)
+
+    def _all_headers(self, headers: dict[str, str]) -> dict[str, str]:
+        all_headers = {**self.headers, **headers}
+        try:
+            authorization = self.credentials.header()
+        except CredentialsError as error:  # a plugin that failed: no request can be authenticated
+            raise errors.Unauthorized(str(error), code=UNAUTHORIZED) from error
+        if authorization is not None:
+            all_headers["Authorization"] = authorization
+        return all_headers
+
     def _refreshed(self) -> bool:
         """After a 401: whether newer credentials were found (a failing plugin finds none)."""
         try:
@@ -134,13 +199,7 @@ class Transport:
         timeout: urllib3.Timeout,
         stream: bool,
     ) -> urllib3.BaseHTTPResponse:
-        all_headers = {**self.headers, **headers}
-        try:
-            authorization = self.credentials.header()
-        except CredentialsError as error:  # a plugin that failed: no request can be authenticated
-            raise errors.Unauthorized(str(error), code=UNAUTHORIZED) from error
-        if authorization is not None:
-            all_headers["Authorization"] = authorization
+        all_headers = self._all_headers(headers)
         try:
             return self._pool.urlopen(
                 method,
@@ -160,6 +219,8 @@ class Transport:
             if self._generation == self.credentials.certificate_generation:
                 return
             self._manager.clear()
+            if self._lean is not None:
+                self._lean.close()
             self._pool = self._connect()
 
     def _connect(self) -> urllib3.HTTPConnectionPool:
@@ -169,12 +230,23 @@ class Transport:
         self._generation = self.credentials.certificate_generation
         parts = urlsplit(self.base_url)
         options: dict[str, Any] = {"maxsize": self.pool_size, "block": False}
+        context, server_name = None, self.config.cluster.get("tls-server-name")
         if parts.scheme == "https":
-            options["ssl_context"] = self._ssl_context()
-            server_name = self.config.cluster.get("tls-server-name")
+            context = options["ssl_context"] = self._ssl_context()
             if server_name:
                 options["server_hostname"] = options["assert_hostname"] = str(server_name)
         proxy = _proxy_for(parts.scheme, parts.hostname or "")
+        self._lean = (
+            None
+            if proxy
+            else ConnectionPool(
+                parts.hostname or "localhost",
+                parts.port or (443 if context is not None else 80),
+                size=self.pool_size,
+                context=context,
+                server_hostname=str(server_name) if server_name and context is not None else None,
+            )
+        )
         manager = (
             urllib3.ProxyManager(proxy, num_pools=1, **options)
             if proxy
@@ -204,6 +276,11 @@ def _proxy_for(scheme: str, host: str) -> str | None:
     if not proxy or urllib.request.proxy_bypass_environment(host, proxies):  # type: ignore[attr-defined]
         return None
     return proxy
+
+
+def _seconds(value: object) -> float | None:
+    """A urllib3 ``Timeout`` part as seconds (None: wait for ever, as urllib3's default)."""
+    return float(value) if isinstance(value, (int, float)) else None
 
 
 def _release(response: urllib3.BaseHTTPResponse) -> None:
