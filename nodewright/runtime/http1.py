@@ -101,6 +101,10 @@ class Connection:
     def dropped(self) -> bool:
         """Whether the idle connection was closed by the server (or has unread bytes)."""
         try:
+            if hasattr(select, "poll"):  # not select(): it cannot watch a descriptor past 1023
+                poller = select.poll()
+                poller.register(self.sock, select.POLLIN)
+                return bool(poller.poll(0))
             readable, _, _ = select.select([self.sock], [], [], 0)
         except (OSError, ValueError):
             return True

@@ -7,6 +7,8 @@ write fence's last check there) is at the end, and every test that touches Kuber
 from __future__ import annotations
 
 import gzip
+import os
+import resource
 import socket
 import threading
 from collections.abc import Callable, Iterator
@@ -156,6 +158,23 @@ def test_an_idle_connection_the_server_closed_is_replaced_before_use(serve: Any)
     server.close_idle_connections()
     assert get(pool).body == b"ok", "no error: the dropped connection was noticed and replaced"
     assert server.connections == 2
+
+
+def test_a_connection_on_a_descriptor_past_1023_is_kept(serve: Any) -> None:
+    """select() cannot watch such a descriptor; the reuse check must not take it for dropped."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 2048)), hard))
+    filler = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        server, pool = serve(fixed(b"ok"))
+        get(pool)
+        assert pool._idle[0].sock.fileno() > 1023
+        get(pool)
+        assert server.connections == 1
+    finally:
+        for descriptor in filler:
+            os.close(descriptor)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def test_gzip_content_is_decoded_and_an_interim_100_skipped(serve: Any) -> None:
