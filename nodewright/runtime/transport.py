@@ -28,7 +28,7 @@ import ssl
 import threading
 import urllib.request
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import orjson
@@ -42,6 +42,8 @@ from nodewright.runtime.fence import guard_pool_manager, is_mutating
 from nodewright.runtime.http1 import ConnectionPool
 
 __all__ = ["Response", "Transport"]
+
+_Answer = TypeVar("_Answer")
 
 UNAUTHORIZED = 401
 
@@ -109,15 +111,11 @@ class Transport:
 
         With ``stream`` the body is left to the caller to read and release. Raises
         ``errors.ConnectionFailed`` when no answer came."""
-        if self._generation != self.credentials.certificate_generation:
-            self._reconnect()
-        response = self._send(method, target, body, headers, timeout=timeout, stream=stream)
-        if response.status == UNAUTHORIZED and self._refreshed():
-            _release(response)
-            if self._generation != self.credentials.certificate_generation:
-                self._reconnect()
-            response = self._send(method, target, body, headers, timeout=timeout, stream=stream)
-        return response
+        return self._authenticated(
+            lambda: self._send(method, target, body, headers, timeout=timeout, stream=stream),
+            lambda response: response.status,
+            _release,
+        )
 
     def fetch(
         self,
@@ -133,13 +131,28 @@ class Transport:
         answer came."""
         if self._lean is None:  # a proxy is in the way: urllib3's ProxyManager knows the way
             return self.answer(self.request(method, target, body=body, headers=headers, timeout=timeout))
+        return self._authenticated(
+            lambda: self._fetch(method, target, body, headers, timeout),
+            lambda answer: answer.status_code,
+            lambda _answer: None,  # read whole: nothing to release
+        )
+
+    def _authenticated(
+        self,
+        send: Callable[[], _Answer],
+        status_of: Callable[[_Answer], int],
+        release: Callable[[_Answer], None],
+    ) -> _Answer:
+        """``send`` with the current credentials; after a 401, once more when newer ones were
+        found. Connections are made again first whenever the client certificate changed."""
         if self._generation != self.credentials.certificate_generation:
             self._reconnect()
-        answer = self._fetch(method, target, body, headers, timeout)
-        if answer.status_code == UNAUTHORIZED and self._refreshed():
+        answer = send()
+        if status_of(answer) == UNAUTHORIZED and self._refreshed():
+            release(answer)
             if self._generation != self.credentials.certificate_generation:
                 self._reconnect()
-            answer = self._fetch(method, target, body, headers, timeout)
+            answer = send()
         return answer
 
     def _fetch(
@@ -149,8 +162,9 @@ class Transport:
         assert pool is not None
         path = self._prefix + target
         before_send = None
-        if check is not None and is_mutating(method, path.split("?", 1)[0]):
-            operation = f"{method.upper()} {path.split('?', 1)[0]}"
+        bare_path = path.split("?", 1)[0]
+        if check is not None and is_mutating(method, bare_path):
+            operation = f"{method.upper()} {bare_path}"
 
             def before_send() -> None:
                 check(operation)  # raises: the request never leaves
