@@ -10,6 +10,13 @@ and disappears when the machine is gone.
 It plays no kubelet: kwok (started by ``ControlPlane``, see ``kwok``) manages every Node with
 the simulated label, makes it Ready (NotReady while the machine is stopped), renews its Lease and
 gives its pods their lifecycle; kube-controller-manager's pod GC removes pods of vanished Nodes.
+One kubelet duty kwok lacks is done here: kube-controller-manager's node lifecycle controller
+marks NotReady a pod bound to a Node it holds NotReady (it learns of a Node Ready again only at
+its next look), and the kubelet then reports the pod Ready again (its status manager reconciles
+what the API server holds with what its containers say).
+For ``KUBELET_RETURN_SECONDS`` after a machine runs again, the simulator re-reports Ready, once
+the Node is Ready, for each Running pod on it whose containers are ready but whose Ready condition
+is False (``pods_to_report_ready``).
 
 Machines come from a ``MachineSource``: ``machines_in_emulator(emulator_state)`` reads the
 in-process ARM emulator's state. Side effects: Kubernetes writes through the runtime ``Client``
@@ -29,10 +36,13 @@ from nodewright.devenv.kwok import MANAGED_NODE_LABEL, POWER_STATE_ANNOTATION
 from nodewright.devenv.periodic import PeriodicThread
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
-from nodewright.runtime.kinds import NODE
+from nodewright.runtime.kinds import NODE, POD
 from nodewright.runtime.logs import get_logger
+from nodewright.runtime.objects import condition_is_true
+from nodewright.runtime.times import now_text
 
 __all__ = [
+    "KUBELET_RETURN_SECONDS",
     "POWER_STATE_ANNOTATION",
     "SIMULATED_LABEL",
     "Machine",
@@ -41,9 +51,14 @@ __all__ = [
     "NodeSimulator",
     "machines_in_emulator",
     "plan_nodes",
+    "pods_to_report_ready",
 ]
 
 SIMULATED_LABEL = MANAGED_NODE_LABEL
+KUBELET_RETURN_SECONDS = 30.0
+"""How long after a machine runs again its pods' readiness is re-reported: the node lifecycle
+controller sees the Node Ready again within its monitor period (5 s); a pod bound before that is
+marked NotReady."""
 log = get_logger("nodewright.devenv.nodesim")
 
 
@@ -155,6 +170,24 @@ def plan_nodes(
     return NodePlan(create=create, delete=delete, set_power=set_power)
 
 
+def pods_to_report_ready(pods: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """Pure: the (namespace, name) of each Running pod, not being deleted, whose Ready condition is
+    False although its containers are ready and its readiness gates hold: what the node lifecycle
+    controller marked NotReady and a returning kubelet reports Ready again."""
+    found: list[tuple[str, str]] = []
+    for pod in pods:
+        metadata, status = pod.get("metadata") or {}, pod.get("status") or {}
+        if metadata.get("deletionTimestamp") or status.get("phase") != "Running":
+            continue
+        conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
+        gates = [g.get("conditionType") for g in (pod.get("spec") or {}).get("readinessGates") or []]
+        if conditions.get("Ready") == "False" and all(
+            conditions.get(kind) == "True" for kind in ["ContainersReady", *gates]
+        ):
+            found.append((str(metadata.get("namespace", "")), str(metadata.get("name", ""))))
+    return found
+
+
 def _log_failure(_: Exception) -> None:
     """Log a failed pass with its traceback (the loop calls this inside its ``except``)."""
     log.exception("Failed to synchronise simulated nodes")
@@ -180,6 +213,9 @@ class NodeSimulator:
         self.interval = interval
         self._clock = clock
         self._first_seen: dict[str, float] = {}
+        self._returned: dict[str, float] = {}
+        """Node name -> until when its pods' readiness is re-reported (its machine runs again)."""
+        self._pods_looked_at = float("-inf")
         self._loop = PeriodicThread("node-simulator", self.sync_once, lambda: self.interval, _log_failure)
 
     def start(self) -> None:
@@ -215,7 +251,34 @@ class NodeSimulator:
             with contextlib.suppress(errors.NotFound):
                 self._client.patch(NODE, name, {"metadata": {"annotations": {POWER_STATE_ANNOTATION: state}}})
             log.info("Recorded machine power state", node=name, power_state=state)
+            if state == "running":
+                self._returned[name] = now + KUBELET_RETURN_SECONDS
+        self._report_pods_ready(now, {n["metadata"]["name"] for n in nodes if condition_is_true(n)})
         return plan
+
+    def _report_pods_ready(self, now: float, ready_nodes: set[str]) -> None:
+        """Re-report Ready for the pods of each returned machine's Node, once that Node is Ready
+        (pods looked at about once a second, as a kubelet's status sync is periodic too)."""
+        for name, until in list(self._returned.items()):
+            if now > until:
+                del self._returned[name]
+        if not self._returned or now < self._pods_looked_at + 1.0:
+            return
+        self._pods_looked_at = now
+        for name in sorted(self._returned.keys() & ready_nodes):
+            pods = self._client.list(POD, field_selector=f"spec.nodeName={name}").items
+            for namespace, pod in pods_to_report_ready(pods):
+                ready = {"type": "Ready", "status": "True", "lastTransitionTime": now_text()}
+                with contextlib.suppress(errors.NotFound):
+                    self._client.patch(
+                        POD,
+                        pod,
+                        {"status": {"conditions": [ready]}},
+                        namespace,
+                        patch_type="strategic",
+                        subresource="status",
+                    )
+                log.info("Reported pod Ready again", node=name, pod=f"{namespace}/{pod}")
 
     def _create_node(self, machine: Machine) -> None:
         body = {

@@ -23,6 +23,7 @@ from nodewright.devenv.nodesim import (
     NodeSimulator,
     machines_in_emulator,
     plan_nodes,
+    pods_to_report_ready,
 )
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
@@ -194,21 +195,104 @@ def test_stopped_machine_turns_its_node_not_ready(
     """The simulator records a stopped machine on its Node; kwok then reports the Node NotReady
     (as a shutting-down kubelet does) and Ready again once the machine runs."""
     simulator, _, vm_id = simulated
-    simulator.sync_once()
-    vm_node = next(
-        n
-        for n in client.list(NODE, label_selector=f"{SIMULATED_LABEL}={simulator.owner}").items
-        if n["spec"]["providerID"] == f"azure://{vm_id}"
-    )
-    name = vm_node["metadata"]["name"]
-    _wait(lambda: _condition(client.get(NODE, name), "Ready") == "True")
+    name = _vm_node(simulator, client, vm_id)
     simulator.start()
-    machine_id = str(parse_provider_id(vm_node["spec"]["providerID"]))
+    machine_id = _machine_of(client, name)
     arm_emulator.state.set_power_state(machine_id, "stopped")
     _wait(lambda: _condition(client.get(NODE, name), "Ready") == "False")
     assert client.get(NODE, name)["metadata"]["annotations"][POWER_STATE_ANNOTATION] == "stopped"
     arm_emulator.state.set_power_state(machine_id, "running")
     _wait(lambda: _condition(client.get(NODE, name), "Ready") == "True")
+
+
+def test_a_pod_marked_not_ready_with_its_node_is_ready_again_when_the_machine_runs(
+    simulated: tuple[NodeSimulator, str, str], arm_emulator: ArmEmulator, client: Client, namespace: str
+) -> None:
+    """A pod that reports Ready and is bound to a Node the node lifecycle controller holds NotReady
+    is marked NotReady by that controller (kube-controller-manager, for real); once the machine
+    runs again the pod is Ready again, as its returning kubelet reports it. kwok alone would leave
+    it NotReady for good, which in a rollout is a heir's pod bound in the seconds before the
+    controller's next look (its monitor period is 5 s) after the heir came back."""
+    simulator, _, vm_id = simulated
+    name = _vm_node(simulator, client, vm_id)
+    simulator.start()
+    machine_id = _machine_of(client, name)
+    arm_emulator.state.set_power_state(machine_id, "stopped")
+    _wait(lambda: _condition(client.get(NODE, name), "Ready") == "False")
+    time.sleep(6.0)  # the node lifecycle controller's monitor period, so that it holds NotReady
+    # A pod no scheduler takes, given the status a kubelet reports for it, then bound: what the
+    # controller finds when it looks at a pod bound to a node.
+    body = {"schedulerName": "nobody", "containers": [{"name": "c", "image": "busybox"}]}
+    client.create(POD, {"metadata": {"name": "resident", "namespace": namespace}, "spec": body})
+    conditions = [{"type": kind, "status": "True"} for kind in ("Initialized", "ContainersReady", "Ready")]
+    status = {"phase": "Running", "conditions": conditions}
+    client.patch(POD, "resident", {"status": status}, namespace, subresource="status")
+    binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "resident"}}
+    binding["target"] = {"apiVersion": "v1", "kind": "Node", "name": name}
+    client.request("POST", POD.path(namespace, "resident") + "/binding", body=binding)
+    _wait(lambda: _condition(client.get(POD, "resident", namespace), "Ready") == "False")
+    arm_emulator.state.set_power_state(machine_id, "running")
+    _wait(lambda: _condition(client.get(NODE, name), "Ready") == "True")
+    _wait(lambda: _condition(client.get(POD, "resident", namespace), "Ready") == "True", timeout=15)
+    assert _condition(client.get(POD, "resident", namespace), "ContainersReady") == "True"
+
+
+def _vm_node(simulator: NodeSimulator, client: Client, vm_id: str) -> str:
+    """Create the simulated Nodes; the name of the VM's, once it is Ready."""
+    simulator.sync_once()
+    name = next(
+        str(n["metadata"]["name"])
+        for n in client.list(NODE, label_selector=f"{SIMULATED_LABEL}={simulator.owner}").items
+        if n["spec"]["providerID"] == f"azure://{vm_id}"
+    )
+    _wait(lambda: _condition(client.get(NODE, name), "Ready") == "True")
+    return name
+
+
+def _machine_of(client: Client, node_name: str) -> str:
+    return str(parse_provider_id(client.get(NODE, node_name)["spec"]["providerID"]))
+
+
+def _pod_status(phase: str, ready: str, containers: str = "True", **extra: Any) -> dict[str, Any]:
+    conditions = [{"type": "ContainersReady", "status": containers}, {"type": "Ready", "status": ready}]
+    return {
+        "metadata": {"namespace": "ns", "name": extra.pop("name", "p"), **extra.pop("metadata", {})},
+        "spec": extra.pop("spec", {}),
+        "status": {"phase": phase, "conditions": conditions + extra.pop("conditions", [])},
+    }
+
+
+@pytest.mark.parametrize(
+    ("pod", "reported"),
+    [
+        pytest.param(_pod_status("Running", "False"), True, id="marked-not-ready"),
+        pytest.param(_pod_status("Running", "True"), False, id="ready-already"),
+        pytest.param(_pod_status("Running", "False", containers="False"), False, id="containers-not-ready"),
+        pytest.param(_pod_status("Pending", "False"), False, id="not-running"),
+        pytest.param(
+            _pod_status("Running", "False", metadata={"deletionTimestamp": "2026-12-01T00:00:00Z"}),
+            False,
+            id="being-deleted",
+        ),
+        pytest.param(
+            _pod_status("Running", "False", spec={"readinessGates": [{"conditionType": "example.com/lb"}]}),
+            False,
+            id="readiness-gate-unset",
+        ),
+        pytest.param(
+            _pod_status(
+                "Running",
+                "False",
+                spec={"readinessGates": [{"conditionType": "example.com/lb"}]},
+                conditions=[{"type": "example.com/lb", "status": "True"}],
+            ),
+            True,
+            id="readiness-gate-true",
+        ),
+    ],
+)
+def test_pods_to_report_ready(pod: dict[str, Any], reported: bool) -> None:
+    assert pods_to_report_ready([pod]) == ([("ns", "p")] if reported else [])
 
 
 def test_terminating_pod_is_finished(
