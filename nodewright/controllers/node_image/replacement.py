@@ -8,7 +8,8 @@ from the NodeNetworkConfigs' status) and the heir's machine must hold the identi
 pods use (``heir_identity``, read from the AzureAssignedIdentities' status); only then is the
 donor cordoned and drained (Eviction API, PodDisruptionBudgets respected, never forced; the pods
 about to be evicted are first recorded on the heir for the evicted-pods health gate,
-``evicted_pods``) and handed to a Leave PendingNode. A drain not done within the reconciler's
+``evicted_pods``) and handed to a Leave PendingNode, once a fresh read of the heir (not the
+cache) still shows it Ready. A drain not done within the reconciler's
 ``drainTimeoutSeconds`` is reported (Degraded DrainStuck); one not done within the NodeImage's
 ``drainTimeout`` meets ``undrainableNodeBehavior``: under ``Cordon`` the donor is labelled
 ``nodewright.io/upgrade-status=Quarantined``, stays cordoned and its heir is released (at most
@@ -259,7 +260,9 @@ class NodeReplacement(RolloutWrites):
         self._hand_over(context, node, heir)
 
     def _hand_over(self, context: RemovalContext, node: ClusterNode, heir: ClusterNode | None) -> None:
-        """Create the node's Leave PendingNode; counted in the metrics when it is new."""
+        """Create the node's Leave PendingNode; counted in the metrics when it is new. The Leave
+        deletes the machine without looking back, so a donor's heir is read from the API server
+        once more just before: the cached copy the pass decided on may not show it NotReady yet."""
         spec = PendingNodeSpec(
             provider_id=node.provider_id,
             group_id=node.scaling_group_id,
@@ -267,13 +270,24 @@ class NodeReplacement(RolloutWrites):
             goal=PendingNodeGoal.LEAVE,
             deadline=format_time(self._clock() + self._settings.timeouts.leave),
         )
-        if not self._create_pending_node(context.owner, spec, "create-leave").metadata.get("uid"):
-            return  # it existed already (a restart): counted then
+        confirm = None if heir is None else (lambda: self._heir_still_ready(node, heir))
+        if not self._create_pending_node(context.owner, spec, "create-leave", confirm).metadata.get("uid"):
+            return  # it existed already (a restart: counted then), or the heir is no longer Ready
         group = context.scaling_group_names.get(node.scaling_group_id.lower(), node.scaling_group_id)
         seconds = None
         if heir is not None and heir.created is not None:
             seconds = (self._clock() - heir.created).total_seconds()
         self._metrics.node_replaced(context.reason if heir is not None else "Obsolete", group, seconds)
+
+    def _heir_still_ready(self, donor: ClusterNode, heir: ClusterNode) -> bool:
+        """Whether the heir is Ready as the API server has it now (a fresh read, not the cache)."""
+        try:
+            ready = ClusterNode.from_object(self._client.get(NODE, heir.name)).ready
+        except errors.NotFound:
+            ready = False
+        if not ready:
+            log.info("Donor stays: its heir is no longer Ready", donor=donor.name, heir=heir.name)
+        return ready
 
     def _record_evictions(
         self, donor: ClusterNode, heir: ClusterNode, pods: list[dict[str, Any]], evict: list[PodKey]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -289,13 +289,23 @@ class RolloutWrites(WithCollaborators[NodeImageCloud]):
         self._writes.written(kind, store, name, before)
         return patched
 
-    def _create_pending_node(self, owner: dict[str, Any], spec: PendingNodeSpec, step: str) -> PendingNode:
+    def _create_pending_node(
+        self,
+        owner: dict[str, Any],
+        spec: PendingNodeSpec,
+        step: str,
+        confirm: Callable[[], bool] | None = None,
+    ) -> PendingNode:
+        """Create the record; ``confirm``, asked just before, may still call it off. The answer
+        has no uid when nothing was created (it existed already, or ``confirm`` said no)."""
         pending = PendingNode(
             metadata={"name": spec.node_name, "ownerReferences": [controller_reference(owner)]}, spec=spec
         )
         body = pending.to_object()
         del body["status"]
         self._checkpoint(step)
+        if confirm is not None and not confirm():
+            return pending
         try:
             created = self._client.create(PENDING_NODE, body)
         except errors.AlreadyExists:
