@@ -144,21 +144,28 @@ def test_status_command_reads_the_real_api_server(cluster: Cluster, namespace: s
 
 
 def test_watch_redraws_until_interrupted(cluster: Cluster) -> None:
-    """`nodewright status --watch` redraws every interval and exits 0 on Ctrl-C."""
+    """`nodewright status --watch` redraws every interval and exits 0 on Ctrl-C. The child gets
+    the default SIGINT disposition: a suite started in the background by a shell without job
+    control inherits SIGINT ignored, and Python then leaves it ignored (the command would run on)."""
     watcher = subprocess.Popen(
         [sys.executable, "-m", "nodewright.controllers.main", "status", "--watch", "--interval", "0.5"],
         cwd=ROOT,
         env={"KUBECONFIG": str(cluster.kubeconfig), "PATH": "/usr/bin:/bin"},
         stdout=subprocess.PIPE,
         text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # noqa: PLW1509
     )
-    assert watcher.stdout is not None
-    frames = 0
-    deadline = time.monotonic() + 60
-    while frames < 3 and time.monotonic() < deadline:
-        line = watcher.stdout.readline()
-        frames += line.rstrip().endswith("nodewright status")
-    watcher.send_signal(signal.SIGINT)
-    rest, _ = watcher.communicate(timeout=30)
+    with watcher:  # killed and reaped if an assertion fails, so no later test meets it
+        assert watcher.stdout is not None
+        frames = 0
+        deadline = time.monotonic() + 60
+        while frames < 3 and time.monotonic() < deadline:
+            line = watcher.stdout.readline()
+            frames += line.rstrip().endswith("nodewright status")
+        watcher.send_signal(signal.SIGINT)
+        try:
+            rest, _ = watcher.communicate(timeout=30)
+        finally:
+            watcher.kill()
     assert frames == 3
     assert watcher.returncode == 0, rest
