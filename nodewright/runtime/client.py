@@ -217,9 +217,9 @@ class Client:
         raise a typed error on failure. The raw building block of every other method.
 
         A mutating ``method`` passes the fence first (``FencedWriteError``, nothing sent)."""
-        if self.fence is not None and is_mutating(method, path):
-            self.fence.check("kubernetes", f"{method} {path}")
-        target, data, headers, bound = self._prepared(path, params, body, content_type, timeout)
+        target, data, headers, bound = self._prepared(
+            method, path, params, body, content_type=content_type, timeout=timeout
+        )
         response = self.transport.fetch(method, target, body=data, headers=headers, timeout=bound)
         if response.status_code >= 400:
             errors.raise_for_status(response)
@@ -236,22 +236,27 @@ class Client:
         timeout: tuple[float, float | None] | None,
         stream: bool = False,
     ) -> urllib3.BaseHTTPResponse:
-        if self.fence is not None and is_mutating(method, path):
-            self.fence.check("kubernetes", f"{method} {path}")
-        target, data, headers, bound = self._prepared(path, params, body, content_type, timeout)
+        target, data, headers, bound = self._prepared(
+            method, path, params, body, content_type=content_type, timeout=timeout
+        )
         return self.transport.request(
             method, target, body=data, headers=headers, timeout=bound, stream=stream
         )
 
     def _prepared(
         self,
+        method: str,
         path: str,
         params: dict[str, Any] | None,
         body: Any,
+        *,
         content_type: str,
         timeout: tuple[float, float | None] | None,
     ) -> tuple[str, bytes | None, dict[str, str], urllib3.Timeout]:
-        """The request target (path and query), body, headers and timeout of a call."""
+        """The request target (path and query), body, headers and timeout of a call, once a
+        mutating ``method`` has passed the fence (``FencedWriteError``, nothing sent)."""
+        if self.fence is not None and is_mutating(method, path):
+            self.fence.check("kubernetes", f"{method} {path}")
         headers = {"Accept": "application/json"}
         data: bytes | None = None
         if body is not None:
