@@ -194,12 +194,7 @@ def test_stopped_machine_turns_its_node_not_ready(
 ) -> None:
     """The simulator records a stopped machine on its Node; kwok then reports the Node NotReady
     (as a shutting-down kubelet does) and Ready again once the machine runs."""
-    simulator, _, vm_id = simulated
-    name = _vm_node(simulator, client, vm_id)
-    simulator.start()
-    machine_id = _machine_of(client, name)
-    arm_emulator.state.set_power_state(machine_id, "stopped")
-    _wait(lambda: _condition(client.get(NODE, name), "Ready") == "False")
+    name, machine_id = _stopped_vm_node(simulated, arm_emulator, client)
     assert client.get(NODE, name)["metadata"]["annotations"][POWER_STATE_ANNOTATION] == "stopped"
     arm_emulator.state.set_power_state(machine_id, "running")
     _wait(lambda: _condition(client.get(NODE, name), "Ready") == "True")
@@ -213,12 +208,7 @@ def test_a_pod_marked_not_ready_with_its_node_is_ready_again_when_the_machine_ru
     runs again the pod is Ready again, as its returning kubelet reports it. kwok alone would leave
     it NotReady for good, which in a rollout is a heir's pod bound in the seconds before the
     controller's next look (its monitor period is 5 s) after the heir came back."""
-    simulator, _, vm_id = simulated
-    name = _vm_node(simulator, client, vm_id)
-    simulator.start()
-    machine_id = _machine_of(client, name)
-    arm_emulator.state.set_power_state(machine_id, "stopped")
-    _wait(lambda: _condition(client.get(NODE, name), "Ready") == "False")
+    name, machine_id = _stopped_vm_node(simulated, arm_emulator, client)
     time.sleep(6.0)  # the node lifecycle controller's monitor period, so that it holds NotReady
     # A pod no scheduler takes, given the status a kubelet reports for it, then bound: what the
     # controller finds when it looks at a pod bound to a node.
@@ -237,20 +227,24 @@ def test_a_pod_marked_not_ready_with_its_node_is_ready_again_when_the_machine_ru
     assert _condition(client.get(POD, "resident", namespace), "ContainersReady") == "True"
 
 
-def _vm_node(simulator: NodeSimulator, client: Client, vm_id: str) -> str:
-    """Create the simulated Nodes; the name of the VM's, once it is Ready."""
+def _stopped_vm_node(
+    simulated: tuple[NodeSimulator, str, str], arm_emulator: ArmEmulator, client: Client
+) -> tuple[str, str]:
+    """The VM's Node, once Ready, and its machine, with the simulator running and the machine
+    then stopped until the Node is NotReady."""
+    simulator, _, vm_id = simulated
     simulator.sync_once()
-    name = next(
-        str(n["metadata"]["name"])
+    node = next(
+        n
         for n in client.list(NODE, label_selector=f"{SIMULATED_LABEL}={simulator.owner}").items
         if n["spec"]["providerID"] == f"azure://{vm_id}"
     )
+    name, machine_id = str(node["metadata"]["name"]), str(parse_provider_id(node["spec"]["providerID"]))
     _wait(lambda: _condition(client.get(NODE, name), "Ready") == "True")
-    return name
-
-
-def _machine_of(client: Client, node_name: str) -> str:
-    return str(parse_provider_id(client.get(NODE, node_name)["spec"]["providerID"]))
+    simulator.start()
+    arm_emulator.state.set_power_state(machine_id, "stopped")
+    _wait(lambda: _condition(client.get(NODE, name), "Ready") == "False")
+    return name, machine_id
 
 
 def _pod_status(phase: str, ready: str, containers: str = "True", **extra: Any) -> dict[str, Any]:
