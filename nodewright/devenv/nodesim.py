@@ -253,10 +253,10 @@ class NodeSimulator:
             log.info("Recorded machine power state", node=name, power_state=state)
             if state == "running":
                 self._returned[name] = now + KUBELET_RETURN_SECONDS
-        self._report_pods_ready(now, {n["metadata"]["name"] for n in nodes if condition_is_true(n)})
+        self._report_pods_ready(now, nodes)
         return plan
 
-    def _report_pods_ready(self, now: float, ready_nodes: set[str]) -> None:
+    def _report_pods_ready(self, now: float, nodes: Iterable[Mapping[str, Any]]) -> None:
         """Re-report Ready for the pods of each returned machine's Node, once that Node is Ready
         (pods looked at about once a second, as a kubelet's status sync is periodic too)."""
         for name, until in list(self._returned.items()):
@@ -265,6 +265,7 @@ class NodeSimulator:
         if not self._returned or now < self._pods_looked_at + 1.0:
             return
         self._pods_looked_at = now
+        ready_nodes = {n["metadata"]["name"] for n in nodes if condition_is_true(n)}
         for name in sorted(self._returned.keys() & ready_nodes):
             pods = self._client.list(POD, field_selector=f"spec.nodeName={name}").items
             for namespace, pod in pods_to_report_ready(pods):
