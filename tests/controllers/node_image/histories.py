@@ -6,14 +6,17 @@ when the donor was handed to its Leave PendingNode."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from nodewright.controllers.node_image.grouping import HEIR_ANNOTATION
-from nodewright.runtime.kinds import Kind
+from nodewright.controllers.node_image.resources import PENDING_NODE
+from nodewright.runtime.kinds import NODE, Kind
 from nodewright.runtime.objects import condition_is_true as node_ready
 from tests.controllers.node_image.support import RolloutBench
 
-__all__ = ["History", "hand_overs", "readiness"]
+__all__ = ["History", "hand_overs", "readiness", "recording"]
 
 
 class History(threading.Thread):
@@ -48,6 +51,19 @@ class History(threading.Thread):
     def stop(self) -> None:
         self._stream.close()
         self.join(5)
+
+
+@contextmanager
+def recording(bench: RolloutBench) -> Iterator[tuple[History, History]]:
+    """The Node and PendingNode histories, recording from now until the block ends."""
+    histories = (History(bench, NODE), History(bench, PENDING_NODE))
+    for history in histories:
+        history.start()
+    try:
+        yield histories
+    finally:
+        for history in histories:
+            history.stop()
 
 
 def hand_overs(nodes: History, pending_nodes: History, donors: set[str]) -> dict[str, str]:

@@ -14,10 +14,9 @@ import pytest
 from nodewright.api.nodewright.v1alpha1 import PendingNodeGoal
 from nodewright.cloud.resource_ids import parse_provider_id
 from nodewright.controllers.node_image.grouping import HEIR_ANNOTATION
-from nodewright.controllers.node_image.resources import PENDING_NODE
 from nodewright.runtime.kinds import NODE
 from nodewright.runtime.objects import condition_is_true as node_ready
-from tests.controllers.node_image.histories import History, hand_overs
+from tests.controllers.node_image.histories import hand_overs, recording
 from tests.controllers.node_image.support import RolloutBench
 
 pytestmark = pytest.mark.slow
@@ -45,21 +44,15 @@ def test_a_heir_that_goes_not_ready_just_before_the_hand_over_keeps_its_donor(be
         stopped.set()
 
     bench.switch.pauses["create-leave"] = stop_the_heir
-    histories = (History(bench, NODE), History(bench, PENDING_NODE))
-    for history in histories:
-        history.start()
-    bench.create_node_image(max_surge=1, canary=0)
-    bench.create_scaling_group(bench.scale_sets[0])
-    bench.start()
-    try:
+    with recording(bench) as (nodes, pending_nodes):
+        bench.create_node_image(max_surge=1, canary=0)
+        bench.create_scaling_group(bench.scale_sets[0])
+        bench.start()
         assert stopped.wait(60), "the reconcile never reached the hand-over"
         time.sleep(3.0)
-        leaves = [r["metadata"]["name"] for _, r in histories[1].added if r["spec"]["goal"] == LEAVE]
+        leaves = [r["metadata"]["name"] for _, r in pending_nodes.added if r["spec"]["goal"] == LEAVE]
         assert leaves == [], "donor handed over while its heir was NotReady"
         assert donor in {m["name"] for m in bench.live_machines()}
         bench.emulator.state.set_power_state(held["machine"], "running")
         bench.wait_for(lambda: donor not in {m["name"] for m in bench.live_machines()}, 60, "donor removed")
-    finally:
-        for history in histories:
-            history.stop()
-    assert hand_overs(histories[0], histories[1], {donor}) == {donor: "Ready"}
+    assert hand_overs(nodes, pending_nodes, {donor}) == {donor: "Ready"}

@@ -20,12 +20,12 @@ from nodewright.controllers.node_image.grouping import (
     NODE_IMAGE_ANNOTATION,
     RolloutTimeouts,
 )
-from nodewright.controllers.node_image.resources import AUTOSCALING_STRATEGY, PENDING_NODE
+from nodewright.controllers.node_image.resources import AUTOSCALING_STRATEGY
 from nodewright.devenv.nodesim import SIMULATED_LABEL
 from nodewright.runtime import errors
 from nodewright.runtime.kinds import NODE, POD, POD_DISRUPTION_BUDGET, Kind
 from nodewright.runtime.objects import condition_is_true as node_ready
-from tests.controllers.node_image.histories import History, hand_overs
+from tests.controllers.node_image.histories import hand_overs, recording
 from tests.controllers.node_image.support import CUSTOM_LABEL, NEW_IMAGE, RolloutBench
 
 pytestmark = pytest.mark.slow
@@ -42,7 +42,7 @@ OUTDATED_TAINT = {"key": "example.com/outdated", "value": "true", "effect": "NoS
 class Monitor(threading.Thread):
     """Samples machines and Nodes every 50 ms: the most extra machines and Nodes seen, the donors
     whose machine started deleting, and the autoscaling setting. Whether each heir was Ready when
-    its donor was handed over is not sampled but read from the watch histories (``History``)."""
+    its donor was handed over is not sampled but read from the watch histories (``histories.recording``)."""
 
     def __init__(self, bench: RolloutBench, strategy: str) -> None:
         super().__init__(daemon=True, name="rollout-monitor")
@@ -87,6 +87,13 @@ class Monitor(threading.Thread):
     def stop(self) -> None:
         self._halt.set()
         self.join(5)
+
+    def __enter__(self) -> Monitor:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
 
 
 def _serving(pod: dict[str, Any]) -> bool:
@@ -242,15 +249,10 @@ def test_six_nodes_in_two_scale_sets_are_replaced_within_the_surge(bench: Rollou
     bench.create_node_image(max_surge=MAX_SURGE)
     for scale_set in scale_sets:
         bench.create_scaling_group(scale_set)
-    monitor = Monitor(bench, strategy)
-    histories = (History(bench, NODE), History(bench, PENDING_NODE))
-    for history in histories:
-        history.start()
-    monitor.start()
-    bench.start(
-        bench.settings(timeouts=RolloutTimeouts(drain=timedelta(seconds=1), poll=timedelta(seconds=1)))
-    )
-    try:
+    with recording(bench) as (node_history, pending_history), Monitor(bench, strategy) as monitor:
+        bench.start(
+            bench.settings(timeouts=RolloutTimeouts(drain=timedelta(seconds=1), poll=timedelta(seconds=1)))
+        )
         assert held_event.wait(60), "no pairing happened"
         time.sleep(2.0)
         donor = bench.client.get(NODE, held["donor"])
@@ -284,13 +286,9 @@ def test_six_nodes_in_two_scale_sets_are_replaced_within_the_surge(bench: Rollou
             30,
             "autoscaling restored",
         )
-    finally:
-        monitor.stop()
-        for history in histories:
-            history.stop()
 
     # No donor was handed over (and its machine deleted) while its heir was not Ready.
-    assert hand_overs(histories[0], histories[1], set(originals)) == dict.fromkeys(originals, "Ready")
+    assert hand_overs(node_history, pending_history, set(originals)) == dict.fromkeys(originals, "Ready")
     assert monitor.most_extra_machines <= MAX_SURGE, monitor.most_extra_machines
     assert monitor.most_extra_nodes <= MAX_SURGE, monitor.most_extra_nodes
     assert monitor.most_extra_machines >= 1
