@@ -31,6 +31,7 @@ from nodewright.cloud.identity_updates import (
 )
 from nodewright.cloud.ip_configurations import changed
 from nodewright.cloud.locks import KeyedLocks
+from nodewright.cloud.lro import AnswerKeepingPolling
 from nodewright.cloud.models import (
     IdentityRejection,
     IdentityUpdateResult,
@@ -147,8 +148,10 @@ class ComputeService:
         observer: CallObserver | None = None,
         backoff: TargetBackoff | None = None,
         max_identities_per_request: int = MAX_IDENTITIES_PER_REQUEST,
+        polling_interval: float,
     ) -> None:
         self._compute = compute
+        self.polling_interval = polling_interval
         self._call = GuardedCalls(observer, backoff)
         self.max_identities_per_request = max_identities_per_request
         self._scale_set_locks = KeyedLocks()
@@ -186,7 +189,12 @@ class ComputeService:
         landed = self._call(
             "compute.patch_scale_set_identities" if scale_set else "compute.patch_virtual_machine_identities",
             lambda: operations.begin_update(
-                target.resource_group, target.name, update(body), etag=etag, match_condition=condition
+                target.resource_group,
+                target.name,
+                update(body),
+                etag=etag,
+                match_condition=condition,
+                polling=AnswerKeepingPolling(self.polling_interval),  # no final GET: the answer is the result
             ).result(),
             target,
             write=True,

@@ -175,7 +175,12 @@ def build_cloud(settings: CloudSettings, **options: Any) -> Cloud:
         # A throttled write backs its target off for the budget's hold of the writes class.
         class_hold=lambda access: budget.held_for("PUT" if access == "write" else "GET"),
     )
-    compute = ComputeService(clients.compute, observer=clients.observer, backoff=backoff)
+    compute = ComputeService(
+        clients.compute,
+        observer=clients.observer,
+        backoff=backoff,
+        polling_interval=settings.polling_interval,
+    )
     return Cloud(
         clients=clients,
         compute=compute,

@@ -118,6 +118,37 @@ def test_identity_patch_carries_the_etag_it_was_planned_from(estate: Estate) -> 
     assert estate.cloud.compute.get_identities(scale_set).etag == result.identities.etag
 
 
+@pytest.mark.parametrize("kind", ["scale set", "virtual machine"])
+def test_identity_patch_is_followed_to_its_end_without_a_final_get(estate: Estate, kind: str) -> None:
+    """The PATCH's operation is polled until it Succeeded (never returned while InProgress), and
+    the result is the PATCH's own answer: no GET of the target after it, and the identities and
+    etag it reports are those a fresh GET reads."""
+    if kind == "scale set":
+        arm_id = estate.emulator.estate.add_scale_set(GROUP, "vmss-a", subnet_id=estate.subnet_id)
+        target: Any = parse_scale_set_id(arm_id)
+        operation, read = "VirtualMachineScaleSets.update", "VirtualMachineScaleSets.get"
+    else:
+        arm_id = estate.emulator.estate.add_virtual_machine(GROUP, "vm-a", subnet_id=estate.subnet_id)
+        target = parse_machine_id(arm_id)
+        operation, read = "VirtualMachines.update", "VirtualMachines.get"
+    before = estate.cloud.compute.get_identities(target)
+    estate.emulator.faults.slow_operations(0.4, operation)
+    started = time.monotonic()
+
+    result = estate.cloud.compute.update_identities(target, add=[estate.identity(0)], current=before)
+
+    assert time.monotonic() - started >= 0.4
+    assert estate.emulator.requests.count(operation) == 1
+    assert estate.emulator.requests.count(read) == 1  # the `before` read only
+    assert estate.emulator.requests.count("Operations.status") >= 1
+    document = estate.emulator.state.render(arm_id)
+    assert document is not None
+    assert document["properties"]["provisioningState"] == "Succeeded"
+    fresh = estate.cloud.compute.get_identities(target)
+    assert result.identities.user_assigned == fresh.user_assigned == {estate.identity(0).lower()}
+    assert result.identities.etag == fresh.etag != before.etag
+
+
 def test_a_plan_from_a_stale_view_is_refused_and_nothing_applied(estate: Estate) -> None:
     """A caller's ``current`` older than a change by someone else: 412, no identity changed, and
     the caller gets ``PreconditionFailedError`` to decide again from a fresh read."""
