@@ -2,7 +2,8 @@
 
 Owns: user-assigned identities of a VM or scale set (read; delta PATCH planned by
 ``identity_updates``, at most 150 per request, a rejected identity isolated and the rest
-retried, what landed re-read on failure); a scale set's model image (get and set); scale out by
+retried, what landed re-read on failure; a PATCH's result is its own answer once its operation
+Succeeded, with no final GET: ``lro.py``); a scale set's model image (get and set); scale out by
 one and identify the new instance; delete an instance; instance view to ``NodeState``; an
 instance's image; and secondary IP configurations of a uniform scale-set instance (GET the
 instance, edit its ``networkInterfaceConfigurations``, clear ``storageProfile.imageReference``,
