@@ -21,6 +21,10 @@ A reconcile of ``<namespace>/<node>`` goes read -> decide -> apply -> status:
    crash loop. Then the ``nodewright_ipam_*`` figures (``metrics``).
 
 In-memory state lives in one ``NicBook`` (it alone holds the lock) and one ``SubnetBook``.
+Every NodeNetworkConfig write's answer is kept in a ``RecentWrites``, and a pass reads the object
+through it: a pass that runs before the watch shows the last write decides from that write, not
+from the cache's older copy (which, lacking the names just marked in ipsNotInUse, would mark
+others and so take names back out of ipsNotInUse: #962 again).
 Side effects: Kubernetes and ARM writes, Events, metrics.
 """
 
@@ -82,6 +86,7 @@ from nodewright.runtime.informer import Store
 from nodewright.runtime.kinds import NODE, POD
 from nodewright.runtime.logs import get_logger
 from nodewright.runtime.objects import add_finalizer
+from nodewright.runtime.recent_writes import RecentWrites
 from nodewright.runtime.reconcile import Request, Result
 from nodewright.runtime.times import now_text
 
@@ -170,6 +175,8 @@ class NodeNetworkConfigReconciler:
         self.settings = settings
         self._clock = clock
         self._new_name = new_name
+        self._written = RecentWrites()
+        """The server's answers to our NodeNetworkConfig writes, until the cache shows them."""
         self.book = NicBook(
             backoff_base_seconds=settings.backoff_base_seconds,
             backoff_cap_seconds=settings.backoff_cap_seconds,
@@ -208,7 +215,7 @@ class NodeNetworkConfigReconciler:
             if node is not None and node is not _UNSELECTED:
                 self._lifecycle.create(node)
             return Result()
-        raw = copy.deepcopy(raw)
+        raw = copy.deepcopy(self._written.newer(raw))
         if node is _UNSELECTED:
             return Result()
         if node is None or raw["metadata"].get("deletionTimestamp"):
@@ -515,10 +522,13 @@ class NodeNetworkConfigReconciler:
 
     def _patch(self, name: str, body: Object, subresource: str | None = None) -> Object:
         """Merge-patch our NodeNetworkConfig (side effect). Spec (on the demand side) and status
-        are ours alone, so no resourceVersion precondition: a stale cache cannot make it fail."""
-        return self._client.patch(
+        are ours alone, so no resourceVersion precondition: a stale cache cannot make it fail.
+        The answer is remembered (a copy: callers may change theirs) for the next passes."""
+        stored = self._client.patch(
             NODE_NETWORK_CONFIG, name, body, self.settings.namespace, subresource=subresource
         )
+        self._written.remember(copy.deepcopy(stored))
+        return stored
 
     def _next_visit(
         self, view: _View, outcome: Outcome, listed: tuple[str, ...], assignments: list[tuple[str, str]]

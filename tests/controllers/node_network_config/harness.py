@@ -151,13 +151,18 @@ class IpamHarness:
         if self._simulator is not None:
             self._simulator.stop()
 
+    def stop_manager(self) -> None:
+        """Stop the manager (and its reconciler); the simulator and the agent go on, so a test
+        can drive a reconciler of its own pass by pass (``started`` stays true)."""
+        if self._manager is not None and self._manager.thread.is_alive():
+            self._manager.stop()
+
     def stop(self) -> None:
         if self.agent is not None:
             self.agent.stop()
         if self.consumer is not None:
             self.consumer.stop()
-        if self._manager is not None:
-            self._manager.stop()
+        self.stop_manager()
         if self._simulator is not None:
             self._simulator.stop()
         for node in self.nodes():

@@ -1,12 +1,23 @@
 """Two failures Azure CNS users hit, reproduced against the real stack and shown not to happen:
-a scale-up right after a scale-down wiping ipsNotInUse (azure-container-networking #962), and a
-stale ipsNotInUse never cleared when the target did not change (#4891)."""
+a scale-up right after a scale-down wiping ipsNotInUse (azure-container-networking #962), also
+through a pass that runs on the cache's copy from before its own marks, and a stale ipsNotInUse
+never cleared when the target did not change (#4891)."""
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
+from nodewright.controllers.node_network_config import NodeNetworkConfigReconciler
+from nodewright.controllers.node_network_config.cloud import MachineNicLocator
+from nodewright.controllers.node_network_config.reconciler import POD_NODE_INDEX, NodeNetworkConfigStores
+from nodewright.controllers.node_network_config.resources import pod_addresses
 from nodewright.ipam import PoolScaler
+from nodewright.runtime.cache import field_indexer
+from nodewright.runtime.events import EventRecorder
+from nodewright.runtime.informer import Store, object_key
+from nodewright.runtime.kinds import NODE
+from nodewright.runtime.reconcile import Request
 from tests.controllers.node_network_config.harness import IpamHarness
 from tests.waiting import eventually
 
@@ -68,6 +79,64 @@ def test_scale_up_right_after_scale_down_keeps_ips_not_in_use(ipam: IpamHarness)
     for name, address in ipam.secondary(node).items():
         assert name not in marked or address in held, f"marked IP {name} neither released nor in use"
     ipam.check_invariants()
+
+
+def _held_stores(
+    node: dict[str, Any], config: dict[str, Any], pods: list[dict[str, Any]]
+) -> NodeNetworkConfigStores:
+    """Stores holding exactly these versions, as informers' caches that have seen nothing later
+    would."""
+    stores = NodeNetworkConfigStores(nodes=Store(), node_network_configs=Store(), pods=Store())
+    stores.pods.add_indexer(POD_NODE_INDEX, field_indexer("spec.nodeName"))
+    stores.nodes.put(object_key(node), node)
+    stores.node_network_configs.put(object_key(config), config)
+    for pod in pods:
+        stores.pods.put(object_key(pod), pod)
+    return stores
+
+
+def test_a_pass_on_the_cached_copy_from_before_its_marks_keeps_them(ipam: IpamHarness) -> None:
+    """#962 through a lagging cache: 15 of 20 pods go; a pass whose pod cache still shows one of
+    them marks 16 IPs; the next pass runs before the NodeNetworkConfig watch has brought that
+    write (its cached copy lists nothing), with that pod gone from its pod cache. It must keep
+    the 16 marks, not mark afresh: a fresh choice would mark the gone pod's newer IP instead of
+    one already marked, and so take a marked, unused IP back out of ipsNotInUse. Our reconciler
+    is driven pass by pass with its caches held at those versions; API server and NIC are real."""
+    ipam.configure(scaler=SCALER, release_settle_seconds=600.0)  # nothing released meanwhile
+    node, pods = _start_with_pods(ipam, 20)
+    ipam.stop_manager()
+    stale = ipam.raw_config(node)
+    assert not stale["spec"].get("ipsNotInUse")
+    name_of = {address: name for name, address in ipam.assignments(ipam.config(node))}
+    order = list(name_of.values())
+    by_name = {pod["metadata"]["name"]: pod for pod in ipam.pods()}
+    leaving, staying = pods[:15], pods[15:]
+    # The leaving pod with the newest IP: at most the 12 IPs no pod held are newer.
+    last = max(leaving, key=lambda pod: order.index(name_of[pod_addresses(by_name[pod])[0]]))
+    ipam.delete_pods(leaving)
+    node_object = ipam.client.get(NODE, node)
+    stores = _held_stores(node_object, stale, [by_name[pod] for pod in (*staying, last)])
+    events = EventRecorder(ipam.client, "nodewright-test")
+    reconciler = NodeNetworkConfigReconciler(
+        client=ipam.client,
+        stores=stores,
+        network=ipam.cloud.network,
+        locator=MachineNicLocator(ipam.cloud),
+        events=events,
+        settings=ipam.settings,
+    )
+    try:
+        reconciler.reconcile(Request(ipam.namespace, node))
+        marked = set(_spec(ipam, node)[1])
+        assert len(marked) == 16
+        assert name_of[pod_addresses(by_name[last])[0]] not in marked
+        stores.pods.remove(object_key(by_name[last]))
+        reconciler.reconcile(Request(ipam.namespace, node))
+    finally:
+        events.stop()
+    requested, listed, in_status = _spec(ipam, node)
+    assert sorted(marked - set(listed)) == [], "marked IPs taken back out of ipsNotInUse, unused"
+    assert (requested, set(listed), len(in_status)) == (16, marked, 32)
 
 
 def test_stale_ips_not_in_use_are_cleared_when_the_target_is_unchanged(ipam: IpamHarness) -> None:
