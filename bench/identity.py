@@ -95,15 +95,16 @@ def _is_compute_write(entry: RecordedRequest) -> bool:
 
 def _early_requests(entries: list[RecordedRequest]) -> int:
     """Compute writes sent after a 429 on a compute write reached the client, and before its
-    Retry-After ran out. The emulator sleeps its latency before answering, so the client learns
-    of a 429 ``LATENCY`` after its arrival (``answered``), and may send again ``RETRY_AFTER``
-    after that. ``IN_FLIGHT_GRACE`` is the timing slack on both ends: requests arriving within it
-    after the answer were already on the wire, and a request within it of the end of the wait
-    is on time (the client counts the wait from when it read the answer)."""
+    Retry-After ran out. The client learns of a 429 when the emulator answers it (``answered``,
+    recorded once the emulator's latency has been slept: on a loaded machine that is later than
+    arrival plus ``LATENCY``), and may send again ``RETRY_AFTER`` after that.
+    ``IN_FLIGHT_GRACE`` is the timing slack on both ends: requests arriving within it after the
+    answer were already on the wire, and a request within it of the end of the wait is on time
+    (the client counts the wait from when it read the answer)."""
     writes = [e for e in entries if _is_compute_write(e)]
     early: set[int] = set()
     for throttled in (e for e in writes if e.status == 429):
-        answered = throttled.monotonic + LATENCY
+        answered = throttled.answered or throttled.monotonic + LATENCY
         start, deadline = answered + IN_FLIGHT_GRACE, answered + RETRY_AFTER - IN_FLIGHT_GRACE
         early.update(index for index, e in enumerate(writes) if start <= e.monotonic < deadline)
     return len(early)

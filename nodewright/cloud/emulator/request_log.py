@@ -23,7 +23,8 @@ class RecordedRequest:
     ``operation`` is the SDK-style name of the route (``"VirtualMachineScaleSets.update"``);
     ``route`` is the method and the path template (``"PATCH /subscriptions/{subscriptionId}/..."``).
     ``monotonic`` is ``time.monotonic()`` when the request arrived (compare with deadlines taken
-    in the same process); ``timestamp`` is wall-clock seconds since the epoch; ``body`` is the
+    in the same process) and ``answered`` when its answer was ready to send, after any added
+    latency (0.0 when not known); ``timestamp`` is wall-clock seconds since the epoch; ``body`` is the
     parsed JSON request body (None when empty or not JSON); ``if_match`` the If-Match header;
     ``bearer_token`` the token the caller presented (the emulator accepts any, so tests give each
     caller its own to attribute requests to it).
@@ -41,6 +42,7 @@ class RecordedRequest:
     body: Any = None
     if_match: str | None = None
     bearer_token: str | None = None
+    answered: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

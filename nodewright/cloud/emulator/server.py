@@ -17,6 +17,7 @@ import logging
 import ssl
 import tempfile
 import threading
+import time
 import urllib.parse
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -312,6 +313,7 @@ class ArmEmulator:
                 body=body.value,
                 if_match=headers.get("if-match"),
                 bearer_token=_bearer_token(headers),
+                answered=time.monotonic(),
             )
         )
         return status, response_body, response_headers

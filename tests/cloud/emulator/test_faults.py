@@ -126,7 +126,14 @@ def test_latency_per_operation_and_global(
     arm_emulator.faults.add_latency(0.2)
     started = time.monotonic()
     clients.compute.virtual_machine_scale_sets.get(estate.group, "vmss-a")
-    assert time.monotonic() - started >= 0.2
+    returned = time.monotonic()
+    assert returned - started >= 0.2
+    # The log says when each answer left: after the latency, before the client had it.
+    (slow,) = arm_emulator.requests.entries("VirtualMachines.get")
+    (last,) = arm_emulator.requests.entries("VirtualMachineScaleSets.get")[-1:]
+    assert slow.answered - slow.monotonic >= 0.3
+    assert started <= last.monotonic
+    assert last.monotonic + 0.2 <= last.answered <= returned
 
 
 def test_compute_etag_mismatch_is_precondition_failed(estate: Estate, clients: Clients) -> None:
