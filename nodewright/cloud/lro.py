@@ -4,11 +4,12 @@ Owns ``AnswerKeepingPolling``. ARM answers a compute PATCH at once with the reso
 request left it (the new model, ``provisioningState: Updating``, its new etag) and an
 ``Azure-AsyncOperation`` URL. azure-core's ``ARMPolling`` polls that URL to ``Succeeded``, then
 GETs the resource once more for the result. For an identity PATCH that GET tells us nothing new:
-the model and the etag are the ones of the first answer (a provisioning state reaching Succeeded
-is not a write), so this polling method keeps the first answer as the result and saves one
-round trip per PATCH. A failed or cancelled operation still raises as with ``ARMPolling``, and
-an operation that ARM tracks only through ``Location`` or the resource body falls back to
-``ARMPolling``'s own algorithms. A stale etag costs a 412 and a fresh read, never a wrong write.
+the model is the one of the first answer, and so is the etag, on the assumption (the emulator's
+behaviour) that a provisioning state reaching Succeeded is not a write. This polling method keeps
+the first answer as the result and saves one round trip per PATCH. Were the assumption wrong, the
+next PATCH planned from that etag would cost a 412 and a fresh read, never a wrong write. A failed
+or cancelled operation still raises as with ``ARMPolling``, and an operation that ARM tracks only
+through ``Location`` or the resource body falls back to ``ARMPolling``'s own algorithms.
 """
 
 from __future__ import annotations
