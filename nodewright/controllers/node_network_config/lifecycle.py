@@ -11,7 +11,8 @@ Owns ``Lifecycle``:
 - ``finalize``: one whose Node is gone (confirmed by an uncached read) is deleted; one being
   deleted has its IPs released from the NIC (named by an annotation, so this works after the
   Node is gone), then the finalizer dropped. While the Node exists, IPs a pod uses are kept.
-Side effects: Kubernetes writes, ARM NIC reads and writes, Events.
+Side effects: Kubernetes writes (patches through the reconciler's ``patch``), ARM NIC reads and writes,
+Events.
 """
 
 from __future__ import annotations
@@ -58,8 +59,10 @@ class Lifecycle:
         events: EventSink,
         namespace: str,
         fresh_pod_addresses: Callable[[str], set[str]],
+        patch: Callable[[str, Object], Object],
     ) -> None:
         self._client = client
+        self._patch = patch  # the reconciler's: every patch's answer is kept for its next passes
         self._network = network
         self._book = book
         self._events = events
@@ -99,7 +102,7 @@ class Lifecycle:
         patch = {
             "metadata": {"ownerReferences": references, "resourceVersion": raw["metadata"]["resourceVersion"]}
         }
-        stored = self._client.patch(NODE_NETWORK_CONFIG, raw["metadata"]["name"], patch, self._namespace)
+        stored = self._patch(raw["metadata"]["name"], patch)
         log.info("Set the Node as controller of its NodeNetworkConfig", node=raw["metadata"]["name"])
         return stored
 
@@ -127,7 +130,7 @@ class Lifecycle:
                 }
             }
             with contextlib.suppress(errors.NotFound):
-                self._client.patch(NODE_NETWORK_CONFIG, name, patch, self._namespace)
+                self._patch(name, patch)
         if nic_id:
             self._book.forget(nic_id)
         log.info("Finalized NodeNetworkConfig", node=name)

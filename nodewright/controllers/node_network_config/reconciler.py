@@ -21,7 +21,7 @@ A reconcile of ``<namespace>/<node>`` goes read -> decide -> apply -> status:
    crash loop. Then the ``nodewright_ipam_*`` figures (``metrics``).
 
 In-memory state lives in one ``NicBook`` (it alone holds the lock) and one ``SubnetBook``.
-Every NodeNetworkConfig write's answer is kept in a ``RecentWrites``, and a pass reads the object
+Every NodeNetworkConfig patch's answer is kept in a ``RecentWrites``, and a pass reads the object
 through it: a pass that runs before the watch shows the last write decides from that write, not
 from the cache's older copy (which, lacking the names just marked in ipsNotInUse, would mark
 others and so take names back out of ipsNotInUse: #962 again).
@@ -200,6 +200,7 @@ class NodeNetworkConfigReconciler:
             events=events,
             namespace=settings.namespace,
             fresh_pod_addresses=self._fresh_pod_addresses,
+            patch=self._patch,
         )
         self.metrics = IpamMetrics(self.subnets.exhaustion_forecasts)
 
