@@ -13,7 +13,7 @@ import dataclasses
 import enum
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import MISSING
 from typing import Any, ClassVar, Self, TypeVar, Union, get_args, get_origin, get_type_hints
 
@@ -92,59 +92,129 @@ def _is_int_or_string(annotation: Any) -> bool:
     return get_origin(annotation) in (Union, types.UnionType) and set(get_args(annotation)) == {int, str}
 
 
+_Decoder = Callable[[Any, str], Any]
+"""Reads one wire value at ``path`` (used only in errors) into its Python value."""
+
+_DECODERS: dict[Any, _Decoder] = {}
+
+
 def _decode(annotation: Any, value: Any, path: str) -> Any:
-    if _is_int_or_string(annotation):
-        if isinstance(value, bool) or not isinstance(value, (int, str)):
-            raise ValidationError(path, f"expected an integer or a string, got {_type_name(value)}")
+    return _decoder(annotation)(value, path)
+
+
+def _decoder(annotation: Any) -> _Decoder:
+    """The decoder of an annotation, built once: the type tests run when a model's field is
+    first read, not on every value (reading is the hot path of every reconcile pass)."""
+    try:
+        return _DECODERS[annotation]
+    except KeyError:
+        decoder = _DECODERS[annotation] = _build_decoder(annotation)
+        return decoder
+    except TypeError:  # an unhashable annotation: build it each time
+        return _build_decoder(annotation)
+
+
+def _checked(kind: type | tuple[type, ...], expected: str) -> _Decoder:
+    """A decoder that passes a value of ``kind`` (never a bool unless ``kind`` is bool)."""
+    allow_bool = kind is bool
+
+    def decode(value: Any, path: str) -> Any:
+        if not isinstance(value, kind) or (isinstance(value, bool) and not allow_bool):
+            raise ValidationError(path, f"expected {expected}, got {_type_name(value)}")
         return value
+
+    return decode
+
+
+def _build_decoder(annotation: Any) -> _Decoder:
+    if _is_int_or_string(annotation):
+        return _checked((int, str), "an integer or a string")
     inner = _optional_inner(annotation)
     if inner is not None:
-        return None if value is None else _decode(inner, value, path)
-    origin = get_origin(annotation)
+        decode_inner = _decoder(inner)
+        return lambda value, path: None if value is None else decode_inner(value, path)
     if annotation is Any:
-        return value
-    if origin is typing.Literal:
-        if value not in get_args(annotation):
-            allowed = ", ".join(repr(a) for a in get_args(annotation))
+        return lambda value, _path: value
+    if get_origin(annotation) is typing.Literal:
+        return _literal_decoder(get_args(annotation))
+    if isinstance(annotation, type) and issubclass(annotation, Model):
+        return _model_decoder(annotation)
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return _enum_decoder(annotation)
+    if get_origin(annotation) in (list, dict):
+        return _container_decoder(annotation)
+    if annotation is float:
+        check_number = _checked((int, float), "a number")
+        return lambda value, path: float(check_number(value, path))
+    scalars = {bool: "a boolean", int: "an integer", str: "a string"}
+    if annotation in scalars:
+        return _checked(annotation, scalars[annotation])
+
+    def unsupported(_value: Any, path: str) -> Any:
+        raise TypeError(f"{path}: unsupported model annotation {annotation!r}")
+
+    return unsupported
+
+
+def _literal_decoder(allowed_values: tuple[Any, ...]) -> _Decoder:
+    def decode(value: Any, path: str) -> Any:
+        if value not in allowed_values:
+            allowed = ", ".join(repr(a) for a in allowed_values)
             raise ValidationError(path, f"must be one of {allowed}, got {value!r}")
         return value
-    if isinstance(annotation, type) and issubclass(annotation, Model):
+
+    return decode
+
+
+def _model_decoder(model: type[Model]) -> _Decoder:
+    def decode(value: Any, path: str) -> Any:
         if not isinstance(value, dict):
             raise ValidationError(path, f"expected an object, got {_type_name(value)}")
-        return annotation.from_dict(value, path=path)
-    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return model.from_dict(value, path=path)
+
+    return decode
+
+
+def _enum_decoder(kind: type[enum.Enum]) -> _Decoder:
+    def decode(value: Any, path: str) -> Any:
         try:
-            return annotation(value)
+            return kind(value)
         except ValueError:
-            allowed = ", ".join(repr(m.value) for m in annotation)
+            allowed = ", ".join(repr(m.value) for m in kind)
             raise ValidationError(path, f"must be one of {allowed}, got {value!r}") from None
-    if origin is list:
-        if not isinstance(value, list):
-            raise ValidationError(path, f"expected an array, got {_type_name(value)}")
+
+    return decode
+
+
+def _container_decoder(annotation: Any) -> _Decoder:
+    """``list[X]`` and ``dict[str, X]``: the item decoder is built once."""
+    if get_origin(annotation) is list:
         (item_type,) = get_args(annotation)
-        return [_decode(item_type, item, f"{path}[{i}]") for i, item in enumerate(value)]
-    if origin is dict:
+        decode_item = _decoder(item_type)
+
+        def decode_list(value: Any, path: str) -> Any:
+            if not isinstance(value, list):
+                raise ValidationError(path, f"expected an array, got {_type_name(value)}")
+            return [decode_item(item, f"{path}[{i}]") for i, item in enumerate(value)]
+
+        return decode_list
+    _, value_type = get_args(annotation)
+    if value_type is Any:  # kept as read (a copy): no per-key path to build for errors that cannot occur
+
+        def copy_dict(value: Any, path: str) -> Any:
+            if not isinstance(value, dict):
+                raise ValidationError(path, f"expected an object, got {_type_name(value)}")
+            return dict(value)
+
+        return copy_dict
+    decode_value = _decoder(value_type)
+
+    def decode_dict(value: Any, path: str) -> Any:
         if not isinstance(value, dict):
             raise ValidationError(path, f"expected an object, got {_type_name(value)}")
-        _, value_type = get_args(annotation)
-        return {str(k): _decode(value_type, v, f"{path}.{k}") for k, v in value.items()}
-    if annotation is bool:
-        if not isinstance(value, bool):
-            raise ValidationError(path, f"expected a boolean, got {_type_name(value)}")
-        return value
-    if annotation is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ValidationError(path, f"expected an integer, got {_type_name(value)}")
-        return value
-    if annotation is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValidationError(path, f"expected a number, got {_type_name(value)}")
-        return float(value)
-    if annotation is str:
-        if not isinstance(value, str):
-            raise ValidationError(path, f"expected a string, got {_type_name(value)}")
-        return value
-    raise TypeError(f"{path}: unsupported model annotation {annotation!r}")
+        return {str(k): decode_value(v, f"{path}.{k}") for k, v in value.items()}
+
+    return decode_dict
 
 
 def _encode(value: Any) -> Any:
@@ -190,6 +260,17 @@ def _scalar_type(python_type: Any) -> str:
     return types_by_python[python_type]
 
 
+_DEFAULTED, _NONE, _REQUIRED = "defaulted", "none", "required"
+"""What ``from_dict`` does with an absent field: leave it to its default, set None, or refuse."""
+
+
+class _FieldPlan(typing.NamedTuple):
+    name: str
+    key: str
+    decode: _Decoder
+    absent: str
+
+
 @dataclasses.dataclass(kw_only=True)
 class Model:
     """Base of every spec, status and nested type: a dataclass that speaks the wire format."""
@@ -203,32 +284,61 @@ class Model:
         return cached
 
     @classmethod
+    def _reading_plan(cls) -> tuple[_FieldPlan, ...]:
+        """Each init field's name, JSON key, decoder and rule when absent; built once per class."""
+        cached: tuple[_FieldPlan, ...] | None = cls.__dict__.get("_nodewright_plan")
+        if cached is None:
+            hints = cls._hints()
+            plan = []
+            for model_field in dataclasses.fields(cls):
+                if not model_field.init:
+                    continue
+                annotation = hints[model_field.name]
+                if model_field.default is not MISSING or model_field.default_factory is not MISSING:
+                    absent = _DEFAULTED
+                else:
+                    absent = _NONE if _optional_inner(annotation) is not None else _REQUIRED
+                plan.append(
+                    _FieldPlan(model_field.name, json_name_of(model_field), _decoder(annotation), absent)
+                )
+            cached = tuple(plan)
+            type.__setattr__(cls, "_nodewright_plan", cached)
+        return cached
+
+    @classmethod
+    def _writing_plan(cls) -> tuple[tuple[str, str, bool], ...]:
+        """Each field's name, JSON key and omit-empty rule; built once per class."""
+        cached: tuple[tuple[str, str, bool], ...] | None = cls.__dict__.get("_nodewright_write_plan")
+        if cached is None:
+            cached = tuple(
+                (f.name, json_name_of(f), bool(f.metadata.get("omit_empty", True)))
+                for f in dataclasses.fields(cls)
+            )
+            type.__setattr__(cls, "_nodewright_write_plan", cached)
+        return cached
+
+    @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, path: str = "") -> Self:
         """Read a wire object; unknown keys are ignored, wrong types raise ValidationError."""
-        hints = cls._hints()
         values: dict[str, Any] = {}
-        for model_field in dataclasses.fields(cls):
-            if not model_field.init:
-                continue
-            key = json_name_of(model_field)
-            field_path = f"{path}.{key}" if path else key
-            if key in data and data[key] is not None:
-                values[model_field.name] = _decode(hints[model_field.name], data[key], field_path)
-            elif model_field.default is MISSING and model_field.default_factory is MISSING:
-                if _optional_inner(hints[model_field.name]) is not None:
-                    values[model_field.name] = None
-                else:
-                    raise ValidationError(field_path, "is required")
+        for name, key, decode, absent in cls._reading_plan():
+            value = data.get(key)
+            if value is not None:
+                values[name] = decode(value, f"{path}.{key}" if path else key)
+            elif absent is _NONE:
+                values[name] = None
+            elif absent is _REQUIRED:
+                raise ValidationError(f"{path}.{key}" if path else key, "is required")
         return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:
         """The wire object; omit_empty fields (the default) are left out when zero or empty."""
         result: dict[str, Any] = {}
-        for model_field in dataclasses.fields(self):
-            value = _encode(getattr(self, model_field.name))
-            if model_field.metadata.get("omit_empty", True) and _is_empty(value):
+        for name, key, omit_empty in self._writing_plan():
+            value = _encode(getattr(self, name))
+            if omit_empty and _is_empty(value):
                 continue
-            result[json_name_of(model_field)] = value
+            result[key] = value
         return result
 
     @classmethod
