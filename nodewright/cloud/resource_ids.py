@@ -13,6 +13,7 @@ machines appear) or an instance of a uniform-orchestration scale set
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -303,8 +304,10 @@ def parse_subnet_id(value: str) -> SubnetId:
     return SubnetId(resource.subscription_id, resource.resource_group, resource.name, resource.children[0][1])
 
 
+@functools.lru_cache(maxsize=4096)
 def parse_user_assigned_identity_id(value: str) -> UserAssignedIdentityId:
-    """Parse a user-assigned identity ID, validated with aad-pod-identity's pattern."""
+    """Parse a user-assigned identity ID, validated with aad-pod-identity's pattern. Kept for the
+    4,096 most recent IDs (the result is immutable; the passes ask for the same few many times)."""
     if USER_ASSIGNED_IDENTITY_PATTERN.fullmatch(value.strip()) is None:
         raise InvalidResourceIdError(f"not a user-assigned identity ID: {value!r}")
     resource = parse_resource_id(value)
