@@ -7,9 +7,7 @@ at a time. Side effects: API server writes through the runtime ``Client`` and Ev
 
 from __future__ import annotations
 
-import contextvars
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -45,6 +43,7 @@ from nodewright.controllers.identity.watches import with_kind
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
 from nodewright.runtime.events import EventRecorder, EventType
+from nodewright.runtime.fan_out import FanOut
 from nodewright.runtime.informer import Informer
 from nodewright.runtime.logs import get_logger
 from nodewright.runtime.recent_writes import RecentWrites
@@ -86,6 +85,7 @@ class AssignedIdentityWriter:
         # What this writer wrote, for the passes that run before the cache shows it: such a pass
         # would otherwise write the same status again and repeat its Event.
         self.recent = RecentWrites()
+        self.fan_out = FanOut(thread_name_prefix="identity-writes")
 
     def write_intents(
         self,
@@ -103,18 +103,9 @@ class AssignedIdentityWriter:
         self.each(changes.keep, lambda pair: self._note_target(pair[0], pair[1], target))
 
     def each(self, items: Iterable[Any], function: Callable[[Any], object]) -> None:
-        """Run ``function`` on every item, ``writeConcurrency`` at a time (MIC's createDeleteBatch);
-        raises the first failure once all are done."""
-        work = list(items)
-        if len(work) <= 1 or self.write_concurrency <= 1:
-            for item in work:
-                function(item)
-            return
-        with ThreadPoolExecutor(max_workers=min(len(work), self.write_concurrency)) as pool:
-            futures = [pool.submit(contextvars.copy_context().run, function, item) for item in work]
-        failures = [future.exception() for future in futures if future.exception() is not None]
-        if failures:
-            raise failures[0]  # type: ignore[misc]
+        """Run ``function`` on every item, ``writeConcurrency`` at a time (MIC's createDeleteBatch),
+        on threads shared by the passes; raises the first failure once all are done."""
+        self.fan_out.each(items, function, self.write_concurrency)
 
     def _create(self, wanted: DesiredAssignment, target: _TargetPass) -> None:
         body = wanted.to_resource().to_object()
