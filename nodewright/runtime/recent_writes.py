@@ -20,7 +20,7 @@ from typing import Any
 
 from nodewright.runtime.informer import object_key
 
-__all__ = ["RecentWrites"]
+__all__ = ["RecentDeletes", "RecentWrites"]
 
 
 @dataclass(frozen=True)
@@ -86,3 +86,42 @@ class RecentWrites:
     def overlay(self, cached: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         """``newer`` of each object."""
         return [self.newer(obj) for obj in cached]
+
+
+class RecentDeletes:
+    """Objects this process is deleting (by uid), so a watch may drop the delete events it caused:
+    the pass that deleted an object has already decided without it, and a pass run again for
+    that event only repeats the reads (and, for a cloud resource, a GET). Noted *before* the
+    request (the event may be handled before the answer is read); ``discard`` after a failed
+    request. Thread-safe; an entry lasts ``ttl`` seconds or until its event is seen, and at most
+    ``limit`` are kept."""
+
+    def __init__(
+        self, ttl: float = 60.0, *, limit: int = 10_000, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.ttl = ttl
+        self.limit = limit
+        self.clock = clock
+        self._deleting: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def note(self, obj: dict[str, Any]) -> None:
+        uid = str((obj.get("metadata") or {}).get("uid") or "")
+        if not uid:
+            return
+        with self._lock:
+            self._deleting.pop(uid, None)
+            self._deleting[uid] = self.clock()
+            while len(self._deleting) > self.limit:
+                del self._deleting[next(iter(self._deleting))]
+
+    def discard(self, obj: dict[str, Any]) -> None:
+        with self._lock:
+            self._deleting.pop(str((obj.get("metadata") or {}).get("uid") or ""), None)
+
+    def caused(self, obj: dict[str, Any]) -> bool:
+        """Whether this delete event is of an object this process deleted (forgotten once asked)."""
+        uid = str((obj.get("metadata") or {}).get("uid") or "")
+        with self._lock:
+            noted = self._deleting.pop(uid, None)
+        return noted is not None and self.clock() - noted <= self.ttl

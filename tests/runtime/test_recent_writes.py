@@ -11,7 +11,7 @@ import pytest
 from nodewright.runtime.cache import Cache
 from nodewright.runtime.client import Client
 from nodewright.runtime.kinds import CONFIG_MAP
-from nodewright.runtime.recent_writes import RecentWrites
+from nodewright.runtime.recent_writes import RecentDeletes, RecentWrites
 from tests.waiting import wait_for
 
 
@@ -81,3 +81,24 @@ def test_only_cached_objects_are_replaced_and_the_oldest_go_past_the_limit() -> 
     assert recent.overlay([]) == [], "an object the cache lacks is not brought back"
     recent.forget(_object("b", "5"))
     assert recent.overlay([_object("b", "1")])[0]["data"] == {}
+
+
+def _with_uid(uid: str) -> dict[str, Any]:
+    return {"metadata": {"name": "a", "namespace": "n", "uid": uid}}
+
+
+def test_recent_deletes_claims_its_own_delete_event_once_and_only_within_ttl() -> None:
+    now = [100.0]
+    deletes = RecentDeletes(ttl=10.0, clock=lambda: now[0])
+    deletes.note(_with_uid("u1"))
+    deletes.note(_with_uid("u2"))
+    deletes.note(_with_uid("u3"))
+    deletes.discard(_with_uid("u3"))  # the delete request failed: its event is not ours
+    assert deletes.caused(_with_uid("u1"))
+    assert not deletes.caused(_with_uid("u1")), "claimed once"
+    assert not deletes.caused(_with_uid("u3"))
+    assert not deletes.caused(_with_uid("other"))
+    now[0] += 11.0
+    assert not deletes.caused(_with_uid("u2")), "too old to be the event of our delete"
+    deletes.note({"metadata": {"name": "no-uid"}})
+    assert not deletes.caused({"metadata": {"name": "no-uid"}})
