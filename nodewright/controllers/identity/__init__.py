@@ -109,7 +109,11 @@ def setup(manager: Manager, options: Mapping[str, Any]) -> None:
         .watches(
             AZURE_ASSIGNED_IDENTITY,
             assignment.requests_for_assigned,
-            predicate=predicate(create=_never_on_create, update=spec_or_deletion_change),
+            predicate=predicate(
+                create=_never_on_create,
+                update=spec_or_deletion_change,
+                delete=lambda assigned_object: not assignment.writer.deletes.caused(assigned_object),
+            ),
         )
         .with_options(max_concurrent_reconciles=4, batch_window=_batch_window(parsed))
         .complete(assignment)

@@ -46,7 +46,7 @@ from nodewright.runtime.events import EventRecorder, EventType
 from nodewright.runtime.fan_out import FanOut
 from nodewright.runtime.informer import Informer
 from nodewright.runtime.logs import get_logger
-from nodewright.runtime.recent_writes import RecentWrites
+from nodewright.runtime.recent_writes import RecentDeletes, RecentWrites
 
 __all__ = ["AssignedIdentityWriter"]
 
@@ -86,6 +86,7 @@ class AssignedIdentityWriter:
         # would otherwise write the same status again and repeat its Event.
         self.recent = RecentWrites()
         self.fan_out = FanOut(thread_name_prefix="identity-writes")
+        self.deletes = RecentDeletes()
 
     def write_intents(
         self,
@@ -391,7 +392,18 @@ class AssignedIdentityWriter:
             )
 
     def _delete(self, assigned_object: AzureAssignedIdentity) -> None:
-        self.recent.forget(assigned_object.to_object())
+        """Remove MIC's finalizer, then delete; the delete event this causes is marked as ours
+        (``deletes``) so that the watch does not run the target's pass again for it."""
+        obj = assigned_object.to_object()
+        self.recent.forget(obj)
+        self.deletes.note(obj)
+        try:
+            self._remove_finalizer_and_delete(assigned_object)
+        except Exception:
+            self.deletes.discard(obj)
+            raise
+
+    def _remove_finalizer_and_delete(self, assigned_object: AzureAssignedIdentity) -> None:
         finalizers = list(assigned_object.metadata.get("finalizers") or [])
         if ASSIGNED_IDENTITY_FINALIZER in finalizers:
             index = finalizers.index(ASSIGNED_IDENTITY_FINALIZER)
