@@ -46,6 +46,7 @@ from nodewright.controllers.identity.options import (
     AZURE_IDENTITY_BINDING,
 )
 from nodewright.devenv.crds import install_crds
+from nodewright.devenv.kwok import LEASE_SECONDS
 from nodewright.devenv.nodesim import SIMULATED_LABEL, NodeSimulator, machines_in_emulator
 from nodewright.runtime.client import Client
 from nodewright.runtime.config import parse_config
@@ -60,6 +61,8 @@ WORKERS = 8
 THROTTLES = 3
 RETRY_AFTER = 2.0
 IN_FLIGHT_GRACE = 0.05
+JOIN_STEPS = 10
+"""Nodes join in this many steps over one lease-renewal period (``Bench._join_spread``)."""
 
 
 @dataclass(frozen=True)
@@ -316,14 +319,28 @@ class Bench:
         manager.setup_reconcilers()
         return manager
 
+    def _join_spread(self, simulator: NodeSimulator, joined: list[int], machines: int) -> None:
+        """Nodes join in steps over one lease-renewal period, as a pool's nodes come up over
+        time: kwok renews each Node's lease every ``LEASE_SECONDS / 4`` from when it joined, so
+        nodes that all joined in the same second renew all at once, a burst of one lease write
+        per node every 10 s that would land in some measurements and not in others."""
+        renewal = LEASE_SECONDS / 4
+        for step in range(1, JOIN_STEPS + 1):
+            joined[0] = -(-machines * step // JOIN_STEPS)
+            simulator.sync_once()
+            if step < JOIN_STEPS:
+                time.sleep(renewal / JOIN_STEPS)
+
     def run(self) -> list[Phase]:
         self.build()
         # No machine comes or goes while the bench measures: the simulator's list of every Node
         # (its way of noticing machines) need not load the API server every second.
+        everything = machines_in_emulator(self.emulator.state)
+        joined = [0]
         simulator = NodeSimulator(
-            self.client, machines_in_emulator(self.emulator.state), owner=self.namespace, interval=5.0
+            self.client, lambda: everything()[: joined[0]], owner=self.namespace, interval=5.0
         )
-        simulator.sync_once()
+        self._join_spread(simulator, joined, len(everything()))
         self.nodes()
         nodes = sorted(self.targets)
         for index in range(self.scale.pods):
