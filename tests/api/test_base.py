@@ -10,6 +10,7 @@ from typing import Any, ClassVar, Literal
 
 import pykube
 import pytest
+import requests
 
 from nodewright.api.base import Model, PrinterColumn, Resource, ValidationError, field
 from nodewright.api.meta import Condition
@@ -145,6 +146,18 @@ def test_schema_describes_types_required_fields_and_hints() -> None:
     assert condition["required"] == ["type", "status", "reason", "lastTransitionTime"]
 
 
+def _served_kind(kube_api: pykube.HTTPClient, deadline: float) -> Any:
+    """The Gadget kind once discovery lists it: Established can come a moment before the API
+    server's discovery serves the new group version (a 404 then, seen once in CI)."""
+    while True:
+        try:
+            return pykube.object_factory(kube_api, Gadget.API_VERSION, Gadget.KIND)
+        except requests.exceptions.HTTPError as error:
+            if error.response is None or error.response.status_code != 404 or time.monotonic() > deadline:
+                raise
+        time.sleep(0.2)
+
+
 def test_generated_crd_is_accepted_and_served(kube_api: pykube.HTTPClient, namespace: str) -> None:
     """The real API server accepts the generated CRD, prunes unknown fields, enforces the schema
     and serves the status subresource."""
@@ -166,7 +179,7 @@ def test_generated_crd_is_accepted_and_served(kube_api: pykube.HTTPClient, names
     assert conditions.get("Established") == "True", crd_object.obj.get("status")
     assert conditions.get("NonStructuralSchema") is None
 
-    gadget_kind = pykube.object_factory(kube_api, Gadget.API_VERSION, Gadget.KIND)
+    gadget_kind = _served_kind(kube_api, deadline)
     body = {**WIRE, "metadata": {"name": "g1", "namespace": namespace}}
     body["spec"] = {**WIRE["spec"], "unknownField": "pruned"}
     created = gadget_kind(kube_api, body)
