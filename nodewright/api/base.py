@@ -98,10 +98,6 @@ _Decoder = Callable[[Any, str], Any]
 _DECODERS: dict[Any, _Decoder] = {}
 
 
-def _decode(annotation: Any, value: Any, path: str) -> Any:
-    return _decoder(annotation)(value, path)
-
-
 def _decoder(annotation: Any) -> _Decoder:
     """The decoder of an annotation, built once: the type tests run when a model's field is
     first read, not on every value (reading is the hot path of every reconcile pass)."""
