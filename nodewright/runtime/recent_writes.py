@@ -16,11 +16,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from nodewright.runtime.informer import object_key
 
 __all__ = ["RecentDeletes", "RecentWrites"]
+
+V = TypeVar("V")
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,15 @@ def caught_up(cached: dict[str, Any], written: dict[str, Any]) -> bool:
     if cached_version.isdigit() and written_version.isdigit():
         return int(cached_version) >= int(written_version)
     return cached_version == written_version
+
+
+def _put_newest(table: dict[str, V], key: str, value: V, limit: int) -> None:
+    """Store ``value`` as the newest entry (the dict stays in write order) and drop the oldest
+    beyond ``limit``; the caller holds the table's lock."""
+    table.pop(key, None)
+    table[key] = value
+    while len(table) > limit:
+        del table[next(iter(table))]
 
 
 class RecentWrites:
@@ -60,12 +71,8 @@ class RecentWrites:
         """Keep the server's answer to a write (an object with its new resourceVersion)."""
         if not _version(obj):
             return
-        key = object_key(obj)
         with self._lock:
-            self._written.pop(key, None)  # re-inserted last: the dict stays in write order
-            self._written[key] = _Written(obj, self.clock())
-            while len(self._written) > self.limit:
-                del self._written[next(iter(self._written))]
+            _put_newest(self._written, object_key(obj), _Written(obj, self.clock()), self.limit)
 
     def forget(self, obj: dict[str, Any]) -> None:
         with self._lock:
@@ -110,10 +117,7 @@ class RecentDeletes:
         if not uid:
             return
         with self._lock:
-            self._deleting.pop(uid, None)
-            self._deleting[uid] = self.clock()
-            while len(self._deleting) > self.limit:
-                del self._deleting[next(iter(self._deleting))]
+            _put_newest(self._deleting, uid, self.clock(), self.limit)
 
     def discard(self, obj: dict[str, Any]) -> None:
         with self._lock:
