@@ -19,8 +19,10 @@ out-of-range values raise ``ConfigError`` with one line naming the key. Example:
           prefixBlocks: false               # experimental, nodesubnet + release never: /28 blocks
           scaler: {batchSize: 16, requestThresholdPercent: 50, releaseThresholdPercent: 150, maxIPCount: 250}
           leakGracePeriodSeconds: 600
-          resyncPeriodSeconds: 60
-          nicRefreshSeconds: 30
+          resyncPeriodSeconds: 600          # a pass per node at least this often (+-10 %)
+          nicListPeriodSeconds: 60          # the NIC watcher lists every scale set's NICs this often
+          nicListReadsPerSecond: 1          # ...within this many list pages a second (period stretches)
+          nicRefreshSeconds: 150            # a pass uses a NIC snapshot younger than this
           subnetCheckIntervalSeconds: 30
           releaseSettleSeconds: 2
           backoffBaseSeconds: 2
@@ -66,8 +68,14 @@ class NodeNetworkConfigSettings:
     """Experimental: each secondary IP configuration is a /28 block of 16 addresses."""
     scaler: PoolScaler = field(default_factory=PoolScaler)
     leak_grace_period_seconds: float = DEFAULT_LEAK_GRACE_SECONDS
-    resync_period_seconds: float = 60.0
-    nic_refresh_seconds: float = 30.0
+    resync_period_seconds: float = 600.0
+    """A pass per node at least this often (+-10 % jitter); drift comes in through the NIC watcher."""
+    nic_list_period_seconds: float = 60.0
+    """The NIC watcher lists every scope (scale set, resource group) once per period."""
+    nic_list_reads_per_second: float = 1.0
+    """At most this many list pages a second on average (4 % of ARM's 25/s read refill)."""
+    nic_refresh_seconds: float = 150.0
+    """A pass that changes nothing uses a NIC snapshot (from a list or a read) younger than this."""
     subnet_check_interval_seconds: float = 30.0
     release_settle_seconds: float = 2.0
     backoff_base_seconds: float = DEFAULT_BACKOFF_BASE_SECONDS
@@ -92,6 +100,8 @@ _SECONDS = {
     "leakGracePeriodSeconds": "leak_grace_period_seconds",
     "resyncPeriodSeconds": "resync_period_seconds",
     "nicRefreshSeconds": "nic_refresh_seconds",
+    "nicListPeriodSeconds": "nic_list_period_seconds",
+    "nicListReadsPerSecond": "nic_list_reads_per_second",
     "subnetCheckIntervalSeconds": "subnet_check_interval_seconds",
     "releaseSettleSeconds": "release_settle_seconds",
     "backoffBaseSeconds": "backoff_base_seconds",
@@ -230,6 +240,12 @@ def parse_options(options: Mapping[str, Any], path: str = "options") -> NodeNetw
         raise ConfigError(f"{path}.prefixBlocks: needs consumer nodesubnet with release never")
     if settings.release != "never" and not settings.nodesubnet:
         raise ConfigError(f"{path}.release: applies to consumer nodesubnet only")
+    for key, value in (
+        ("nicListPeriodSeconds", settings.nic_list_period_seconds),
+        ("nicListReadsPerSecond", settings.nic_list_reads_per_second),
+    ):
+        if value <= 0:
+            raise ConfigError(f"{path}.{key}: must be above 0, got {value!r}")
     if settings.backoff_cap_seconds < settings.backoff_base_seconds:
         raise ConfigError(f"{path}.backoffCapSeconds: must be at least backoffBaseSeconds")
     return settings

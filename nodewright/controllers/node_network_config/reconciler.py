@@ -4,8 +4,10 @@ on the node's NIC.
 A reconcile of ``<namespace>/<node>`` goes read -> decide -> apply -> status:
 
 1. Read (``_read``): the Node, the NodeNetworkConfig (given our finalizer and, if missing, the
-   Node as its controller: ``lifecycle``), the NIC (at most every ``nicRefreshSeconds`` unless a
-   change is due), the subnet's usage (``subnets``) and the node's pods (``spec.nodeName`` index).
+   Node as its controller: ``lifecycle``), the NIC (tracked in the book for the NIC watcher,
+   ``nic_watch``, whose lists keep its snapshot fresh; read with a GET only when the snapshot is
+   older than ``nicRefreshSeconds`` or a change is due), the subnet's usage (``subnets``) and the
+   node's pods (``spec.nodeName`` index).
 2. Decide: the spec (``demand``: read from the node agent in consumer ``crd``, computed from the
    pods otherwise, with hysteresis and the NodeSubnet release rule) and the NIC changes
    (``ipam.plan_allocation``): releases only names in ipsNotInUse that no pod uses, checked
@@ -20,6 +22,10 @@ A reconcile of ``<namespace>/<node>`` goes read -> decide -> apply -> status:
    without providerID, NIC missing) set ``Error``, the condition and a Warning Event, never a
    crash loop. Then the ``nodewright_ipam_*`` figures (``metrics``).
 
+A pass comes back after ``resyncPeriodSeconds`` (+-10 %) at the latest, or sooner when a retry,
+a settling release or a grace period is due; a NIC changed behind our back comes in through the
+NIC watcher, so a cluster at rest costs neither a pass nor a read per node per minute.
+
 In-memory state lives in one ``NicBook`` (it alone holds the lock) and one ``SubnetBook``.
 Every NodeNetworkConfig patch's answer is kept in a ``RecentWrites``, and a pass reads the object
 through it: a pass that runs before the watch shows the last write decides from that write, not
@@ -32,6 +38,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import random
 import time
 import uuid
 from collections.abc import Callable
@@ -96,6 +103,13 @@ log = get_logger(__name__)
 
 POD_NODE_INDEX = "spec.nodeName"
 PENDING_REQUEUE_SECONDS = 0.5
+RESYNC_JITTER = 0.1
+
+
+def resync_jitter() -> float:
+    """A factor in [0.9, 1.1] that spreads the periodic passes of many nodes."""
+    return random.uniform(1 - RESYNC_JITTER, 1 + RESYNC_JITTER)  # noqa: S311 - spreading, not security
+
 
 Object = dict[str, Any]
 
@@ -166,6 +180,7 @@ class NodeNetworkConfigReconciler:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], str] = now_text,
         new_name: Callable[[], str] = lambda: str(uuid.uuid4()),
+        jitter: Callable[[], float] = resync_jitter,
     ) -> None:
         self._client = client
         self._stores = stores
@@ -175,6 +190,7 @@ class NodeNetworkConfigReconciler:
         self.settings = settings
         self._clock = clock
         self._new_name = new_name
+        self._jitter = jitter
         self._written = RecentWrites()
         """The server's answers to our NodeNetworkConfig writes, until the cache shows them."""
         self.book = NicBook(
@@ -314,6 +330,7 @@ class NodeNetworkConfigReconciler:
             nic_id = self._locator.primary_network_interface(machine)
         except NotFoundError as error:
             return self._problem(raw, config, "NetworkInterfaceNotFound", f"{machine}: {error}")
+        self.book.track(nic_id, name)
         if (raw["metadata"].get("annotations") or {}).get(NETWORK_INTERFACE_ANNOTATION) != nic_id:
             raw = self._patch(name, {"metadata": {"annotations": {NETWORK_INTERFACE_ANNOTATION: nic_id}}})
             config = NodeNetworkConfig.from_object(raw)
@@ -519,7 +536,10 @@ class NodeNetworkConfigReconciler:
         self, raw: Object, config: NodeNetworkConfig, reason: str, message: str, retry_in: float | None = None
     ) -> Result:
         self._status.report_problem(raw, config, reason, message)
-        return Result(requeue_after=retry_in if retry_in else self.settings.resync_period_seconds)
+        return Result(requeue_after=retry_in if retry_in else self._resync())
+
+    def _resync(self) -> float:
+        return self.settings.resync_period_seconds * self._jitter()
 
     def _patch(self, name: str, body: Object, subresource: str | None = None) -> Object:
         """Merge-patch our NodeNetworkConfig (side effect). Spec (on the demand side) and status
@@ -534,7 +554,7 @@ class NodeNetworkConfigReconciler:
     def _next_visit(
         self, view: _View, outcome: Outcome, listed: tuple[str, ...], assignments: list[tuple[str, str]]
     ) -> float:
-        delays = [self.settings.resync_period_seconds]
+        delays = [self._resync()]
         if outcome.retry_in is not None:
             delays.append(max(outcome.retry_in, PENDING_REQUEUE_SECONDS))
         elif not outcome.complete:
