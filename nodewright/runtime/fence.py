@@ -62,12 +62,15 @@ from nodewright.runtime.metrics import Metrics, get_meter
 
 __all__ = [
     "DEFAULT_MARGIN",
+    "SERVER_FENCE_POLICY",
     "FenceTarget",
     "FencedWriteError",
+    "RefusedBy",
     "WriteFence",
     "guard_pool_manager",
     "guard_session",
     "is_mutating",
+    "is_server_fence_refusal",
 ]
 
 log = get_logger(__name__)
@@ -76,6 +79,10 @@ DEFAULT_MARGIN = 2.0
 """Seconds cut from renew_deadline: the fence closes this long before the elector gives up."""
 
 FenceTarget = Literal["kubernetes", "arm"]
+RefusedBy = Literal["client", "server"]
+
+SERVER_FENCE_POLICY = "nodewright-leader-fence"
+"""The ValidatingAdmissionPolicy (and its binding) of the server-side fence (config/fence)."""
 
 
 class FencedWriteError(Exception):
@@ -85,12 +92,21 @@ class FencedWriteError(Exception):
     failures does not swallow it, and the controller treats it as "stop, retry later".
     """
 
-    def __init__(self, target: str, operation: str, renew_age: float | None) -> None:
-        age = "never renewed" if renew_age is None else f"last renew {renew_age:.3f} s ago"
-        super().__init__(f"refused {target} write {operation}: not leading ({age})")
+    def __init__(
+        self, target: str, operation: str, renew_age: float | None, *, by: RefusedBy = "client"
+    ) -> None:
+        if by == "server":
+            message = f"refused {target} write {operation}: the server's leader fence denied it"
+        else:
+            age = "never renewed" if renew_age is None else f"last renew {renew_age:.3f} s ago"
+            message = f"refused {target} write {operation}: not leading ({age})"
+        super().__init__(message)
         self.target = target
         self.operation = operation
         self.renew_age = renew_age
+        self.by = by
+        """``client``: this fence refused it, nothing was sent; ``server``: the API server's
+        ValidatingAdmissionPolicy denied it (it was sent, nothing was stored)."""
 
 
 class WriteFence:
@@ -168,7 +184,7 @@ class WriteFence:
         if self.is_open():
             return
         age = self.renew_age()
-        self._refused.add(1, {"target": target})
+        self._refused.add(1, {"target": target, "by": "client"})
         log.warning(
             "Refused write without leadership",
             target=target,
@@ -177,6 +193,20 @@ class WriteFence:
             validity=self.validity,
         )
         raise FencedWriteError(target, operation, age)
+
+    def refused_by_server(self, operation: str, message: str) -> FencedWriteError:
+        """The error to raise for a write the API server's leader fence denied (side effect:
+        one counter increment, by="server", and one log line without a traceback)."""
+        self._refused.add(1, {"target": "kubernetes", "by": "server"})
+        age = self.renew_age()
+        log.warning(
+            "Refused write by the server's leader fence",
+            target="kubernetes",
+            operation=operation,
+            renew_age=None if age is None else round(age, 3),
+            answer=message,
+        )
+        return FencedWriteError("kubernetes", operation, age, by="server")
 
     def guard(self, target: FenceTarget) -> Callable[[str], None]:
         """``check`` bound to ``target``: the callable a cloud write guard is given."""
@@ -196,6 +226,12 @@ _REVIEW_RESOURCES = (
     "/selfsubjectrulesreviews",
     "/selfsubjectreviews",
 )
+
+
+def is_server_fence_refusal(code: int, message: str) -> bool:
+    """Whether an API error (its HTTP code and message) is the denial of the server-side fence:
+    the API server names the policy in every denial it makes for it."""
+    return code in (403, 422) and f"'{SERVER_FENCE_POLICY}'" in message and "denied request" in message
 
 
 def is_mutating(method: str, path: str) -> bool:
