@@ -133,10 +133,11 @@ def heir_pool_verdict(
             f"the heir holds at most {need.capacity} IPs: {resident} used on it, {incoming} pods to move; "
             "the rest must find room elsewhere"
         )
-    free = pool_size(heir_config) - resident
-    if free >= need.free:
+    held = pool_size(heir_config)
+    if held >= need.pool:
         return HeirPoolVerdict(short=short)
-    why = f"the heir's pool has {max(free, 0)} free IPs, {need.free} needed ({incoming} pods plus the buffer)"
+    free = max(held - resident, 0)
+    why = f"the heir's pool has {free} free IPs, {need.free} needed ({incoming} pods plus the buffer)"
     if not need.fits:
         why += f", capped at its maximum of {need.capacity}"
     stuck = _subnet_full(heir_config)
