@@ -16,12 +16,14 @@ from typing import Any
 
 import pytest
 
+from nodewright.api.acn.v1alpha1 import RESOURCES as SUBNET_RESOURCES
 from nodewright.api.nodewright.v1alpha1 import INCOMING_PODS_ANNOTATION, IncomingPods
 from nodewright.controllers import node_network_config
 from nodewright.controllers.node_image.grouping import DONOR_ANNOTATION
 from nodewright.controllers.node_image.heir_network import pool_size
 from nodewright.controllers.node_image.resources import NODE_NETWORK_CONFIG
 from nodewright.controllers.node_network_config.cloud import MachineNicLocator
+from nodewright.devenv.crds import install_crds
 from nodewright.runtime import errors
 from nodewright.runtime.kinds import NODE, POD
 from nodewright.runtime.manager import Manager
@@ -187,12 +189,11 @@ def test_ipam_sizes_the_heir_for_its_donors_pods(bench: RolloutBench, pods: int,
     holds spare (16 IPs, 8 of them buffer) is cordoned within a bounded time: the heir announces
     the pods, IPAM sizes its pool for them plus the buffer, the gate passes; the announcement is
     gone once the donor is replaced."""
+    install_crds(bench.client, SUBNET_RESOURCES, timeout=30)  # IPAM publishes ClusterSubnetStates
     bench.add_scale_set("n", 1)
     bench.start_simulator()
     (donor,) = [n["metadata"]["name"] for n in bench.nodes()]
     _create_pods(bench, donor, pods)
-    bench.create_node_image()
-    bench.create_scaling_group(bench.scale_sets[0])
     settings = node_network_config.NodeNetworkConfigSettings(
         namespace=bench.namespace,
         node_selector=bench.node_selector,
@@ -207,6 +208,10 @@ def test_ipam_sizes_the_heir_for_its_donors_pods(bench: RolloutBench, pods: int,
     watch.start()
     bench.start(bench.settings(node_network_config_namespace=bench.namespace), also=with_ipam)
     try:
+        # As in a cluster that ran IPAM before the rollout: the donor's pool holds its pods.
+        bench.wait_for(lambda: _pool(bench, donor) >= pods, 60, "IPAM sized the donor's pool")
+        bench.create_node_image()
+        bench.create_scaling_group(bench.scale_sets[0])
         heir = bench.wait_for(lambda: _heir(bench), 60, "a heir paired with the donor")
         announced = bench.wait_for(lambda: _announced(bench, heir), 60, "the heir announced its pods")
         assert (announced.donor, announced.pods) == (donor, pods)
