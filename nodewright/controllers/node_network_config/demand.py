@@ -17,23 +17,29 @@ Owns ``SpecDecision`` and ``DemandSide``:
 With ``prefixBlocks`` (experimental; nodesubnet with ``release: never`` only) the NIC's secondary
 IP configurations are /28 blocks of 16 addresses; the request is counted in addresses.
 
-In both modes that compute demand, a surplus must have lasted ``scaleDownDelaySeconds`` before
-anything is marked (hysteresis). Side effects: spec patches (through the given ``patch``).
+In both modes that compute demand, the node's pods include those its ``nodewright.io/incoming-pods``
+annotation announces (``incoming_pods``): a heir's pool is sized for its donor's pods before the
+drain sends them, the rule the NodeImage reconciler's heir-network gate waits on
+(``ipam.incoming``); a lapsed or unreadable announcement counts for nothing. A surplus must have
+lasted ``scaleDownDelaySeconds`` before anything is marked (hysteresis).
+Side effects: spec patches (through the given ``patch``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from nodewright.api.acn.v1alpha import NodeNetworkConfig
+from nodewright.api.nodewright.v1alpha1 import INCOMING_PODS_ANNOTATION, IncomingPods
 from nodewright.controllers.node_network_config.nic_book import NicBook
 from nodewright.controllers.node_network_config.options import NodeNetworkConfigSettings
 from nodewright.ipam import PoolRequest, address_count, compute_request, pool_target
 from nodewright.runtime.logs import get_logger
 
-__all__ = ["DemandSide", "SpecDecision", "releasable_addresses"]
+__all__ = ["DemandSide", "SpecDecision", "incoming_pods", "releasable_addresses"]
 
 log = get_logger(__name__)
 Object = dict[str, Any]
@@ -48,6 +54,16 @@ class SpecDecision:
     """Every name in ipsNotInUse."""
     releasable: tuple[str, ...]
     """The listed names that may be released in this pass (settled)."""
+
+
+def incoming_pods(node: Mapping[str, Any], now: datetime | None) -> int:
+    """The pods the Node's incoming-pods annotation says are about to arrive (0 when it has none,
+    it does not parse, it has lapsed, or the time is unknown). Pure."""
+    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    announced = IncomingPods.parse(annotations.get(INCOMING_PODS_ANNOTATION))
+    if announced is None or now is None:
+        return 0
+    return announced.count_at(now)
 
 
 def releasable_addresses(

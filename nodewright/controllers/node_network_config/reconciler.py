@@ -7,7 +7,8 @@ A reconcile of ``<namespace>/<node>`` goes read -> decide -> apply -> status:
    Node as its controller: ``lifecycle``), the NIC (tracked in the book for the NIC watcher,
    ``nic_watch``, whose lists keep its snapshot fresh; read with a GET only when the snapshot is
    older than ``nicRefreshSeconds`` or a change is due), the subnet's usage (``subnets``) and the
-   node's pods (``spec.nodeName`` index).
+   node's pods (``spec.nodeName`` index), plus the pods the Node's ``nodewright.io/incoming-pods``
+   annotation says are about to arrive (a heir before its donor's drain: ``demand.incoming_pods``).
 2. Decide: the spec (``demand``: read from the node agent in consumer ``crd``, computed from the
    pods otherwise, with hysteresis and the NodeSubnet release rule) and the NIC changes
    (``ipam.plan_allocation``): releases only names in ipsNotInUse that no pod uses, checked
@@ -55,7 +56,7 @@ from nodewright.cloud.errors import CloudError, LimitExceededError, NotFoundErro
 from nodewright.cloud.models import NicInfo, SubnetInfo
 from nodewright.cloud.resource_ids import InvalidResourceIdError, parse_provider_id
 from nodewright.controllers.node_network_config.cloud import NetworkOperations, NicLocator
-from nodewright.controllers.node_network_config.demand import DemandSide, SpecDecision
+from nodewright.controllers.node_network_config.demand import DemandSide, SpecDecision, incoming_pods
 from nodewright.controllers.node_network_config.lifecycle import Lifecycle
 from nodewright.controllers.node_network_config.metrics import IpamMetrics, NodeFigures, node_pool_of
 from nodewright.controllers.node_network_config.nic_book import NicBook
@@ -84,6 +85,7 @@ from nodewright.ipam import (
     addresses_of,
     blocks_for,
     blocks_in_use,
+    demand_with_incoming,
     plan_allocation,
     status_assignments,
 )
@@ -95,7 +97,7 @@ from nodewright.runtime.logs import get_logger
 from nodewright.runtime.objects import add_finalizer
 from nodewright.runtime.recent_writes import RecentWrites
 from nodewright.runtime.reconcile import Request, Result
-from nodewright.runtime.times import now_text
+from nodewright.runtime.times import now_text, parse_time
 
 __all__ = ["POD_NODE_INDEX", "EventSink", "NodeNetworkConfigReconciler", "NodeNetworkConfigStores"]
 
@@ -189,6 +191,7 @@ class NodeNetworkConfigReconciler:
         self._events = events
         self.settings = settings
         self._clock = clock
+        self._wall_clock = wall_clock
         self._new_name = new_name
         self._jitter = jitter
         self._written = RecentWrites()
@@ -304,7 +307,8 @@ class NodeNetworkConfigReconciler:
         subnet_id = primary_subnet_id(nic)
         subnet = self.subnets.usage(subnet_id, now) if subnet_id else None
         exhausted = self.subnets.exhausted(subnet_id) if subnet_id else False
-        demand, in_use = node_pods(self._stores.pods.by_index(POD_NODE_INDEX, config.name))
+        resident, in_use = node_pods(self._stores.pods.by_index(POD_NODE_INDEX, config.name))
+        demand = demand_with_incoming(resident, incoming_pods(node, parse_time(self._wall_clock())))
         return _View(
             raw, config, node, nic_id, nic, subnet_id, subnet, exhausted, demand, frozenset(in_use), now
         )

@@ -1,16 +1,18 @@
 """The pure decisions of the node_network_config reconciler, table-style: the controller owner
 reference and CNS's IsControlledBy check, the release rule per consumer mode, the requested-count
-check, the node pool of a Node, the subnet's time to exhaustion, and the NIC book's hysteresis
-and idle clocks."""
+check, the node pool of a Node, the pods a heir's announcement adds to its demand, the subnet's
+time to exhaustion, and the NIC book's hysteresis and idle clocks."""
 
 from __future__ import annotations
 
 import dataclasses
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
-from nodewright.controllers.node_network_config.demand import releasable_addresses
+from nodewright.api.nodewright.v1alpha1 import INCOMING_PODS_ANNOTATION, IncomingPods
+from nodewright.controllers.node_network_config.demand import incoming_pods, releasable_addresses
 from nodewright.controllers.node_network_config.metrics import IpamMetrics, NodeFigures, node_pool_of
 from nodewright.controllers.node_network_config.nic_book import NicBook
 from nodewright.controllers.node_network_config.options import NodeNetworkConfigSettings
@@ -206,3 +208,30 @@ def test_ipam_metrics_sum_per_node_pool_on_the_active_registry() -> None:
     assert 'nodewright_ipam_subnet_exhaustion_seconds{subnet="pods"} 120.0' in text
     ipam_metrics.forget("c")
     assert 'node_pool="user2"' not in metrics.render().decode()
+
+
+def _node_announcing(value: str | None) -> dict[str, Any]:
+    annotations = {} if value is None else {INCOMING_PODS_ANNOTATION: value}
+    return {"metadata": {"name": "heir", "annotations": annotations}}
+
+
+ANNOUNCED = IncomingPods(donor="old-0", pods=10, expires=datetime(2026, 12, 1, 12, 0, tzinfo=UTC))
+
+
+@pytest.mark.parametrize(
+    ("node", "now", "expected"),
+    [
+        pytest.param(_node_announcing(None), ANNOUNCED.expires, 0, id="none-announced"),
+        pytest.param(
+            _node_announcing(ANNOUNCED.format()), ANNOUNCED.expires - timedelta(minutes=1), 10, id="announced"
+        ),
+        pytest.param(_node_announcing(ANNOUNCED.format()), ANNOUNCED.expires, 0, id="lapsed"),
+        pytest.param(_node_announcing("ten"), ANNOUNCED.expires, 0, id="unreadable"),
+        pytest.param(_node_announcing(ANNOUNCED.format()), None, 0, id="time-unknown"),
+    ],
+)
+def test_incoming_pods_add_to_a_nodes_demand(
+    node: dict[str, Any], now: datetime | None, expected: int
+) -> None:
+    """A heir's announced pods count in its demand until the announcement lapses."""
+    assert incoming_pods(node, now) == expected
