@@ -200,7 +200,6 @@ class NodeNetworkConfigReconciler:
             backoff_base_seconds=settings.backoff_base_seconds,
             backoff_cap_seconds=settings.backoff_cap_seconds,
             leak_grace_seconds=settings.leak_grace_period_seconds,
-            idle_seconds=settings.idle_release_seconds,
         )
         self.subnets = SubnetBook(
             client=client,
@@ -566,12 +565,11 @@ class NodeNetworkConfigReconciler:
         present = dict(assignments)
         pending = [n for n in listed if n in present]
         settle = self.settings.release_settle_seconds
-        later = [
-            self.book.surplus_due(view.nic_id, self.settings.scale_down_delay_seconds),
-            self.book.next_idle_due(view.nic_id) if self.settings.release == "idle" else None,
-        ]
-        # A surplus or an idle address already past its time waits for demand to change.
-        dues = [self.book.next_leak_due(view.nic_id), *(due for due in later if due and due > view.now)]
+        surplus_due = self.book.surplus_due(view.nic_id, self.settings.scale_down_delay_seconds)
+        # A surplus already past its time waits for demand to change.
+        dues = [self.book.next_leak_due(view.nic_id)]
+        if surplus_due and surplus_due > view.now:
+            dues.append(surplus_due)
         if pending:
             dues.append(min(self.book.settling_until(view.nic_id, pending, settle), default=view.now))
         delays += [max(due - view.now, PENDING_REQUEUE_SECONDS) for due in dues if due is not None]
