@@ -28,9 +28,10 @@ import yaml
 from nodewright.api import RESOURCES
 from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION, ArmEmulator
 from nodewright.controllers.status import read_view, summary
-from nodewright.devenv.controlplane import DEFAULT_CACHE, ControlPlane, free_port
+from nodewright.devenv.controlplane import ControlPlane, free_port
 from nodewright.devenv.crds import install_crds
 from nodewright.devenv.nodesim import NodeSimulator, machines_in_emulator
+from nodewright.devenv.paths import DEFAULT_CACHE
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
 from nodewright.runtime.kinds import Kind
