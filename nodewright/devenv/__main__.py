@@ -28,10 +28,8 @@ from nodewright.devenv.worklock import WorkDirBusyError, lock_work_dir
 __all__ = ["main"]
 
 
-def _up(work_dir: Path) -> int:
-    # Imported only once the work directory is ours: seconds of imports (the Azure SDK among them).
-    from nodewright.devenv.demo import REPOSITORY, WORKLOAD, LocalEnvironment  # noqa: PLC0415
-
+def _stop_on_signals() -> threading.Event:
+    """An event set by Ctrl-C or SIGTERM (side effect: installs both handlers)."""
     stop = threading.Event()
 
     def on_signal(_signum: int, _frame: FrameType | None) -> None:
@@ -39,6 +37,14 @@ def _up(work_dir: Path) -> int:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
+    return stop
+
+
+def _up(work_dir: Path) -> int:
+    # Imported only once the work directory is ours: seconds of imports (the Azure SDK among them).
+    from nodewright.devenv.demo import REPOSITORY, WORKLOAD, LocalEnvironment  # noqa: PLC0415
+
+    stop = _stop_on_signals()
     environment = LocalEnvironment(
         work_dir,
         seed=REPOSITORY / "config" / "emulator" / "seed-sample.yaml",
