@@ -10,16 +10,19 @@ production run time.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+import typing
 
-if TYPE_CHECKING:
+if typing.TYPE_CHECKING:
     from nodewright.devenv.controlplane import ControlPlane, ControlPlaneError, find_binaries
 
 __all__ = ["ControlPlane", "ControlPlaneError", "find_binaries"]
 
 
-def __getattr__(name: str) -> Any:
-    """The public names of ``controlplane``, imported when first asked for (PEP 562)."""
-    if name in __all__:
-        return getattr(importlib.import_module("nodewright.devenv.controlplane"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+def __getattr__(name: str) -> typing.Any:
+    """The public names of ``controlplane``, imported when first asked for (PEP 562) and kept in
+    the package from then on."""
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module("nodewright.devenv.controlplane"), name)
+    globals()[name] = value
+    return value
