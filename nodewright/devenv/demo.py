@@ -32,10 +32,11 @@ from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION, ArmEmulator
 from nodewright.controllers.status import read_view, summary
 from nodewright.devenv.cns_nodesubnet import NodeSubnetConsumer
 from nodewright.devenv.cns_nodesubnet_nmagent import answers_in_emulator
-from nodewright.devenv.controlplane import DEFAULT_CACHE, ControlPlane, free_port
+from nodewright.devenv.controlplane import ControlPlane, free_port
 from nodewright.devenv.crds import install_crds
 from nodewright.devenv.kwok import POD_IP_SOURCE_LABEL
 from nodewright.devenv.nodesim import SIMULATED_LABEL, NodeSimulator, machines_in_emulator
+from nodewright.devenv.paths import DEFAULT_CACHE
 from nodewright.ipam import addresses_of
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client

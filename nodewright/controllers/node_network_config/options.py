@@ -39,6 +39,7 @@ from typing import Any, Literal
 
 from nodewright.ipam import DEFAULT_LEAK_GRACE_SECONDS, PoolScaler
 from nodewright.ipam.backoff import DEFAULT_BACKOFF_BASE_SECONDS, DEFAULT_BACKOFF_CAP_SECONDS
+from nodewright.runtime.cache import label_selector_matcher
 from nodewright.runtime.config import ConfigError
 
 __all__ = [
@@ -149,6 +150,10 @@ def _label_selector(value: str, path: str) -> str:
     for term in terms:
         if not _SELECTOR_TERM.match(term):
             raise ConfigError(f"{path}: not a label selector the API server accepts: {term.strip()!r}")
+    try:  # keys and values no label can hold (too long, not ASCII) would match no node
+        label_selector_matcher(value)
+    except ValueError as error:
+        raise ConfigError(f"{path}: {error}") from None
     return value
 
 

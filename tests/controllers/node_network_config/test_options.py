@@ -145,6 +145,16 @@ def test_reads_every_key() -> None:
             {"nodeSelector": "a b"}, "options.nodeSelector: not a label selector", id="selector-with-space"
         ),
         pytest.param(
+            {"nodeSelector": "pool=" + "u" * 300},
+            "options.nodeSelector: label selector requirement 'pool=uuuu",
+            id="selector-of-300-characters",
+        ),
+        pytest.param(
+            {"nodeSelector": "pool in (usér)"},
+            "options.nodeSelector: not a label selector the API server accepts",
+            id="non-ascii-selector",
+        ),
+        pytest.param(
             {"prefixBlocks": True},
             "options.prefixBlocks: needs consumer nodesubnet",
             id="prefix-without-nodesubnet",
