@@ -7,11 +7,13 @@ asks the cloud only what it cannot know (a new node's image), calls the pure fun
 ``grouping``, ``pairing``, ``scale_out``, ``draining``, ``targeting`` and ``rollout_state`` and
 writes what they say, each write idempotent and named by a checkpoint:
 
-1. claim the scale sets of this NodeImage's ScalingGroups (a scale set another NodeImage claimed
-   first is a Conflict); annotate their nodes with scale set and image (a VM node's scale set,
-   Flexible orchestration, is read from the cloud once; a VM in none belongs to its resource
-   group's group of standalone VMs, if one is claimed); adopt machines a restart
-   left without a Join PendingNode (a scale-out is recorded on its ScalingGroup before it is made);
+1. claim the scale sets of this NodeImage's ScalingGroups (``targeting``: a scale set another
+   ScalingGroup claimed first is a Conflict, with one Warning Event; a claim counts once settled,
+   and before the writes of steps 3-6 it is confirmed from a fresh list); annotate their nodes
+   with scale set and image (a VM node's scale set, Flexible orchestration, is read from the
+   cloud once; a VM in none belongs to its resource group's group of standalone VMs, if one is
+   claimed); adopt machines a restart left without a Join PendingNode (a scale-out is
+   recorded on its ScalingGroup before it is made);
 2. group the claimed nodes against the desired image (the previous image while rolling back);
    delete Join PendingNodes that are done; decide the rollout state (canary, soak, health gates,
    rollback; ``rollout_state``); compute the budget;
@@ -48,6 +50,7 @@ from nodewright.api.nodewright.v1alpha1 import (
     CONDITION_DEGRADED,
     CONDITION_IMAGE_APPLIED,
     CONDITION_PROGRESSING,
+    CONFLICT,
     NodeImage,
     PendingNode,
     RolloutState,
@@ -88,6 +91,7 @@ from nodewright.controllers.node_image.pairing import (
 )
 from nodewright.controllers.node_image.replacement import NodeReplacement, RemovalContext, ReplacementPass
 from nodewright.controllers.node_image.resources import (
+    SCALING_GROUP,
     is_controlled_by,
 )
 from nodewright.controllers.node_image.rollout_state import (
@@ -111,7 +115,12 @@ from nodewright.controllers.node_image.scale_out import (
     cap_scale_out,
     plan_scale_out,
 )
-from nodewright.controllers.node_image.targeting import Claims, claim_scaling_groups, nodes_claimed
+from nodewright.controllers.node_image.targeting import (
+    Claims,
+    claim_scaling_groups,
+    nodes_claimed,
+    parse_scaling_groups,
+)
 from nodewright.controllers.node_image.unavailable import (
     InvalidMaxUnavailableError,
     parse_max_unavailable,
@@ -226,7 +235,7 @@ class NodeImageReconciler(NodeReplacement):
     ) -> _View:
         """Steps 1 and 2: the claimed scale sets, PendingNodes (adopting recorded scale-outs), the
         claimed nodes annotated and grouped, settled joins deleted."""
-        claims = claim_scaling_groups(self._all_scaling_groups(), node_image.name)
+        claims = claim_scaling_groups(self._all_scaling_groups(), node_image.name, now=self._clock())
         pending = self._pending_nodes(str(obj["metadata"]["uid"]))
         pending += self._adopt_recorded_scale_outs(obj, claims.scaling_groups, pending)
         nodes, invalid = self._annotated_nodes(claims)
@@ -242,6 +251,8 @@ class NodeImageReconciler(NodeReplacement):
         decision = self._decide(view)
         if decision.started_rollback:
             return self._start_rollback(view, decision)
+        if (view.in_flight or view.groups.outdated) and not self._claims_still_held(view):
+            return Result(requeue_after=self._settings.drain_poll_seconds)  # the cache catches up
         budget = new_node_budget(view.node_image.spec.max_surge, view.groups, view.pending)
         pairing = pair_nodes(view.groups)
         gated = decision.memory.state in (RolloutState.CANARY, RolloutState.SOAKING, RolloutState.ROLLING)
@@ -274,8 +285,9 @@ class NodeImageReconciler(NodeReplacement):
         heirs_waiting = progress.heirs_short_of_addresses or progress.heirs_short_of_identities
         if progress.waiting_for_pods or heirs_waiting:
             return Result(requeue_after=self._settings.drain_poll_seconds)
-        if decision.requeue_at is not None:
-            wait = (decision.requeue_at - self._clock()).total_seconds()
+        wakes = [t for t in (decision.requeue_at, view.claims.settles_at) if t is not None]
+        if wakes:  # the soak's end, or a claim of this NodeImage settling
+            wait = (min(wakes) - self._clock()).total_seconds()
             return Result(requeue_after=min(max(wait, 0.2), self._settings.resync_seconds))
         busy = rollout_in_progress(view.groups, view.pending) or decision.memory.state in ACTIVE_STATES
         if busy or plan.total or waiting_for_others:
@@ -429,6 +441,7 @@ class NodeImageReconciler(NodeReplacement):
             broken_groups=broken,
             evicted_pods_waiting=ReplacementStep.WAIT_FOR_EVICTED_PODS in progress.steps,
         )
+        self._report_conflict(view)
         self._write_status(view.obj, status.to_dict(), conditions)
         self._metrics.rollout_state(view.node_image.name, memory.state)
         log.info(
@@ -444,16 +457,32 @@ class NodeImageReconciler(NodeReplacement):
             scaled_out=plan.total,
         )
 
+    def _report_conflict(self, view: _View) -> None:
+        """One Warning Event when the Conflict condition turns True or names other holders."""
+        message = "; ".join(view.claims.conflicts)
+        before = (view.obj.get("status") or {}).get("conditions") or []
+        previous: dict[str, Any] = next((c for c in before if c.get("type") == CONFLICT), {})
+        if message and (previous.get("status"), previous.get("message")) != ("True", message):
+            self._events.event(view.obj, "Warning", "ScaleSetClaimed", message)
+
     # ---- reads --------------------------------------------------------------------------------
 
     def _all_scaling_groups(self) -> list[ScalingGroup]:
-        found: list[ScalingGroup] = []
-        for cached in self._stores.scaling_groups.list():
-            try:
-                found.append(ScalingGroup.from_object(copy.deepcopy(cached)))
-            except ValidationError:
-                continue  # the ScalingGroup reconciler reports it
-        return found
+        return parse_scaling_groups(self._stores.scaling_groups.list())
+
+    def _claims_still_held(self, view: _View) -> bool:
+        """Whether a fresh list of the API server (not the cache) still gives this NodeImage every
+        scale set the pass claimed; checked before the pass writes to them (``targeting``)."""
+        fresh = parse_scaling_groups(self._client.list(SCALING_GROUP).items)
+        lost = (
+            view.claims.scale_set_ids
+            - claim_scaling_groups(fresh, view.node_image.name, now=self._clock()).scale_set_ids
+        )
+        if lost:
+            log.info(
+                "Held back rollout: claim not confirmed", node_image=view.node_image.name, lost=sorted(lost)
+            )
+        return not lost
 
     def _node_image_objects(self) -> list[tuple[str, dict[str, Any]]]:
         return [(str(o["metadata"]["name"]), o) for o in self._stores.node_images.list()]
