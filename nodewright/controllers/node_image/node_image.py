@@ -9,11 +9,11 @@ writes what they say, each write idempotent and named by a checkpoint:
 
 1. claim the scale sets of this NodeImage's ScalingGroups (``targeting``: a scale set another
    ScalingGroup claimed first is a Conflict, with one Warning Event; a claim counts once settled,
-   and before the writes of steps 3-6 it is confirmed from a fresh list); annotate their nodes
-   with scale set and image (a VM node's scale set, Flexible orchestration, is read from the
-   cloud once; a VM in none belongs to its resource group's group of standalone VMs, if one is
-   claimed); adopt machines a restart left without a Join PendingNode (a scale-out is
-   recorded on its ScalingGroup before it is made);
+   and before the writes of steps 3-6 it is confirmed from a fresh list, ``claim_checks``);
+   annotate their nodes with scale set and image (a VM node's scale set, Flexible orchestration,
+   is read from the cloud once; a VM in none belongs to its resource group's group of standalone
+   VMs, if one is claimed); adopt machines a restart left without a Join PendingNode (a
+   scale-out is recorded on its ScalingGroup before it is made);
 2. group the claimed nodes against the desired image (the previous image while rolling back);
    delete Join PendingNodes that are done; decide the rollout state (canary, soak, health gates,
    rollback; ``rollout_state``); compute the budget;
@@ -50,7 +50,6 @@ from nodewright.api.nodewright.v1alpha1 import (
     CONDITION_DEGRADED,
     CONDITION_IMAGE_APPLIED,
     CONDITION_PROGRESSING,
-    CONFLICT,
     NodeImage,
     PendingNode,
     RolloutState,
@@ -67,6 +66,8 @@ from nodewright.cloud.resource_ids import (
     parse_provider_id,
     parse_scale_set_id,
 )
+from nodewright.controllers.node_image.claim_checks import ClaimChecks
+from nodewright.controllers.node_image.collaborators import Collaborators
 from nodewright.controllers.node_image.conditions import ConditionState, node_image_status, rollout_conditions
 from nodewright.controllers.node_image.evicted_pods import EvictedPodsVerdict, EvictionCheck
 from nodewright.controllers.node_image.grouping import (
@@ -91,7 +92,6 @@ from nodewright.controllers.node_image.pairing import (
 )
 from nodewright.controllers.node_image.replacement import NodeReplacement, RemovalContext, ReplacementPass
 from nodewright.controllers.node_image.resources import (
-    SCALING_GROUP,
     is_controlled_by,
 )
 from nodewright.controllers.node_image.rollout_state import (
@@ -193,6 +193,10 @@ class _View:
 class NodeImageReconciler(NodeReplacement):
     """Drives the nodes towards the NodeImage's image (see the module docstring)."""
 
+    def __init__(self, collaborators: Collaborators[NodeImageCloud], *, stores: NodeImageStores) -> None:
+        super().__init__(collaborators, stores=stores)
+        self._claim_checks = ClaimChecks(collaborators.client, collaborators.events, collaborators.clock)
+
     # ---- the reconcile ------------------------------------------------------------------------
 
     def reconcile(self, request: Request) -> Result:
@@ -251,7 +255,8 @@ class NodeImageReconciler(NodeReplacement):
         decision = self._decide(view)
         if decision.started_rollback:
             return self._start_rollback(view, decision)
-        if (view.in_flight or view.groups.outdated) and not self._claims_still_held(view):
+        may_write = view.in_flight or bool(view.groups.outdated)
+        if may_write and not self._claim_checks.still_held(view.node_image.name, view.claims.scale_set_ids):
             return Result(requeue_after=self._settings.drain_poll_seconds)  # the cache catches up
         budget = new_node_budget(view.node_image.spec.max_surge, view.groups, view.pending)
         pairing = pair_nodes(view.groups)
@@ -441,7 +446,7 @@ class NodeImageReconciler(NodeReplacement):
             broken_groups=broken,
             evicted_pods_waiting=ReplacementStep.WAIT_FOR_EVICTED_PODS in progress.steps,
         )
-        self._report_conflict(view)
+        self._claim_checks.report_conflict(view.obj, view.claims.conflicts)
         self._write_status(view.obj, status.to_dict(), conditions)
         self._metrics.rollout_state(view.node_image.name, memory.state)
         log.info(
@@ -457,32 +462,10 @@ class NodeImageReconciler(NodeReplacement):
             scaled_out=plan.total,
         )
 
-    def _report_conflict(self, view: _View) -> None:
-        """One Warning Event when the Conflict condition turns True or names other holders."""
-        message = "; ".join(view.claims.conflicts)
-        before = (view.obj.get("status") or {}).get("conditions") or []
-        previous: dict[str, Any] = next((c for c in before if c.get("type") == CONFLICT), {})
-        if message and (previous.get("status"), previous.get("message")) != ("True", message):
-            self._events.event(view.obj, "Warning", "ScaleSetClaimed", message)
-
     # ---- reads --------------------------------------------------------------------------------
 
     def _all_scaling_groups(self) -> list[ScalingGroup]:
         return parse_scaling_groups(self._stores.scaling_groups.list())
-
-    def _claims_still_held(self, view: _View) -> bool:
-        """Whether a fresh list of the API server (not the cache) still gives this NodeImage every
-        scale set the pass claimed; checked before the pass writes to them (``targeting``)."""
-        fresh = parse_scaling_groups(self._client.list(SCALING_GROUP).items)
-        lost = (
-            view.claims.scale_set_ids
-            - claim_scaling_groups(fresh, view.node_image.name, now=self._clock()).scale_set_ids
-        )
-        if lost:
-            log.info(
-                "Held back rollout: claim not confirmed", node_image=view.node_image.name, lost=sorted(lost)
-            )
-        return not lost
 
     def _node_image_objects(self) -> list[tuple[str, dict[str, Any]]]:
         return [(str(o["metadata"]["name"]), o) for o in self._stores.node_images.list()]
