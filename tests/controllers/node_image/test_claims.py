@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from nodewright.api.nodewright.v1alpha1 import ScalingGroup
+from nodewright.api.nodewright.v1alpha1 import PendingNodeGoal, ScalingGroup
 from nodewright.cloud.emulator import ArmEmulator
 from nodewright.cloud.emulator.request_log import RecordedRequest
 from nodewright.cloud.models import ImageReference
@@ -81,8 +81,14 @@ def _model_image(bench: RolloutBench, scale_set: str) -> str:
 
 
 def _wait_for_loss(bench: RolloutBench, loser: str, holder: str, keep: str, thief: str) -> None:
-    """Both of the loser's reconcilers ran and said who holds the claim."""
-    bench.wait_for(lambda: _image_applied(bench, loser)[1] == "ClaimedByOther", 30, "loser refused")
+    """Both of the loser's reconcilers ran and said who holds the claim (a failure lists the
+    scale set's writes so far)."""
+    try:
+        bench.wait_for(lambda: _image_applied(bench, loser)[1] == "ClaimedByOther", 30, "loser refused")
+    except AssertionError as error:
+        scale_set = str(bench.client.get(SCALING_GROUP, loser)["spec"]["groupID"])
+        writes = [(e.method, e.body) for e in _scale_set_writes(bench, scale_set, 0.0)]
+        raise AssertionError(f"{error}; writes to the scale set: {writes}") from error
     message = _image_applied(bench, loser)[2]
     assert f"NodeImage {keep} (ScalingGroup {holder}" in message, message
     bench.wait_for(lambda: _conflict(bench, thief)[0] == "True", 30, "thief's Conflict")
@@ -124,11 +130,14 @@ def test_the_loser_of_a_claimed_scale_set_writes_nothing(bench: RolloutBench, or
         if order == "same-second-loser-first":
             created.reverse()
         _start_of_a_second()
-        first, second = (create() for create in created)
+        first = created[0]()
+        time.sleep(0.5)  # the first one's reconcilers see it alone, within the same second
+        second = created[1]()
         assert first["metadata"]["creationTimestamp"] == second["metadata"]["creationTimestamp"]
 
     _wait_for_loss(bench, loser, holder, keep, thief)
     bench.wait_for(lambda: _image_applied(bench, holder)[0] == "True", 30, "holder applied its image")
+    assert _scale_set_writes(bench, scale_set, since) == []
     bench.wait_for(lambda: bench.condition(keep) == ("True", "AllNodesUpToDate"), 30, "keep up to date")
     assert _scale_set_writes(bench, scale_set, since) == []
     assert _model_image(bench, scale_set) == OLD_IMAGE
@@ -144,10 +153,14 @@ def test_a_scaling_group_created_during_a_rollout_takes_nothing(bench: RolloutBe
     scale-out, no machine on its image) reaches the scale set."""
     scale_set = bench.add_scale_set("vmss", 2)
     bench.start_simulator(join_delay=1.0)
-    keep = bench.create_node_image(NEW_IMAGE, name=f"keep-{bench.suffix}")
+    keep = bench.create_node_image(NEW_IMAGE, name=f"keep-{bench.suffix}", soakDuration="6s")
     holder = _create_group(bench, f"keep-{bench.suffix}", scale_set, keep)["metadata"]["name"]
     bench.start()
-    bench.wait_for(bench.pending_nodes, 60, "keep's first scale-out")
+    bench.wait_for(
+        lambda: any(p.spec.goal is PendingNodeGoal.JOIN for p in bench.pending_nodes()),
+        60,
+        "keep's first scale-out",
+    )
     since = time.monotonic()
     thief = bench.create_node_image(THIEF_IMAGE, name=f"thief-{bench.suffix}")
     loser = _create_group(bench, f"thief-{bench.suffix}", scale_set, thief)["metadata"]["name"]
