@@ -252,6 +252,8 @@ class NodeImageReconciler(NodeReplacement):
         return _View(obj, node_image, memory, desired, claims, pending, groups, current, evictions)
 
     def _roll_out(self, view: _View) -> Result:
+        if view.claims.settles_at is not None:  # nothing said or done until every claim counts
+            return Result(requeue_after=max(0.1, (view.claims.settles_at - self._clock()).total_seconds()))
         decision = self._decide(view)
         if decision.started_rollback:
             return self._start_rollback(view, decision)
@@ -290,9 +292,8 @@ class NodeImageReconciler(NodeReplacement):
         heirs_waiting = progress.heirs_short_of_addresses or progress.heirs_short_of_identities
         if progress.waiting_for_pods or heirs_waiting:
             return Result(requeue_after=self._settings.drain_poll_seconds)
-        wakes = [t for t in (decision.requeue_at, view.claims.settles_at) if t is not None]
-        if wakes:  # the soak's end, or a claim of this NodeImage settling
-            wait = (min(wakes) - self._clock()).total_seconds()
+        if decision.requeue_at is not None:
+            wait = (decision.requeue_at - self._clock()).total_seconds()
             return Result(requeue_after=min(max(wait, 0.2), self._settings.resync_seconds))
         busy = rollout_in_progress(view.groups, view.pending) or decision.memory.state in ACTIVE_STATES
         if busy or plan.total or waiting_for_others:
