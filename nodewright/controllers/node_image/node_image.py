@@ -13,7 +13,8 @@ writes what they say, each write idempotent and named by a checkpoint:
    group's group of standalone VMs, if one is claimed); adopt machines a restart
    left without a Join PendingNode (a scale-out is recorded on its ScalingGroup before it is made);
 2. group the claimed nodes against the desired image (the previous image while rolling back);
-   delete Join PendingNodes that are done; decide the rollout state (canary, soak, health gates,
+   delete Join PendingNodes that are done, and those naming a node that already served as a heir
+   (stale: a Warning Event and a log line); decide the rollout state (canary, soak, health gates,
    rollback; ``rollout_state``); compute the budget;
 3. pair new nodes with outdated ones (heir annotation first, then donor, then the Join record
    goes), mark unneeded and abandoned new nodes obsolete, release stale annotations, and uncordon
@@ -78,6 +79,7 @@ from nodewright.controllers.node_image.grouping import (
     parse_desired_image,
     rollout_in_progress,
     settled_joins,
+    stale_joins,
 )
 from nodewright.controllers.node_image.pairing import (
     PairingPlan,
@@ -234,6 +236,9 @@ class NodeImageReconciler(NodeReplacement):
         for join in settled_joins(groups, pending):
             self._delete_pending_node(join, "delete-settled-join")
             pending.remove(join)
+        for stale in stale_joins(groups, pending):
+            self._ignore_stale_join(obj, stale)
+            pending.remove(stale.pending_node)
         current = {node.name: node for node in groups.all_nodes()}
         evictions = self._check_evicted_pods(current.values(), node_image.spec.evicted_pods_ready_deadline)
         return _View(obj, node_image, memory, desired, claims, pending, groups, current, evictions)
