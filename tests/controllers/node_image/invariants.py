@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nodewright.api.nodewright.v1alpha1 import RolloutState, ScalingGroup
+from nodewright.api.nodewright.v1alpha1 import RESOURCE_GROUP_ID_PATTERN, RolloutState, ScalingGroup
 from nodewright.cloud.emulator.scale_set_members import members
 from nodewright.controllers.node_image.grouping import NODE_IMAGE_ANNOTATION, SCALING_GROUP_ANNOTATION
 from nodewright.controllers.node_image.resources import SCALING_GROUP
@@ -23,7 +23,10 @@ def _image_of(machine_image: dict[str, Any]) -> str:
 
 
 def _pool_machines(bench: RolloutBench, group_id: str) -> tuple[int | None, list[dict[str, Any]]]:
-    """A pool's capacity (``None`` for a standalone group, which has none) and live machines."""
+    """A pool's capacity (``None`` for a standalone group, which has none; 0 for a scale set that
+    does not exist) and live machines."""
+    if RESOURCE_GROUP_ID_PATTERN.fullmatch(group_id):
+        return None, [m for m in standalone_machines(bench.emulator) if m["provisioning"] != "Deleting"]
     state = bench.emulator.state
     with state.locked():
         scale_set = state.scale_sets.get(group_id.lower())
@@ -36,14 +39,11 @@ def _pool_machines(bench: RolloutBench, group_id: str) -> tuple[int | None, list
                 for m in members(state, scale_set)
             ]  # fmt: skip
             return capacity, [m for m in found if m["provisioning"] != "Deleting"]
-        standalone = standalone_machines(bench.emulator)
-    return None, [m for m in standalone if m["provisioning"] != "Deleting"]
+    return 0, []
 
 
 def _pool_problems(bench: RolloutBench, name: str, group_id: str, target: str) -> list[str]:
-    desired = bench.desired_capacity.get(group_id.lower())
-    if desired is None:
-        return [f"{name}: pool {group_id} is not one the bench made (no desired capacity)"]
+    desired = bench.desired_capacity.get(group_id.lower(), 0)  # a pool the bench did not make: none
     capacity, machines = _pool_machines(bench, group_id)
     problems: list[str] = []
     if capacity is not None and capacity != desired:

@@ -45,7 +45,7 @@ class Replayer:
     def __init__(self, bench: RolloutBench) -> None:
         self.bench = bench
         self.heirs: set[str] = set()
-        """Every node seen serving as a heir."""
+        """Every node seen serving as a heir (remembered here, not read from the mark alone)."""
         self.replayed: dict[str, set[str]] = {}
         """Step -> heirs a Join was replayed for (the create was accepted)."""
         self._lock = threading.Lock()
@@ -78,12 +78,11 @@ class Replayer:
         owner = self.bench.client.get(NODE_IMAGE, f"cluster-{self.bench.suffix}")
         for node in self.bench.nodes():
             annotations = node["metadata"].get("annotations") or {}
-            if DONOR_ANNOTATION not in annotations and SERVED_AS_HEIR_ANNOTATION not in annotations:
-                continue
             name = node["metadata"]["name"]
             with self._lock:
-                self.heirs.add(name)
-                if name in self.replayed.get(step, set()):
+                if DONOR_ANNOTATION in annotations or SERVED_AS_HEIR_ANNOTATION in annotations:
+                    self.heirs.add(name)
+                if name not in self.heirs or name in self.replayed.get(step, set()):
                     continue
             if self._create_join(owner, node):
                 with self._lock:
