@@ -26,7 +26,11 @@ def _pool_machines(bench: RolloutBench, group_id: str) -> tuple[int | None, list
     """A pool's capacity (``None`` for a standalone group, which has none; 0 for a scale set that
     does not exist) and live machines."""
     if RESOURCE_GROUP_ID_PATTERN.fullmatch(group_id):
-        return None, [m for m in standalone_machines(bench.emulator) if m["provisioning"] != "Deleting"]
+        prefix = group_id.lower() + "/"
+        machines = standalone_machines(bench.emulator)
+        return None, [
+            m for m in machines if m["id"].lower().startswith(prefix) and m["provisioning"] != "Deleting"
+        ]
     state = bench.emulator.state
     with state.locked():
         scale_set = state.scale_sets.get(group_id.lower())
@@ -73,17 +77,28 @@ def _pool_problems(bench: RolloutBench, name: str, group_id: str, target: str) -
 def complete_but_not_whole(bench: RolloutBench) -> list[str]:
     """What breaks the invariant now, for each of the bench's NodeImages that reports Complete."""
     problems: list[str] = []
-    scaling_groups = [ScalingGroup.from_object(o) for o in bench.client.list(SCALING_GROUP).items]
+    owners = _owners(bench)
     for name in bench.node_image_names():
         status = bench.node_image(name).status
         if status.rollout_state != RolloutState.COMPLETE.value:
             continue
-        owned = [g for g in scaling_groups if g.spec.node_image == name]
-        if not owned:
-            problems.append(f"{name}: Complete without a ScalingGroup")
-        for group in owned:
-            problems += _pool_problems(bench, name, group.spec.group_id, status.target_image)
+        for group_id in sorted(group for group, owner in owners.items() if owner == name):
+            problems += _pool_problems(bench, name, group_id, status.target_image)
     return problems
+
+
+def _owners(bench: RolloutBench) -> dict[str, str]:
+    """Each pool (lowercased group ID) and the NodeImage that owns it: the one its oldest
+    ScalingGroup names (a later ScalingGroup naming the same pool is a Conflict and owns nothing)."""
+    objects = sorted(
+        bench.client.list(SCALING_GROUP).items,
+        key=lambda o: (o["metadata"].get("creationTimestamp", ""), o["metadata"]["name"]),
+    )
+    owners: dict[str, str] = {}
+    for obj in objects:
+        group = ScalingGroup.from_object(obj)
+        owners.setdefault(group.spec.group_id.lower(), group.spec.node_image)
+    return owners
 
 
 def assert_complete_means_whole(bench: RolloutBench) -> None:
