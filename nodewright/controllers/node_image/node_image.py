@@ -314,6 +314,7 @@ class NodeImageReconciler(NodeReplacement):
             failure=failure,
             now=self._clock(),
             canary_placed=canary_placed(view.groups, view.pending, max(spec.canary, 1)),
+            quarantined=bool(view.groups.quarantined),
         )
 
     def _start_rollback(self, view: _View, decision: RolloutDecision) -> Result:
@@ -433,6 +434,7 @@ class NodeImageReconciler(NodeReplacement):
             conflicts=view.claims.conflicts,
             broken_groups=broken,
             evicted_pods_waiting=ReplacementStep.WAIT_FOR_EVICTED_PODS in progress.steps,
+            quarantined=[node.name for node in groups.quarantined],
         )
         self._write_status(view.obj, status.to_dict(), conditions)
         self._metrics.rollout_state(view.node_image.name, memory.state)
