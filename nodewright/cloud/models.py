@@ -220,6 +220,14 @@ class NicInfo:
 
 
 @dataclass(frozen=True)
+class NicListing:
+    """The NICs one paged list call returned and how many pages (ARM reads) it took."""
+
+    nics: tuple[NicInfo, ...]
+    pages: int
+
+
+@dataclass(frozen=True)
 class SubnetInfo:
     """A subnet's address range and how many of its addresses are used (limit excludes Azure's 5
     reserved addresses)."""

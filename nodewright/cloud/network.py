@@ -5,7 +5,10 @@ adding and removing secondary IP configurations, one writer per NIC at a time in
 a standalone NIC is a full PUT guarded by its etag (``If-Match``), retried from a fresh read when
 another writer got there first; a uniform scale-set instance's NIC is changed through
 ``ComputeService`` (ARM refuses writes to those NICs) and its addresses read back from the NIC
-view. Also a subnet's CIDR and usage (virtual network usage API). Every method does I/O and may
+view. Listing NICs a scope at a time, one paged call each: the NICs of a Uniform scale set's
+instances (ListVirtualMachineScaleSetNetworkInterfaces) and a resource group's standalone NICs
+(Flexible members and VMs), with the number of pages (ARM reads) each took. Also a subnet's CIDR
+and usage (virtual network usage API). Every method does I/O and may
 raise a ``CloudError``; calls go through ``compute.GuardedCalls``, as ``ComputeService``'s do.
 """
 
@@ -29,7 +32,7 @@ from nodewright.cloud.ip_configurations import (
     with_configurations_removed,
 )
 from nodewright.cloud.locks import KeyedLocks
-from nodewright.cloud.models import IpConfigurationInfo, NicInfo, SubnetInfo
+from nodewright.cloud.models import IpConfigurationInfo, NicInfo, NicListing, SubnetInfo
 from nodewright.cloud.resource_ids import NetworkInterfaceId, parse_network_interface_id, parse_subnet_id
 from nodewright.cloud.throttle import CallObserver
 
@@ -104,6 +107,35 @@ class NetworkService:
             lambda: self._network.network_interfaces.get(nic_id.resource_group, nic_id.name),
             nic_id,
         )
+
+    def list_scale_set_network_interfaces(self, resource_group: str, scale_set: str) -> NicListing:
+        """The NICs of every instance of a Uniform scale set, all pages (one read each)."""
+        return self._list(
+            "network.list_scale_set_nics",
+            lambda: self._network.network_interfaces.list_virtual_machine_scale_set_network_interfaces(
+                resource_group, scale_set
+            ),
+            f"{resource_group}/{scale_set}",
+        )
+
+    def list_network_interfaces(self, resource_group: str) -> NicListing:
+        """The standalone NICs of a resource group (Flexible members, VMs), all pages."""
+        return self._list(
+            "network.list_nics",
+            lambda: self._network.network_interfaces.list(resource_group),
+            resource_group,
+        )
+
+    def _list(self, operation: str, pager: Callable[[], Any], target: str) -> NicListing:
+        def read_all() -> NicListing:
+            nics: list[NicInfo] = []
+            pages = 0
+            for page in pager().by_page():
+                pages += 1
+                nics.extend(nic_from_sdk(nic) for nic in page)
+            return NicListing(nics=tuple(nics), pages=pages)
+
+        return self._call(operation, read_all, target)
 
     def add_secondary_ip_configurations(
         self,

@@ -35,6 +35,7 @@ from nodewright.runtime.recent_writes import RecentWrites
 from nodewright.runtime.reconcile import Reconciler, Request, Result, TerminalError
 from nodewright.runtime.registry import ReconcilerPlugin, ReconcilerRegistry
 from nodewright.runtime.retry import DEFAULT_BACKOFF, DEFAULT_RETRY, retry_on_conflict
+from nodewright.runtime.sources import PollingSource, Source
 from nodewright.runtime.workqueue import BatchWindow, WorkQueue
 
 __all__ = [
@@ -59,6 +60,7 @@ __all__ = [
     "Metrics",
     "ObjectList",
     "PolicyRule",
+    "PollingSource",
     "Predicate",
     "RateLimiter",
     "RecentWrites",
@@ -67,6 +69,7 @@ __all__ = [
     "ReconcilerRegistry",
     "Request",
     "Result",
+    "Source",
     "Store",
     "TerminalError",
     "WorkQueue",

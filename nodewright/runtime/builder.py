@@ -6,7 +6,8 @@ Owns ``Builder``: ``manager.controller("nodeimage").for_(NODE_IMAGE).owns(PENDIN
 controlling owner of a dependent object, ``watches`` reconciles whatever a map function names.
 A controller whose unit of work is not one object (a scale set, a node pool) has no ``for_``:
 ``manager.controller("identity").watches(POD, pods_to_targets).complete(reconciler)``, as
-controller-runtime's ``Named()`` without ``For()``. ``with_options(batch_window=...)`` makes the
+controller-runtime's ``Named()`` without ``For()``. ``watches_source(source)`` adds a
+source that is not an informer (``sources.PollingSource``). ``with_options(batch_window=...)`` makes the
 queue wait for a burst of events on one key to go quiet before the key is reconciled once.
 Informers come from the manager's shared cache; the finished ``Controller`` is handed to the
 manager, which starts it while leading. A ``max_concurrent_reconciles`` set for this name in the
@@ -32,6 +33,7 @@ from nodewright.runtime.kinds import Kind
 from nodewright.runtime.predicates import Predicate
 from nodewright.runtime.ratelimit import RateLimiter
 from nodewright.runtime.reconcile import K, Reconciler, ReconcilerFunc, Request
+from nodewright.runtime.sources import Source
 from nodewright.runtime.workqueue import BatchWindow
 
 if TYPE_CHECKING:
@@ -60,6 +62,7 @@ class Builder(Generic[K]):
         self._key_type = key_type
         self._for: _WatchSpec | None = None
         self._watches: list[_WatchSpec] = []
+        self._sources: list[Source[K]] = []
         self._max_concurrent_reconciles = 1
         self._rate_limiter: RateLimiter | None = None
         self._batch_window: BatchWindow | None = None
@@ -110,6 +113,11 @@ class Builder(Generic[K]):
         self._watches.append(_WatchSpec(kind, handler, _tuple(predicate), namespace, label_selector))
         return self
 
+    def watches_source(self, source: Source[K]) -> Builder[K]:
+        """Reconcile the requests a non-informer source adds (started and stopped with the controller)."""
+        self._sources.append(source)
+        return self
+
     def with_options(
         self,
         *,
@@ -130,7 +138,7 @@ class Builder(Generic[K]):
         self, reconciler: Reconciler[K] | ReconcilerFunc[K] | Callable[..., object]
     ) -> Controller[K]:
         """Build the controller, attach its watches to shared informers, register it."""
-        if self._for is None and not self._watches:
+        if self._for is None and not self._watches and not self._sources:
             raise ValueError(f"controller {self._name!r}: call for_(kind) or watches(...) before complete()")
         configured = self._manager.reconciler_config(self._name)
         workers = self._max_concurrent_reconciles
@@ -154,6 +162,8 @@ class Builder(Generic[K]):
                 spec.kind, namespace=spec.namespace, label_selector=spec.label_selector
             )
             controller.watch(informer, typing.cast("Handler[K]", handler), spec.predicates)
+        for source in self._sources:
+            controller.add_source(source)
         self._manager.add_controller(controller)
         return controller
 

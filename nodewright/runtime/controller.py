@@ -1,8 +1,10 @@
 """The controller: watch sources feed a work queue that N worker threads drain through a reconciler.
 
-Owns ``Controller``. Each watch pairs an informer with predicates (``predicates.py``) and a
-handler (``handlers.py``); events that pass become requests (``Request``s or declared keys) in
-the controller's ``WorkQueue``. Workers enforce the reconcile contract of ``reconcile.py``:
+Owns ``Controller``. Each watch pairs an informer with predicates (``predicates.py``) and a handler
+(``handlers.py``); events that pass become requests (``Request``s or declared keys) in the
+controller's ``WorkQueue``. Sources that are not informers (``sources.py``: a poller of a cloud
+API) are started and stopped with the controller and add to the same queue. Workers enforce the
+reconcile contract of ``reconcile.py``:
 
 - an exception -> counted as an error, re-added through the rate limiter (backoff), or after its
   ``retry_after`` seconds when it carries one (a cloud target's backoff, a budget's hold, a
@@ -39,6 +41,7 @@ from nodewright.runtime.metrics import RESULTS, Metrics
 from nodewright.runtime.predicates import Predicate
 from nodewright.runtime.ratelimit import RateLimiter
 from nodewright.runtime.reconcile import K, Reconciler, ReconcilerFunc, Result, TerminalError, key_fields
+from nodewright.runtime.sources import Source
 from nodewright.runtime.tracing import recording as tracing_recording
 from nodewright.runtime.tracing import tracer
 from nodewright.runtime.workqueue import BatchWindow, WorkQueue
@@ -116,6 +119,7 @@ class Controller(Generic[K]):
         self.metrics.watch_queue(self.queue)
         self.metrics.controller_registered(name, max_concurrent_reconciles)
         self._watches: list[Watch[K]] = []
+        self._sources: list[Source[K]] = []
         self._workers: list[threading.Thread] = []
         self._started = False
         self._cancelled = threading.Event()
@@ -138,13 +142,21 @@ class Controller(Generic[K]):
         if self._started:
             informer.add_event_handler(watch)
 
+    def add_source(self, source: Source[K]) -> None:
+        """Feed a non-informer source into this controller's queue while the controller runs."""
+        self._sources.append(source)
+        if self._started:
+            source.start(self.queue.add)
+
     def start(self) -> None:
-        """Attach the watches and start the workers (idempotent)."""
+        """Attach the watches, start the sources and the workers (idempotent)."""
         if self._started:
             return
         self._started = True
         for watch in self._watches:
             watch.informer.add_event_handler(watch)
+        for source in self._sources:
+            source.start(self.queue.add)
         for index in range(self.max_concurrent_reconciles):
             worker = threading.Thread(target=self._work, name=f"{self.name}-worker-{index}", daemon=True)
             self._workers.append(worker)
@@ -154,6 +166,8 @@ class Controller(Generic[K]):
     def stop(self, timeout: float | None = None) -> bool:
         """Stop intake and wait up to ``timeout`` for in-flight reconciles; True if all finished."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        for source in self._sources:
+            source.stop()
         drained = self.queue.shut_down_with_drain(timeout)
         for worker in self._workers:
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
@@ -168,6 +182,8 @@ class Controller(Generic[K]):
         """Stop at once, without drain: no new reconcile starts and the running ones' results
         are discarded (their writes are refused by the fence, which is revoked first)."""
         self._cancelled.set()
+        for source in self._sources:
+            source.stop()
         self.queue.shut_down()
         log.info("Cancelled reconciles without drain", controller=self.name)
 

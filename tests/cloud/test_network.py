@@ -13,7 +13,13 @@ from dataclasses import dataclass
 import pytest
 
 from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION, ArmEmulator
-from nodewright.cloud.errors import CloudError, LimitExceededError, PreconditionFailedError, SubnetFullError
+from nodewright.cloud.errors import (
+    CloudError,
+    LimitExceededError,
+    NotFoundError,
+    PreconditionFailedError,
+    SubnetFullError,
+)
 from nodewright.cloud.factory import Cloud
 from nodewright.cloud.network import NetworkService
 from nodewright.cloud.resource_ids import parse_scale_set_id
@@ -262,3 +268,48 @@ def test_scale_set_instance_256_limit(estate: Estate) -> None:
     with pytest.raises(LimitExceededError):
         estate.cloud.network.add_secondary_ip_configurations(nic_id, ["one-too-many"])
     assert estate.emulator.requests.count("VirtualMachineScaleSetVMs.update") == 0
+
+
+def test_list_scale_set_nics_in_pages(estate: Estate) -> None:
+    """One list call returns every instance's NIC, following nextLink over several pages: each
+    NIC as a GET of it shows it (etag, configurations), under the scale set's instance IDs."""
+    estate.emulator.state.list_page_size = 4
+    scale_set_id = estate.emulator.estate.add_scale_set(
+        GROUP, "vmss-a", subnet_id=estate.subnet_id, capacity=10, secondary_ip_configurations=2
+    )
+
+    listing = estate.cloud.network.list_scale_set_network_interfaces(GROUP, "vmss-a")
+
+    assert listing.pages == 3
+    assert (
+        estate.emulator.requests.count("NetworkInterfaces.list_virtual_machine_scale_set_network_interfaces")
+        == 3
+    )
+    scale_set = parse_scale_set_id(scale_set_id)
+    expected = [f"{scale_set.instance(str(i))}/networkInterfaces/vmss-a-nic".lower() for i in range(10)]
+    assert sorted(nic.id.lower() for nic in listing.nics) == sorted(expected)
+    for nic in listing.nics:
+        assert nic == estate.cloud.network.get_network_interface(nic.id)
+        assert len(nic.secondary_ip_configurations) == 2
+
+
+def test_list_resource_group_nics_in_pages(estate: Estate) -> None:
+    """A resource group's standalone NICs (VMs, Flexible members), all pages, as a GET shows each."""
+    estate.emulator.state.list_page_size = 2
+    for index in range(5):
+        estate.emulator.estate.add_virtual_machine(GROUP, f"vm-{index}", subnet_id=estate.subnet_id)
+
+    listing = estate.cloud.network.list_network_interfaces(GROUP)
+
+    assert listing.pages == 3
+    assert sorted(nic.id.lower() for nic in listing.nics) == sorted(
+        estate.nic_id(f"vm-{index}-nic").lower() for index in range(5)
+    )
+    for nic in listing.nics:
+        assert nic == estate.cloud.network.get_network_interface(nic.id)
+
+
+def test_list_of_a_missing_scale_set_is_not_found(estate: Estate) -> None:
+    """A scale set that is gone: NotFoundError, no empty listing."""
+    with pytest.raises(NotFoundError):
+        estate.cloud.network.list_scale_set_network_interfaces(GROUP, "vmss-gone")

@@ -1,8 +1,8 @@
 """Microsoft.Network: virtual networks and subnets (with address usage), NAT gateways (state only:
 a subnet associated with one names it in ``natGateway``; a network that is a StandardV2 gateway's
 ``sourceVirtualNetwork`` names it in ``defaultPublicNatGateway``), network interfaces with
-full-PUT semantics and etags; the read-only NICs of Uniform scale-set instances are in
-:mod:`scale_set_network`.
+full-PUT semantics and etags (a resource group's are listed in pages, :mod:`paging`); the
+read-only NICs of Uniform scale-set instances are in :mod:`scale_set_network`.
 
 IP configurations get real addresses from their subnet's pool (:mod:`addresses`). Limits: 256 IP
 configurations per NIC (``NetworkInterfaceIpConfigurationCountExceedsLimit``, 400: Azure documents
@@ -22,6 +22,7 @@ from nodewright.cloud.emulator import scale_set_network
 from nodewright.cloud.emulator.addresses import SubnetAddressPool
 from nodewright.cloud.emulator.errors import IP_CONFIGURATION_LIMIT_PER_NIC, ArmError, ErrorCode
 from nodewright.cloud.emulator.long_running import OperationError
+from nodewright.cloud.emulator.paging import paged
 from nodewright.cloud.emulator.routing import ArmRequest, ArmResponse, Router, start_operation
 from nodewright.cloud.emulator.scale_set_network import instance_network_interfaces
 from nodewright.cloud.emulator.state import EmulatorState, Resource, Subnet, resource_id
@@ -458,7 +459,7 @@ def list_network_interfaces(state: EmulatorState, request: ArmRequest) -> ArmRes
     group = _group(state, request)
     prefix = f"/subscriptions/{request.parameters['subscriptionId']}/resourcegroups/{group}/".lower()
     values = [nic.render() for key, nic in state.network_interfaces.items() if key.startswith(prefix)]
-    return ArmResponse(200, {"value": values})
+    return paged(request, values, state.list_page_size)
 
 
 def _virtual_network(state: EmulatorState, request: ArmRequest) -> Resource:

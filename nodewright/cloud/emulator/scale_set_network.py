@@ -8,7 +8,10 @@ given; each inbound NAT pool as the instance's own NAT rule ``<pool>.<instance i
 configuration as the public address ``<ip configuration>/publicIPAddresses/<name>``. The NIC's MAC
 address is stable per NIC; its DNS settings carry the virtual network's internal domain suffix.
 The emulator keeps no load balancer, security group or public address state of its own: the
-references are reflected, not checked. Writes to these NICs are refused (405). No I/O.
+references are reflected, not checked. Writes to these NICs are refused (405). The NICs of a whole
+scale set are listed in pages (:mod:`paging`), instance by instance, as Azure's
+ListVirtualMachineScaleSetNetworkInterfaces answers; the emulator checks no api-version, so the
+old ones Azure still serves on this route (2017-03-30, 2018-10-01, ...) are answered too. No I/O.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import uuid
 from typing import Any
 
 from nodewright.cloud.emulator.errors import ArmError, ErrorCode
+from nodewright.cloud.emulator.paging import paged
 from nodewright.cloud.emulator.routing import ArmRequest, ArmResponse, Router
 from nodewright.cloud.emulator.state import EmulatorState, Resource, ScaleSet, resource_id
 
@@ -137,7 +141,7 @@ def instance_network_interfaces(
     return nics
 
 
-def _scale_set_instance(state: EmulatorState, request: ArmRequest) -> tuple[ScaleSet, Resource]:
+def _scale_set(state: EmulatorState, request: ArmRequest) -> ScaleSet:
     group = request.resource_group(state).name
     scale_set_name = request.parameters["virtualMachineScaleSetName"]
     arm_id = resource_id(
@@ -150,6 +154,13 @@ def _scale_set_instance(state: EmulatorState, request: ArmRequest) -> tuple[Scal
     scale_set = state.scale_sets.get(arm_id.lower())
     if scale_set is None:
         raise ArmError.resource_not_found("Microsoft.Compute/virtualMachineScaleSets", scale_set_name, group)
+    return scale_set
+
+
+def _scale_set_instance(state: EmulatorState, request: ArmRequest) -> tuple[ScaleSet, Resource]:
+    scale_set = _scale_set(state, request)
+    group = request.resource_group(state).name
+    scale_set_name = request.parameters["virtualMachineScaleSetName"]
     instance = scale_set.instances.get(request.parameters["virtualmachineIndex"])
     if instance is None:
         raise ArmError.resource_not_found(
@@ -177,6 +188,20 @@ def list_scale_set_vm_network_interfaces(state: EmulatorState, request: ArmReque
     return ArmResponse(200, {"value": instance_network_interfaces(state, scale_set, instance)})
 
 
+def _instance_order(instance_id: str) -> tuple[int, str]:
+    return (int(instance_id), instance_id) if instance_id.isdigit() else (1 << 62, instance_id)
+
+
+def list_scale_set_network_interfaces(state: EmulatorState, request: ArmRequest) -> ArmResponse:
+    """Every instance's NICs, instances in ID order, in pages (a Flexible scale set's members have
+    standalone NICs, listed with the resource group's: this route shows none for them)."""
+    scale_set = _scale_set(state, request)
+    values: list[dict[str, Any]] = []
+    for instance_id in sorted(scale_set.instances, key=_instance_order):
+        values.extend(instance_network_interfaces(state, scale_set, scale_set.instances[instance_id]))
+    return paged(request, values, state.list_page_size)
+
+
 def reject_scale_set_nic_write(state: EmulatorState, request: ArmRequest) -> ArmResponse:
     del state
     raise ArmError(
@@ -191,6 +216,16 @@ def register(router: Router) -> None:
         "/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/providers/"
         "Microsoft.Compute/virtualMachineScaleSets/{virtualMachineScaleSetName}/virtualMachines/"
         "{virtualmachineIndex}/networkInterfaces"
+    )
+    scale_set_nics = (
+        "/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/providers/"
+        "Microsoft.Compute/virtualMachineScaleSets/{virtualMachineScaleSetName}/networkInterfaces"
+    )
+    router.add(
+        "GET",
+        scale_set_nics,
+        "NetworkInterfaces.list_virtual_machine_scale_set_network_interfaces",
+        list_scale_set_network_interfaces,
     )
     router.add(
         "GET",

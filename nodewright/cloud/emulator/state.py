@@ -24,6 +24,7 @@ from nodewright.cloud.emulator.images import ImageCatalog
 from nodewright.cloud.emulator.long_running import LongRunningOperations
 
 __all__ = [
+    "DEFAULT_LIST_PAGE_SIZE",
     "DEFAULT_LOCATION",
     "DEFAULT_SUBSCRIPTION",
     "EmulatorState",
@@ -173,6 +174,10 @@ class ResourceGroup:
     location: str
 
 
+DEFAULT_LIST_PAGE_SIZE = 100
+"""Items per page of a paged list answer (Azure publishes no size; see :mod:`paging`)."""
+
+
 class EmulatorState:
     """The whole estate. Use ``with state.locked():`` around any read or write."""
 
@@ -181,6 +186,8 @@ class EmulatorState:
         self.tenant_id = tenant_id or str(uuid.uuid4())
         self.operations = LongRunningOperations()
         self.operation_duration = 0.0
+        self.list_page_size = DEFAULT_LIST_PAGE_SIZE
+        """Items per page of the paged lists (:mod:`paging`)."""
         self.resource_groups: dict[tuple[str, str], ResourceGroup] = {}
         self.virtual_machines: dict[str, Resource] = {}
         self.scale_sets: dict[str, ScaleSet] = {}

@@ -421,6 +421,7 @@ class NodeImageReconciler(NodeReplacement):
             steps=progress.steps,
             scale_out=plan,
             stuck_drains=progress.stuck_drains,
+            stuck_heir_networks=progress.heir_networks_stuck,
         )
         broken = [
             f"ScalingGroup {group.name}: {condition.reason}: {condition.message}"

@@ -3,11 +3,13 @@ configurations (the control-plane half of Azure CNS's design, and optionally the
 
 The reconciler named ``node-network-config`` in the manager's config wires one controller,
 ``nodenetworkconfig``: it reconciles NodeNetworkConfigs in the configured namespace, keyed by node
-name, and is also woken by Nodes (selected by ``nodeSelector``) and by pods (mapped to their
-node through ``spec.nodeName``). ``reconciler`` holds the reconcile (read -> decide -> apply ->
-status) and composes ``lifecycle`` (create, adopt as controller, finalize), ``demand`` (the spec
-per consumer mode: ``crd`` or ``nodesubnet``), ``nic_book`` and ``subnets`` (in-memory state,
-each behind its own lock), ``status`` and ``metrics`` (``nodewright_ipam_*``);
+name, and is also woken by Nodes (selected by ``nodeSelector``; their providerID and their
+``nodewright.io/incoming-pods`` announcement), by pods (mapped to their node through
+``spec.nodeName``) and by the NIC watcher (``nic_watch``: a poller that lists NICs per scale set
+and enqueues the nodes whose NIC changed). ``reconciler`` holds the reconcile (read -> decide ->
+apply -> status) and composes ``lifecycle`` (create, adopt as controller, finalize), ``demand``
+(the spec per consumer mode: ``crd`` or ``nodesubnet``), ``nic_book`` and ``subnets`` (in-memory
+state, each behind its own lock), ``status`` and ``metrics`` (``nodewright_ipam_*``);
 ``nodewright.ipam`` holds the pure arithmetic; ``options`` the strict parsing of the options;
 ``cloud`` the narrow cloud protocols; ``resources`` the kinds, names and owner references.
 docs/ipam.md explains the consumer modes and the release rule. ``setup(manager, options)`` is
@@ -20,12 +22,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from nodewright.api.nodewright.v1alpha1 import INCOMING_PODS_ANNOTATION
 from nodewright.controllers.cloud_access import cloud_from_options, parse_cloud_settings
 from nodewright.controllers.node_network_config.cloud import (
     MachineNicLocator,
     NetworkOperations,
     NicLocator,
 )
+from nodewright.controllers.node_network_config.nic_watch import NetworkInterfaceLister, NicWatch
 from nodewright.controllers.node_network_config.options import NodeNetworkConfigSettings, parse_options
 from nodewright.controllers.node_network_config.reconciler import (
     POD_NODE_INDEX,
@@ -48,6 +52,7 @@ from nodewright.runtime.predicates import Predicate, predicate
 from nodewright.runtime.rbac import RUNTIME_RULES, PolicyRule
 from nodewright.runtime.reconcile import Request
 from nodewright.runtime.registry import ReconcilerPlugin
+from nodewright.runtime.sources import PollingSource
 
 __all__ = [
     "CLUSTER_SUBNET_STATE",
@@ -109,8 +114,16 @@ def _pod_facts(pod: Object) -> tuple[Any, ...]:
 
 pod_changed: Predicate = predicate(update=lambda old, new: _pod_facts(old) != _pod_facts(new))
 """Pod updates that change a node's demand or the addresses in use."""
-node_changed: Predicate = predicate(update=lambda old, new: provider_id_of(old) != provider_id_of(new))
-"""Node updates that matter: the providerID (a node gets it after joining)."""
+
+
+def _node_facts(node: Object) -> tuple[str, str | None]:
+    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    return provider_id_of(node), annotations.get(INCOMING_PODS_ANNOTATION)
+
+
+node_changed: Predicate = predicate(update=lambda old, new: _node_facts(old) != _node_facts(new))
+"""Node updates that matter: the providerID (a node gets it after joining) and the pods announced
+as incoming (a heir's pool is sized for them)."""
 
 
 def install(
@@ -119,7 +132,8 @@ def install(
     network: NetworkOperations,
     locator: NicLocator,
 ) -> NodeNetworkConfigReconciler:
-    """Wire the controller into ``manager`` (side effect: registers it); returns the reconciler."""
+    """Wire the controller into ``manager`` (side effect: registers it); returns the reconciler.
+    The NIC watcher runs when ``network`` can list NICs (``NetworkService`` can)."""
     cache = manager.cache
     namespace = settings.namespace
     pods = cache.informer(POD)
@@ -159,6 +173,11 @@ def install(
     )
     if settings.computes_demand:
         builder = builder.watches(POD, node_network_config_of_pod, predicate=pod_changed)
+    if isinstance(network, NetworkInterfaceLister):
+        watch = NicWatch(reconciler.book, network, settings)
+        builder = builder.watches_source(
+            PollingSource("nic-watch", watch.poll, error_delay=settings.nic_list_period_seconds)
+        )
     builder.complete(reconciler)
     return reconciler
 

@@ -3,11 +3,12 @@
 Per NIC (keyed by its ARM ID, lowercased): the last snapshot read from ARM and when, the write
 guard (``ipam.NicGuard``: backoff and batch halving), when each name was marked in ipsNotInUse,
 which names were released lately, since when a pool surplus has lasted (scale-down hysteresis),
-and first-seen times of unaccounted IP configurations (leaks) and of free addresses (idle IPs,
-for the NodeSubnet consumer's conservative release). Workers never touch these dicts directly:
-every read and change is one method call that holds the book's lock, so no caller can forget
-it. The work queue never runs one node's key twice at once, so a NIC's entries are changed by one
-worker at a time; the lock guards the dicts themselves. No I/O.
+and first-seen times of unaccounted IP configurations (leaks). Also which node owns each NIC
+(``track``), which the NIC watcher (``nic_watch``) lists, and whose snapshots it refreshes from
+its lists. Workers never touch these dicts directly: every read and change is one method call
+that holds the book's lock, so no caller can forget it. The work queue never runs one node's key
+twice at once, so a NIC's entries are changed by one worker at a time; the lock guards the dicts
+themselves. No I/O.
 """
 
 from __future__ import annotations
@@ -44,14 +45,13 @@ class NicBook:
         backoff_base_seconds: float,
         backoff_cap_seconds: float,
         leak_grace_seconds: float,
-        idle_seconds: float,
     ) -> None:
         self._lock = threading.Lock()
         self._base = backoff_base_seconds
         self._cap = backoff_cap_seconds
         self._entries: dict[str, _Entry] = {}
+        self._owners: dict[str, str] = {}
         self._leaks = LeakTracker(leak_grace_seconds)
-        self._idle = LeakTracker(idle_seconds)
 
     def _entry(self, nic_id: str) -> _Entry:
         key = nic_id.lower()
@@ -72,6 +72,31 @@ class NicBook:
         with self._lock:
             entry = self._entry(nic_id)
             entry.snapshot, entry.read_at = nic, now
+
+    def refresh_from_list(self, nic_id: str, nic: NicInfo, listed_at: float) -> bool:
+        """Take a NIC as a list sent at ``listed_at`` showed it, unless the book read it later
+        (a pass's own read or write is newer). True when it differs from the book's snapshot
+        (etag or IP configurations) or the book had none: the node's pass should look."""
+        with self._lock:
+            entry = self._entry(nic_id)
+            if entry.read_at > listed_at:
+                return False
+            before = entry.snapshot
+            entry.snapshot, entry.read_at = nic, listed_at
+            return before is None or (before.etag, before.ip_configurations) != (
+                nic.etag,
+                nic.ip_configurations,
+            )
+
+    def drop_snapshot(self, nic_id: str, listed_at: float) -> bool:
+        """A list sent at ``listed_at`` did not show the NIC: drop the snapshot unless the book
+        read it later; True when one was dropped (the node's pass should read it)."""
+        with self._lock:
+            entry = self._entry(nic_id)
+            if entry.read_at > listed_at or entry.snapshot is None:
+                return False
+            entry.snapshot, entry.read_at = None, float("-inf")
+            return True
 
     def guard(self, nic_id: str) -> NicGuard:
         with self._lock:
@@ -145,7 +170,7 @@ class NicBook:
             since = self._entry(nic_id).surplus_since
             return None if since is None else since + delay_seconds
 
-    # -- leaks and idle addresses ---------------------------------------------------------------
+    # -- leaks ---------------------------------------------------------------------------------
 
     def observe_leaks(self, nic_id: str, unaccounted: Collection[str], now: float) -> tuple[str, ...]:
         with self._lock:
@@ -155,18 +180,21 @@ class NicBook:
         with self._lock:
             return self._leaks.next_due(nic_id.lower())
 
-    def observe_idle(self, nic_id: str, free_addresses: Collection[str], now: float) -> tuple[str, ...]:
-        """Record the addresses no pod holds now; returns those free for at least the idle period."""
-        with self._lock:
-            return self._idle.observe(nic_id.lower(), free_addresses, now)
+    # -- owners ---------------------------------------------------------------------------------
 
-    def next_idle_due(self, nic_id: str) -> float | None:
+    def track(self, nic_id: str, owner: str) -> None:
+        """Record that ``owner`` (the node's request name) keeps its pool on this NIC."""
         with self._lock:
-            return self._idle.next_due(nic_id.lower())
+            self._owners[nic_id.lower()] = owner
+
+    def tracked(self) -> dict[str, str]:
+        """Every tracked NIC (lowercased ID) and its owner."""
+        with self._lock:
+            return dict(self._owners)
 
     def forget(self, nic_id: str) -> None:
         """The node is gone: drop everything about its NIC."""
         with self._lock:
             self._entries.pop(nic_id.lower(), None)
+            self._owners.pop(nic_id.lower(), None)
             self._leaks.forget(nic_id.lower())
-            self._idle.forget(nic_id.lower())

@@ -11,16 +11,16 @@ out-of-range values raise ``ConfigError`` with one line naming the key. Example:
           nodeSelector: "kubernetes.azure.com/mode=user"   # nodes that get one ("" = all)
           consumer: crd                     # crd | nodesubnet: who hands the IPs to pods (README)
           demandFromPods: true              # crd only: false when Azure CNS writes the spec
-          release: never                    # nodesubnet only: never | idle (opt-in scale-down)
-          consumerDiscoveryMaxSeconds: 1024 # nodesubnet: the consumer's longest NIC fetch interval
-          idleGraceSeconds: 60              # nodesubnet + idle: grace on top of that interval
+          release: never                    # never (idle is refused: see RELEASE_IDLE_REFUSED)
           discoveryHeadroomIPs: 0           # pods a node may gain before the consumer sees new IPs
           scaleDownDelaySeconds: 60         # hysteresis: a surplus must last this long
-          prefixBlocks: false               # experimental, nodesubnet + release never: /28 blocks
+          prefixBlocks: false               # experimental, nodesubnet: /28 blocks
           scaler: {batchSize: 16, requestThresholdPercent: 50, releaseThresholdPercent: 150, maxIPCount: 250}
           leakGracePeriodSeconds: 600
-          resyncPeriodSeconds: 60
-          nicRefreshSeconds: 30
+          resyncPeriodSeconds: 600          # a pass per node at least this often (+-10 %)
+          nicListPeriodSeconds: 60          # the NIC watcher lists every scale set's NICs this often
+          nicListReadsPerSecond: 1          # ...within this many list pages a second (period stretches)
+          nicRefreshSeconds: 150            # a pass uses a NIC snapshot younger than this
           subnetCheckIntervalSeconds: 30
           releaseSettleSeconds: 2
           backoffBaseSeconds: 2
@@ -41,12 +41,27 @@ from nodewright.ipam import DEFAULT_LEAK_GRACE_SECONDS, PoolScaler
 from nodewright.ipam.backoff import DEFAULT_BACKOFF_BASE_SECONDS, DEFAULT_BACKOFF_CAP_SECONDS
 from nodewright.runtime.config import ConfigError
 
-__all__ = ["CONSUMER_CRD", "CONSUMER_NODESUBNET", "Consumer", "NodeNetworkConfigSettings", "parse_options"]
+__all__ = [
+    "CONSUMER_CRD",
+    "CONSUMER_NODESUBNET",
+    "RELEASE_IDLE_REFUSED",
+    "Consumer",
+    "NodeNetworkConfigSettings",
+    "parse_options",
+]
 
 Consumer = Literal["crd", "nodesubnet"]
 CONSUMER_CRD: Consumer = "crd"
 CONSUMER_NODESUBNET: Consumer = "nodesubnet"
-Release = Literal["never", "idle"]
+Release = Literal["never"]
+RELEASE_IDLE_REFUSED = (
+    "release: idle is refused: Azure CNS NodeSubnet has no release handshake, so nodewright "
+    "cannot know which addresses CNS has Assigned (a pod's IP is reported after CNS hands it "
+    "out) nor stop CNS handing out one it is removing; an update that drops an Assigned IP is "
+    "refused and the other IPs it dropped stay Available in CNS for good, though no longer on "
+    "the NIC (CNS v1.6.48; docs/ipam.md). Use release: never"
+)
+"""Why ``release: idle`` fails the config (the reconciler's only scale-down for NodeSubnet)."""
 
 
 @dataclass(frozen=True)
@@ -58,16 +73,20 @@ class NodeNetworkConfigSettings:
     demand_from_pods: bool = True
     consumer: Consumer = CONSUMER_CRD
     release: Release = "never"
-    consumer_discovery_max_seconds: float = 1024.0
-    idle_grace_seconds: float = 60.0
     discovery_headroom_ips: int = 0
     scale_down_delay_seconds: float = 60.0
     prefix_blocks: bool = False
     """Experimental: each secondary IP configuration is a /28 block of 16 addresses."""
     scaler: PoolScaler = field(default_factory=PoolScaler)
     leak_grace_period_seconds: float = DEFAULT_LEAK_GRACE_SECONDS
-    resync_period_seconds: float = 60.0
-    nic_refresh_seconds: float = 30.0
+    resync_period_seconds: float = 600.0
+    """A pass per node at least this often (+-10 % jitter); drift comes in through the NIC watcher."""
+    nic_list_period_seconds: float = 60.0
+    """The NIC watcher lists every scope (scale set, resource group) once per period."""
+    nic_list_reads_per_second: float = 1.0
+    """At most this many list pages a second on average (4 % of ARM's 25/s read refill)."""
+    nic_refresh_seconds: float = 150.0
+    """A pass that changes nothing uses a NIC snapshot (from a list or a read) younger than this."""
     subnet_check_interval_seconds: float = 30.0
     release_settle_seconds: float = 2.0
     backoff_base_seconds: float = DEFAULT_BACKOFF_BASE_SECONDS
@@ -82,27 +101,22 @@ class NodeNetworkConfigSettings:
         """Whether nodewright writes the spec from pod demand (else the node agent does)."""
         return self.nodesubnet or self.demand_from_pods
 
-    @property
-    def idle_release_seconds(self) -> float:
-        """How long an address must be in no pod's podIPs before an opt-in release may take it."""
-        return self.consumer_discovery_max_seconds + self.idle_grace_seconds
-
 
 _SECONDS = {
     "leakGracePeriodSeconds": "leak_grace_period_seconds",
     "resyncPeriodSeconds": "resync_period_seconds",
     "nicRefreshSeconds": "nic_refresh_seconds",
+    "nicListPeriodSeconds": "nic_list_period_seconds",
+    "nicListReadsPerSecond": "nic_list_reads_per_second",
     "subnetCheckIntervalSeconds": "subnet_check_interval_seconds",
     "releaseSettleSeconds": "release_settle_seconds",
     "backoffBaseSeconds": "backoff_base_seconds",
     "backoffCapSeconds": "backoff_cap_seconds",
-    "consumerDiscoveryMaxSeconds": "consumer_discovery_max_seconds",
-    "idleGraceSeconds": "idle_grace_seconds",
     "scaleDownDelaySeconds": "scale_down_delay_seconds",
 }
 _CHOICES: dict[str, tuple[str, tuple[str, ...]]] = {
     "consumer": ("consumer", ("crd", "nodesubnet")),
-    "release": ("release", ("never", "idle")),
+    "release": ("release", ("never",)),
 }
 _SCALER = {
     "batchSize": "batch_size",
@@ -209,6 +223,8 @@ def parse_options(options: Mapping[str, Any], path: str = "options") -> NodeNetw
     for key, name in _SECONDS.items():
         if key in options:
             values[name] = _number(options[key], f"{path}.{key}")
+    if options.get("release") == "idle":
+        raise ConfigError(f"{path}.{RELEASE_IDLE_REFUSED}")
     for key, (name, allowed) in _CHOICES.items():
         if key in options:
             if options[key] not in allowed:
@@ -226,10 +242,14 @@ def parse_options(options: Mapping[str, Any], path: str = "options") -> NodeNetw
             raise ConfigError(f"{path}.prefixBlocks: expected true or false, got {options['prefixBlocks']!r}")
         values["prefix_blocks"] = options["prefixBlocks"]
     settings = NodeNetworkConfigSettings(**values)
-    if settings.prefix_blocks and (not settings.nodesubnet or settings.release != "never"):
-        raise ConfigError(f"{path}.prefixBlocks: needs consumer nodesubnet with release never")
-    if settings.release != "never" and not settings.nodesubnet:
-        raise ConfigError(f"{path}.release: applies to consumer nodesubnet only")
+    if settings.prefix_blocks and not settings.nodesubnet:
+        raise ConfigError(f"{path}.prefixBlocks: needs consumer nodesubnet")
+    for key, value in (
+        ("nicListPeriodSeconds", settings.nic_list_period_seconds),
+        ("nicListReadsPerSecond", settings.nic_list_reads_per_second),
+    ):
+        if value <= 0:
+            raise ConfigError(f"{path}.{key}: must be above 0, got {value!r}")
     if settings.backoff_cap_seconds < settings.backoff_base_seconds:
         raise ConfigError(f"{path}.backoffCapSeconds: must be at least backoffBaseSeconds")
     return settings

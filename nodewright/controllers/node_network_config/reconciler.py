@@ -4,8 +4,11 @@ on the node's NIC.
 A reconcile of ``<namespace>/<node>`` goes read -> decide -> apply -> status:
 
 1. Read (``_read``): the Node, the NodeNetworkConfig (given our finalizer and, if missing, the
-   Node as its controller: ``lifecycle``), the NIC (at most every ``nicRefreshSeconds`` unless a
-   change is due), the subnet's usage (``subnets``) and the node's pods (``spec.nodeName`` index).
+   Node as its controller: ``lifecycle``), the NIC (tracked in the book for the NIC watcher,
+   ``nic_watch``, whose lists keep its snapshot fresh; read with a GET only when the snapshot is
+   older than ``nicRefreshSeconds`` or a change is due), the subnet's usage (``subnets``) and the
+   node's pods (``spec.nodeName`` index), plus the pods the Node's ``nodewright.io/incoming-pods``
+   annotation says are about to arrive (a heir before its donor's drain: ``demand.incoming_pods``).
 2. Decide: the spec (``demand``: read from the node agent in consumer ``crd``, computed from the
    pods otherwise, with hysteresis and the NodeSubnet release rule) and the NIC changes
    (``ipam.plan_allocation``): releases only names in ipsNotInUse that no pod uses, checked
@@ -20,6 +23,10 @@ A reconcile of ``<namespace>/<node>`` goes read -> decide -> apply -> status:
    without providerID, NIC missing) set ``Error``, the condition and a Warning Event, never a
    crash loop. Then the ``nodewright_ipam_*`` figures (``metrics``).
 
+A pass comes back after ``resyncPeriodSeconds`` (+-10 %) at the latest, or sooner when a retry,
+a settling release or a grace period is due; a NIC changed behind our back comes in through the
+NIC watcher, so a cluster at rest costs neither a pass nor a read per node per minute.
+
 In-memory state lives in one ``NicBook`` (it alone holds the lock) and one ``SubnetBook``.
 Every NodeNetworkConfig patch's answer is kept in a ``RecentWrites``, and a pass reads the object
 through it: a pass that runs before the watch shows the last write decides from that write, not
@@ -32,6 +39,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import random
 import time
 import uuid
 from collections.abc import Callable
@@ -48,7 +56,7 @@ from nodewright.cloud.errors import CloudError, LimitExceededError, NotFoundErro
 from nodewright.cloud.models import NicInfo, SubnetInfo
 from nodewright.cloud.resource_ids import InvalidResourceIdError, parse_provider_id
 from nodewright.controllers.node_network_config.cloud import NetworkOperations, NicLocator
-from nodewright.controllers.node_network_config.demand import DemandSide, SpecDecision
+from nodewright.controllers.node_network_config.demand import DemandSide, SpecDecision, incoming_pods
 from nodewright.controllers.node_network_config.lifecycle import Lifecycle
 from nodewright.controllers.node_network_config.metrics import IpamMetrics, NodeFigures, node_pool_of
 from nodewright.controllers.node_network_config.nic_book import NicBook
@@ -77,6 +85,7 @@ from nodewright.ipam import (
     addresses_of,
     blocks_for,
     blocks_in_use,
+    demand_with_incoming,
     plan_allocation,
     status_assignments,
 )
@@ -88,7 +97,7 @@ from nodewright.runtime.logs import get_logger
 from nodewright.runtime.objects import add_finalizer
 from nodewright.runtime.recent_writes import RecentWrites
 from nodewright.runtime.reconcile import Request, Result
-from nodewright.runtime.times import now_text
+from nodewright.runtime.times import now_text, parse_time
 
 __all__ = ["POD_NODE_INDEX", "EventSink", "NodeNetworkConfigReconciler", "NodeNetworkConfigStores"]
 
@@ -96,6 +105,13 @@ log = get_logger(__name__)
 
 POD_NODE_INDEX = "spec.nodeName"
 PENDING_REQUEUE_SECONDS = 0.5
+RESYNC_JITTER = 0.1
+
+
+def resync_jitter() -> float:
+    """A factor in [0.9, 1.1] that spreads the periodic passes of many nodes."""
+    return random.uniform(1 - RESYNC_JITTER, 1 + RESYNC_JITTER)  # noqa: S311 - spreading, not security
+
 
 Object = dict[str, Any]
 
@@ -166,6 +182,7 @@ class NodeNetworkConfigReconciler:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], str] = now_text,
         new_name: Callable[[], str] = lambda: str(uuid.uuid4()),
+        jitter: Callable[[], float] = resync_jitter,
     ) -> None:
         self._client = client
         self._stores = stores
@@ -174,14 +191,15 @@ class NodeNetworkConfigReconciler:
         self._events = events
         self.settings = settings
         self._clock = clock
+        self._wall_clock = wall_clock
         self._new_name = new_name
+        self._jitter = jitter
         self._written = RecentWrites()
         """The server's answers to our NodeNetworkConfig writes, until the cache shows them."""
         self.book = NicBook(
             backoff_base_seconds=settings.backoff_base_seconds,
             backoff_cap_seconds=settings.backoff_cap_seconds,
             leak_grace_seconds=settings.leak_grace_period_seconds,
-            idle_seconds=settings.idle_release_seconds,
         )
         self.subnets = SubnetBook(
             client=client,
@@ -288,7 +306,8 @@ class NodeNetworkConfigReconciler:
         subnet_id = primary_subnet_id(nic)
         subnet = self.subnets.usage(subnet_id, now) if subnet_id else None
         exhausted = self.subnets.exhausted(subnet_id) if subnet_id else False
-        demand, in_use = node_pods(self._stores.pods.by_index(POD_NODE_INDEX, config.name))
+        resident, in_use = node_pods(self._stores.pods.by_index(POD_NODE_INDEX, config.name))
+        demand = demand_with_incoming(resident, incoming_pods(node, parse_time(self._wall_clock())))
         return _View(
             raw, config, node, nic_id, nic, subnet_id, subnet, exhausted, demand, frozenset(in_use), now
         )
@@ -314,6 +333,7 @@ class NodeNetworkConfigReconciler:
             nic_id = self._locator.primary_network_interface(machine)
         except NotFoundError as error:
             return self._problem(raw, config, "NetworkInterfaceNotFound", f"{machine}: {error}")
+        self.book.track(nic_id, name)
         if (raw["metadata"].get("annotations") or {}).get(NETWORK_INTERFACE_ANNOTATION) != nic_id:
             raw = self._patch(name, {"metadata": {"annotations": {NETWORK_INTERFACE_ANNOTATION: nic_id}}})
             config = NodeNetworkConfig.from_object(raw)
@@ -519,7 +539,10 @@ class NodeNetworkConfigReconciler:
         self, raw: Object, config: NodeNetworkConfig, reason: str, message: str, retry_in: float | None = None
     ) -> Result:
         self._status.report_problem(raw, config, reason, message)
-        return Result(requeue_after=retry_in if retry_in else self.settings.resync_period_seconds)
+        return Result(requeue_after=retry_in if retry_in else self._resync())
+
+    def _resync(self) -> float:
+        return self.settings.resync_period_seconds * self._jitter()
 
     def _patch(self, name: str, body: Object, subresource: str | None = None) -> Object:
         """Merge-patch our NodeNetworkConfig (side effect). Spec (on the demand side) and status
@@ -534,7 +557,7 @@ class NodeNetworkConfigReconciler:
     def _next_visit(
         self, view: _View, outcome: Outcome, listed: tuple[str, ...], assignments: list[tuple[str, str]]
     ) -> float:
-        delays = [self.settings.resync_period_seconds]
+        delays = [self._resync()]
         if outcome.retry_in is not None:
             delays.append(max(outcome.retry_in, PENDING_REQUEUE_SECONDS))
         elif not outcome.complete:
@@ -542,12 +565,11 @@ class NodeNetworkConfigReconciler:
         present = dict(assignments)
         pending = [n for n in listed if n in present]
         settle = self.settings.release_settle_seconds
-        later = [
-            self.book.surplus_due(view.nic_id, self.settings.scale_down_delay_seconds),
-            self.book.next_idle_due(view.nic_id) if self.settings.release == "idle" else None,
-        ]
-        # A surplus or an idle address already past its time waits for demand to change.
-        dues = [self.book.next_leak_due(view.nic_id), *(due for due in later if due and due > view.now)]
+        surplus_due = self.book.surplus_due(view.nic_id, self.settings.scale_down_delay_seconds)
+        # A surplus already past its time waits for demand to change.
+        dues = [self.book.next_leak_due(view.nic_id)]
+        if surplus_due and surplus_due > view.now:
+            dues.append(surplus_due)
         if pending:
             dues.append(min(self.book.settling_until(view.nic_id, pending, settle), default=view.now))
         delays += [max(due - view.now, PENDING_REQUEUE_SECONDS) for due in dues if due is not None]

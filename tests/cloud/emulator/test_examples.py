@@ -16,9 +16,13 @@ from tests.cloud.emulator.sdk_clients import sdk_clients
 
 # Operations the emulator serves that have no published example in shared/ (the polling endpoints
 # of its long-running operations, the refusal of writes to a uniform scale-set instance's NIC, and
-# the federated identity credential operations, whose examples are asked for in the closing note).
+# the federated identity credential operations, whose examples are asked for in the closing note;
+# the NICs of a whole scale set, whose published example, VmssNetworkInterfaceList.json of
+# Microsoft.Network 2017-06-01, is not in shared/ yet: test_scale_set_network holds each listed
+# NIC equal to the per-instance list's, which VmssVmNetworkInterfaceList.json checks).
 WITHOUT_EXAMPLE = frozenset(
     {
+        "NetworkInterfaces.list_virtual_machine_scale_set_network_interfaces",
         "Operations.status",
         "Operations.result",
         "NetworkInterfaces.scale_set_write",

@@ -282,8 +282,11 @@ class RolloutBench:
         }
         return NodeImageSettings(timeouts=timeouts, **values)
 
-    def start(self, settings: NodeImageSettings | None = None) -> None:
-        """Run a fresh manager with the node-image reconcilers (a restart, if one ran before)."""
+    def start(
+        self, settings: NodeImageSettings | None = None, *, also: Callable[[Manager], object] | None = None
+    ) -> None:
+        """Run a fresh manager with the node-image reconcilers (a restart, if one ran before);
+        ``also`` wires more reconcilers into the same manager (such as IPAM's)."""
         assert self.running is None, "stop the running manager first"
         config = parse_config(
             {
@@ -304,6 +307,8 @@ class RolloutBench:
             self.cloud.standalone,
             checkpoint=self.switch,
         )
+        if also is not None:
+            also(manager)
         self.running = _RunningManager(manager)
 
     def stop(self) -> None:
