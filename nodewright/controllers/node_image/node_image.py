@@ -15,7 +15,8 @@ writes what they say, each write idempotent and named by a checkpoint:
    VMs, if one is claimed); adopt machines a restart left without a Join PendingNode (a
    scale-out is recorded on its ScalingGroup before it is made);
 2. group the claimed nodes against the desired image (the previous image while rolling back);
-   delete Join PendingNodes that are done; decide the rollout state (canary, soak, health gates,
+   delete Join PendingNodes that are done, and those naming a node that already served as a heir
+   (stale: a Warning Event and a log line); decide the rollout state (canary, soak, health gates,
    rollback; ``rollout_state``); compute the budget;
 3. pair new nodes with outdated ones (heir annotation first, then donor, then the Join record
    goes), mark unneeded and abandoned new nodes obsolete, release stale annotations, and uncordon
@@ -82,6 +83,7 @@ from nodewright.controllers.node_image.grouping import (
     parse_desired_image,
     rollout_in_progress,
     settled_joins,
+    stale_joins,
 )
 from nodewright.controllers.node_image.pairing import (
     PairingPlan,
@@ -247,6 +249,9 @@ class NodeImageReconciler(NodeReplacement):
         for join in settled_joins(groups, pending):
             self._delete_pending_node(join, "delete-settled-join")
             pending.remove(join)
+        for stale in stale_joins(groups, pending):
+            self._ignore_stale_join(obj, stale)
+            pending.remove(stale.pending_node)
         current = {node.name: node for node in groups.all_nodes()}
         evictions = self._check_evicted_pods(current.values(), node_image.spec.evicted_pods_ready_deadline)
         return _View(obj, node_image, memory, desired, claims, pending, groups, current, evictions)
@@ -327,6 +332,7 @@ class NodeImageReconciler(NodeReplacement):
             failure=failure,
             now=self._clock(),
             canary_placed=canary_placed(view.groups, view.pending, max(spec.canary, 1)),
+            quarantined=bool(view.groups.quarantined),
         )
 
     def _start_rollback(self, view: _View, decision: RolloutDecision) -> Result:
@@ -447,6 +453,7 @@ class NodeImageReconciler(NodeReplacement):
             conflicts=view.claims.conflicts,
             broken_groups=broken,
             evicted_pods_waiting=ReplacementStep.WAIT_FOR_EVICTED_PODS in progress.steps,
+            quarantined=[node.name for node in groups.quarantined],
         )
         self._claim_checks.report_conflict(view.obj, view.claims.conflicts)
         self._write_status(view.obj, status.to_dict(), conditions)

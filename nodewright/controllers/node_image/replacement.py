@@ -1,20 +1,22 @@
 """Replacing and removing nodes, one pair at a time: the writes of steps 3 and 4 of the NodeImage
 reconcile (see ``node_image``).
 
-Pairing marks are written heir first, then donor; stale marks are released and nodes an abandoned
-replacement left cordoned are made schedulable again. Per pair: labels are copied, the heir must be
-Ready, then the heir's IP pool must be able to take the donor's pods (``heir_network``, read from
-the NodeNetworkConfigs' status; while the donor holds pods bound for the heir, the heir carries the
-``nodewright.io/incoming-pods`` annotation so IPAM sizes its pool for them first) and the heir's
-machine must hold the identities the donor's pods use (``heir_identity``, read from the
-AzureAssignedIdentities' status); only then is the donor cordoned and drained (Eviction API,
-PodDisruptionBudgets respected, never forced; the pods about to be evicted are first recorded on the
-heir for the evicted-pods health gate, ``evicted_pods``) and handed to a Leave PendingNode, once a
-fresh read of the heir (not the cache) still shows it Ready. A drain not done within the
-reconciler's ``drainTimeoutSeconds`` is reported (Degraded DrainStuck); one not done within the
-NodeImage's ``drainTimeout`` meets ``undrainableNodeBehavior``: under ``Cordon`` the donor is
-labelled ``nodewright.io/upgrade-status=Quarantined``, stays cordoned and its heir is released (at
-most ``maxBlockedNodes``); otherwise the rollout fails. New-image nodes get the ready-seen mark the
+Pairing marks are written heir first (its donor annotation with the lasting served-as-heir mark,
+in one patch), then donor; stale marks are released (a released heir keeps its served-as-heir
+mark) and nodes an abandoned replacement left cordoned are made schedulable again. Per pair:
+labels are copied, the heir must be Ready, then the heir's IP pool must be able to take the
+donor's pods (``heir_network``, read from the NodeNetworkConfigs' status; while the donor holds
+pods bound for the heir, the heir carries the ``nodewright.io/incoming-pods`` annotation so IPAM
+sizes its pool for them first) and the heir's machine must hold the identities the donor's pods
+use (``heir_identity``, read from the AzureAssignedIdentities' status); only then is the donor
+cordoned and drained (Eviction API, PodDisruptionBudgets respected, never forced; the pods about
+to be evicted are first recorded on the heir for the evicted-pods health gate, ``evicted_pods``)
+and handed to a Leave PendingNode, once a fresh read of the heir (not the cache) still shows it
+Ready. A drain not done within the reconciler's ``drainTimeoutSeconds`` is reported (Degraded
+DrainStuck); one not done within the NodeImage's ``drainTimeout`` meets
+``undrainableNodeBehavior``: under ``Cordon`` the donor is labelled
+``nodewright.io/upgrade-status=Quarantined``, stays cordoned and its heir is released (at most
+``maxBlockedNodes``); otherwise the rollout fails. New-image nodes get the ready-seen mark the
 health gate reads. Side effects: Node patches, evictions, PendingNode creates, Events, metrics.
 """
 
@@ -48,7 +50,9 @@ from nodewright.controllers.node_image.grouping import (
     DRAIN_STARTED_ANNOTATION,
     HEIR_ANNOTATION,
     OBSOLETE_ANNOTATION,
+    SERVED_AS_HEIR_ANNOTATION,
     ClusterNode,
+    StaleJoin,
 )
 from nodewright.controllers.node_image.heir_identity import heir_identities_missing
 from nodewright.controllers.node_image.heir_network import (
@@ -121,7 +125,8 @@ class NodeReplacement(RolloutWrites):
 
     def _apply_pairing(self, pairing: PairingPlan, current: dict[str, ClusterNode]) -> None:
         for pair in pairing.to_annotate:
-            self._annotate(current, pair.heir.name, {DONOR_ANNOTATION: pair.donor.name}, "pair-heir")
+            mark = {DONOR_ANNOTATION: pair.donor.name, SERVED_AS_HEIR_ANNOTATION: pair.donor.name}
+            self._annotate(current, pair.heir.name, mark, "pair-heir")
             self._annotate(current, pair.donor.name, {HEIR_ANNOTATION: pair.heir.name}, "pair-donor")
             if pair.pending_node is not None:
                 self._delete_pending_node(pair.pending_node, "delete-mint-record")
@@ -130,10 +135,31 @@ class NodeReplacement(RolloutWrites):
             self._annotate(current, mint.node.name, {OBSOLETE_ANNOTATION: "true"}, "mark-obsolete")
             self._delete_pending_node(mint.pending_node, "delete-mint-record")
         for heir in pairing.clear_donor_annotation:
-            released = {DONOR_ANNOTATION: None, INCOMING_PODS_ANNOTATION: None}
+            released = {
+                DONOR_ANNOTATION: None,
+                INCOMING_PODS_ANNOTATION: None,
+                SERVED_AS_HEIR_ANNOTATION: heir.served_as_heir,
+            }
             self._annotate(current, heir.name, released, "release-heir")
         for donor in pairing.clear_heir_annotation:
             self._annotate(current, donor.name, {HEIR_ANNOTATION: None}, "release-donor")
+
+    def _ignore_stale_join(self, owner: dict[str, Any], stale: StaleJoin) -> None:
+        """Delete a Join naming a node that already served as a heir, with one Warning Event on
+        the NodeImage and one log line (once: the record is gone after)."""
+        pending, node = stale.pending_node, stale.node
+        self._delete_pending_node(pending, "delete-stale-join")
+        message = (
+            f"Join PendingNode {pending.name} names {node.name}, which already served as heir of "
+            f"{node.served_as_heir}: ignored and deleted"
+        )
+        self._events.event(owner, "Warning", "StaleJoinIgnored", message)
+        log.info(
+            "Ignored stale Join PendingNode",
+            pending_node=pending.name,
+            node=node.name,
+            heir_of=node.served_as_heir,
+        )
 
     def _restore(self, current: dict[str, ClusterNode], node: ClusterNode) -> None:
         """Undo the marks of a replacement that will not happen (uncordon only what we cordoned)."""
