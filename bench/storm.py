@@ -408,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
                 credential=CredentialSettings(kind=CredentialKind.STATIC_TOKEN, static_token="bench-token"),  # noqa: S106 - the emulator accepts any token
                 ca_bundle=str(emulator.ca_file),
                 polling_interval=0.0,
-                retry_after_max_wait_seconds=2.0,
+                pacing_max_wait_seconds=1.0,
             )
         )
         phases = run_storm(emulator, cloud, arguments.phase_seconds, arguments.idle_seconds)

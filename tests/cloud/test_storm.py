@@ -21,7 +21,7 @@ from tests.cloud.helpers import cloud_for
 def test_no_storm_under_each_fault_kind(arm_emulator: ArmEmulator) -> None:
     """Per-target backoff (5 s doubling to 60 s) and the class hold after a 429 keep writes,
     log lines and tracebacks down; the targets recover once the faults clear."""
-    cloud = cloud_for(arm_emulator, backoff_initial_seconds=5.0, retry_after_max_wait_seconds=2.0)
+    cloud = cloud_for(arm_emulator, backoff_initial_seconds=5.0, pacing_max_wait_seconds=1.0)
     try:
         idle, *faulted = run_storm(arm_emulator, cloud, phase_seconds=45.0, idle_seconds=20.0)
     finally:
@@ -55,7 +55,7 @@ def test_writes_resume_within_the_hold_once_throttling_clears(arm_emulator: ArmE
         for index in range(3)
     ]
     identities = [estate.add_identity(group, f"id-{index}") for index in range(3)]
-    cloud = cloud_for(arm_emulator, backoff_initial_seconds=0.2, retry_after_max_wait_seconds=1.0)
+    cloud = cloud_for(arm_emulator, backoff_initial_seconds=0.2, pacing_max_wait_seconds=1.0)
 
     def reconcile_all() -> None:
         for machine, identity in zip(machines, identities, strict=True):
