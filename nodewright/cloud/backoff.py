@@ -27,9 +27,10 @@ A throttled write backs its target off so that a read-modify-write of that targe
 before its read; a throttled read starts nothing (the budget holds its class and later reads wait
 there). Errors the caller handles itself (not found, a stale etag, a rejected identity) start
 nothing. A failure that starts a backoff carries it as ``retry_after``/``retry_at`` (unless it
-named its own), so the controller requeues for when the target may be tried again. Which layer retries what: azure-core retries only transport failures
-(connection and read errors); 429, 5xx and failed operations go back to the work queue, which
-meets this backoff. Thread-safe; no I/O.
+named its own), so the controller requeues for when the target may be tried again. Which layer
+retries what: azure-core retries only transport failures of reads (connection and read errors);
+429, 5xx, terminal answers and failed operations go back to the work queue, which meets this
+backoff. Thread-safe; no I/O.
 """
 
 from __future__ import annotations
@@ -65,7 +66,13 @@ class BackingOffError(CloudError):
     quiet = True
 
     def __init__(
-        self, target: str, seconds: float, last_code: str | None, last_message: str = "", *, terminal: bool = False
+        self,
+        target: str,
+        seconds: float,
+        last_code: str | None,
+        last_message: str = "",
+        *,
+        terminal: bool = False,
     ) -> None:
         super().__init__(
             f"Backing off calls to {target} for {seconds:.0f} s after {last_code or 'an error'}",

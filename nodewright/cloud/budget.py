@@ -47,7 +47,7 @@ from typing import Any, Protocol
 from azure.core.pipeline import PipelineRequest, PipelineResponse
 from azure.core.pipeline.policies import HTTPPolicy
 
-from nodewright.cloud.errors import ThrottledError, parse_retry_after
+from nodewright.cloud.errors import parse_retry_after
 from nodewright.cloud.throttle import (
     DEFAULT_PACING_MAX_WAIT_SECONDS,
     held_error,

@@ -43,7 +43,7 @@ from nodewright.cloud.throttle import (
 from nodewright.cloud.write_guard import WriteGuard, WriteGuardPolicy
 
 
-class ReadRetryPolicy(RetryPolicy):
+class ReadRetryPolicy(RetryPolicy[Any, Any]):
     """azure-core's ``RetryPolicy`` that resends only reads (GET, HEAD, OPTIONS) after a transport
     failure. A write (PUT, PATCH, POST, DELETE) is never resent by the SDK: it was built from what
     its caller read, and a resend after a timeout or a backoff would carry that plan late. Its
@@ -55,7 +55,7 @@ class ReadRetryPolicy(RetryPolicy):
         self._method_whitelist = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
-def _retry_policy(options: dict[str, Any]) -> RetryPolicy:
+def _retry_policy(options: dict[str, Any]) -> RetryPolicy[Any, Any]:
     """The retry policy every client gets, from the ``retry_*`` client options."""
     return ReadRetryPolicy(**{key: value for key, value in options.items() if key.startswith("retry_")})
 
