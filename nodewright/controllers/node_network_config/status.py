@@ -4,7 +4,9 @@ writing it.
 Owns ``Outcome`` (what one pass found), ``build_container`` (pure: networkContainers[0] with a
 stable id from the NIC's ARM ID, ipAssignments in NIC order, gateway and subnet facts, a version
 bumped on every change) and ``StatusWriter``, which patches status only when it differs, reports
-problems as status ``Error`` + a ``Ready`` condition + a Warning Event, and notices once when the
+problems as status ``Error`` + a ``Ready`` condition + a Warning Event, reports a terminal ARM
+answer to the NIC's write (``Outcome.refusal``) as a ``Ready`` condition naming ARM's code and
+message with one Warning Event when it starts (not one per retry), and notices once when the
 CRD (Azure CNS's own) prunes ``status.conditions``. Side effects: status patches, Events.
 """
 
@@ -69,6 +71,9 @@ class Outcome:
     container_status: NetworkContainerStatus = NETWORK_CONTAINER_STATUS_SUCCESS
     complete: bool = True
     retry_in: float | None = None
+    refusal: tuple[str, str] | None = None
+    """ARM's code and message when it refused the NIC's write with a terminal answer (a full
+    subnet, a limit, an invalid request): the Ready condition names them while it lasts."""
 
 
 def container_id(nic_id: str) -> str:
@@ -141,9 +146,18 @@ def _summary(outcome: Outcome, count: int) -> tuple[ReconcileStatus, Literal["Tr
     if outcome.problems:
         message = "; ".join(text for _, text in outcome.problems)
         return STATUS_ERROR, "False", outcome.problems[0][0], message
+    if outcome.refusal is not None:
+        code, text = outcome.refusal
+        message = f"{count} IPs on the NIC; ARM refused more: {code}: {text} (retried with backoff)"
+        return STATUS_UPDATING, "False", code, message
     if not outcome.complete:
         return STATUS_UPDATING, "False", "Allocating", f"{count} IPs on the NIC; allocation in progress"
     return STATUS_UPDATED, "True", "Allocated", f"{count} IPs on the NIC"
+
+
+def _ready_reason(config: NodeNetworkConfig) -> str:
+    """The reason of the stored Ready condition ("" when none)."""
+    return next((c.reason for c in config.status.conditions if c.type == READY), "")
 
 
 class StatusWriter:
@@ -165,6 +179,8 @@ class StatusWriter:
         state, ready, reason, message = _summary(outcome, count)
         for problem_reason, text in outcome.problems:
             self._events.event(raw, "Warning", problem_reason, text)
+        if outcome.refusal is not None and not outcome.problems and _ready_reason(config) != reason:
+            self._events.event(raw, "Warning", reason, message)  # once per change, not per retry
         status = copy.deepcopy(config.status)
         status.network_containers = [container]
         status.assigned_ip_count = count
