@@ -12,7 +12,8 @@ runtime does for an expected error (its ``log_fields``; quiet ones at debug).
 A run has phases: idle (no fault), then each fault kind for ``phase_seconds`` (5 minutes here;
 ``tests/cloud/test_storm.py`` runs 45 s): the Compute provider's 429 without Retry-After on every
 write; 500 on every write (reads answer: see ``_fail_every_write``); every long-running
-operation failing. Each is followed by the faults
+operation failing; the nodes' subnet full (another tenant holds every free address, so every
+address wanted is refused 400 SubnetIsFull, a terminal answer). Each is followed by the faults
 clearing and the time to converge. Measured per phase from the emulator's request log and a log
 handler: ARM writes per target per minute (the most any target received), requests, log lines per
 minute, tracebacks, seconds to converge after clearing. Side effects: threads, a loopback HTTPS
@@ -42,6 +43,10 @@ from nodewright.cloud.resource_ids import VirtualMachineId, parse_machine_id, pa
 __all__ = ["FAULTS", "Phase", "Storm", "main", "run_storm"]
 
 GROUP = "rg-storm"
+SUBNET_ID_TEMPLATE = (
+    "/subscriptions/" + DEFAULT_SUBSCRIPTION + "/resourceGroups/{group}/providers/Microsoft.Network"
+    "/virtualNetworks/vnet/subnets/nodes"
+)
 NODES = 7
 IDENTITIES = 40
 IDENTITIES_PER_NODE = 6  # pods with an identity a node carries at once; the oldest leaves first
@@ -107,7 +112,7 @@ class Storm:
     def build(self) -> None:
         estate = self.emulator.estate
         estate.add_resource_group(GROUP)
-        vnet = estate.add_virtual_network(GROUP, "vnet", subnets={"nodes": "10.50.0.0/16"})
+        vnet = estate.add_virtual_network(GROUP, "vnet", subnets={"nodes": "10.50.0.0/22"})
         self.identity_ids = [estate.add_identity(GROUP, f"id-{index:02d}") for index in range(IDENTITIES)]
         self.machines = [
             estate.add_virtual_machine(GROUP, f"node-{index}", subnet_id=vnet + "/subnets/nodes")
@@ -297,10 +302,32 @@ def _fail_every_operation(emulator: ArmEmulator) -> None:
     emulator.faults.fail_operation(path="*", times=None)
 
 
-FAULTS: dict[str, Callable[[ArmEmulator], None]] = {
+def _fill_the_subnet(emulator: ArmEmulator) -> Callable[[], None]:
+    """Another tenant takes every free address of the nodes' subnet; returns what gives them back."""
+    subnet = emulator.state.find_subnet(SUBNET_ID_TEMPLATE.format(group=GROUP))
+    if subnet is None:
+        raise RuntimeError("the storm's subnet is missing")
+    with emulator.state.locked():
+        owners = [f"other-tenant-{index}" for index in range(subnet.pool.limit - subnet.pool.used)]
+        for owner in owners:
+            subnet.pool.allocate(owner)
+
+    def give_back() -> None:
+        with emulator.state.locked():
+            for owner in owners:
+                subnet.pool.release(owner)
+
+    return give_back
+
+
+Inject = Callable[[ArmEmulator], Callable[[], None] | None]
+"""Starts a fault; returns what ends it when clearing the emulator's injected faults does not."""
+
+FAULTS: dict[str, Inject] = {
     "429 without Retry-After": _throttle_compute_writes,
     "500 on writes": _fail_every_write,
     "failed operations": _fail_every_operation,
+    "subnet full (400 SubnetIsFull)": _fill_the_subnet,
 }
 
 
@@ -332,19 +359,21 @@ def _phase(
     name: str,
     *,
     seconds: float,
-    inject: Callable[[ArmEmulator], None] | None,
+    inject: Inject | None,
     seed: int,
 ) -> Phase:
     emulator = storm.emulator
     mark = time.monotonic()
     capture.take()
-    if inject is not None:
-        inject(emulator)
+    end = inject(emulator) if inject is not None else None
     storm.churn(seconds, seed)
     entries = emulator.requests.entries(since=mark)
     lines, tracebacks = capture.take()
     emulator.faults.clear()
-    converged = storm.settle(timeout=90.0)
+    if end is not None:
+        end()
+    # A terminal answer backs its target off up to 2 minutes: converging may take that long.
+    converged = storm.settle(timeout=150.0)
     return measured(name, seconds, entries, (lines, tracebacks), converged)
 
 

@@ -9,11 +9,13 @@ causes, three rules (documented in ``docs/cloud-retries.md``):
   failure) is a fact about that target: 5 s, doubling per further failure of the target, at most
   ``max_seconds`` (a minute by default). Only a success of that target ends it.
 - **A terminal answer** (``errors.is_terminal``: a full subnet, a limit or quota, an invalid
-  request; all 400-class) says the same request cannot succeed as it is: ``terminal_initial_seconds``
-  (2 s), doubling per further failure of the target, at most ``terminal_max_seconds`` (5 minutes):
-  seconds to minutes, so a target gets at most 5 writes in its first minute and one per 5 minutes
-  later. The first step is short because the caller usually sends a smaller request next (the
-  IPAM reconciler halves its batch). Only a success of that target ends it.
+  request; all 400-class) says the same request cannot succeed as it is:
+  ``terminal_initial_seconds`` (2 s), doubling per further failure of the target, at most
+  ``terminal_max_seconds`` (2 minutes): seconds to minutes, so a target gets at most 5 writes in
+  its first minute and one per 2 minutes later. The cap is no longer so that a target is tried
+  again within 2 minutes of the cause going (room in the subnet, a raised quota, a fixed
+  parameter); the first step is short because the caller usually sends a smaller request next
+  (the IPAM reconciler halves its batch). Only a success of that target ends it.
 - **Throttling** (a 429, or a call the shared budget refused unsent during its class hold) is a
   fact about the whole class, not the target: the budget's class hold already grows with each
   429 in a row. So a throttled write backs its target off for the class hold only (the error's
@@ -117,7 +119,7 @@ class TargetBackoff:
         initial_seconds: float = 5.0,
         max_seconds: float = 60.0,
         terminal_initial_seconds: float = 2.0,
-        terminal_max_seconds: float = 300.0,
+        terminal_max_seconds: float = 120.0,
         clock: Clock = time.monotonic,
         class_hold: Callable[[str], float] | None = None,
     ) -> None:

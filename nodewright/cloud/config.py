@@ -65,7 +65,7 @@ class CloudSettings:
     backoff_initial_seconds: float = 5.0
     backoff_max_seconds: float = 60.0
     terminal_backoff_initial_seconds: float = 2.0
-    terminal_backoff_max_seconds: float = 300.0
+    terminal_backoff_max_seconds: float = 120.0
     http_logging: bool = False
 
     def __post_init__(self) -> None:
