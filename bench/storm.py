@@ -23,6 +23,7 @@ server, a temporary directory.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import logging
 import random
 import tempfile
@@ -35,18 +36,16 @@ from pathlib import Path
 
 from nodewright.cloud.config import CloudSettings, CredentialKind, CredentialSettings
 from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION, ArmEmulator, RecordedRequest
+from nodewright.cloud.emulator.addresses import SubnetAddressPool
 from nodewright.cloud.emulator.certificates import issue_loopback_certificates
+from nodewright.cloud.emulator.errors import ArmError
 from nodewright.cloud.errors import CloudError
 from nodewright.cloud.factory import Cloud, build_cloud
 from nodewright.cloud.resource_ids import VirtualMachineId, parse_machine_id, parse_network_interface_id
 
-__all__ = ["FAULTS", "Phase", "Storm", "main", "run_storm"]
+__all__ = ["FAULTS", "Inject", "Phase", "Storm", "main", "run_storm"]
 
 GROUP = "rg-storm"
-SUBNET_ID_TEMPLATE = (
-    "/subscriptions/" + DEFAULT_SUBSCRIPTION + "/resourceGroups/{group}/providers/Microsoft.Network"
-    "/virtualNetworks/vnet/subnets/nodes"
-)
 NODES = 7
 IDENTITIES = 40
 IDENTITIES_PER_NODE = 6  # pods with an identity a node carries at once; the oldest leaves first
@@ -112,7 +111,7 @@ class Storm:
     def build(self) -> None:
         estate = self.emulator.estate
         estate.add_resource_group(GROUP)
-        vnet = estate.add_virtual_network(GROUP, "vnet", subnets={"nodes": "10.50.0.0/22"})
+        vnet = estate.add_virtual_network(GROUP, "vnet", subnets={"nodes": "10.50.0.0/16"})
         self.identity_ids = [estate.add_identity(GROUP, f"id-{index:02d}") for index in range(IDENTITIES)]
         self.machines = [
             estate.add_virtual_machine(GROUP, f"node-{index}", subnet_id=vnet + "/subnets/nodes")
@@ -303,19 +302,24 @@ def _fail_every_operation(emulator: ArmEmulator) -> None:
 
 
 def _fill_the_subnet(emulator: ArmEmulator) -> Callable[[], None]:
-    """Another tenant takes every free address of the nodes' subnet; returns what gives them back."""
-    subnet = emulator.state.find_subnet(SUBNET_ID_TEMPLATE.format(group=GROUP))
-    if subnet is None:
-        raise RuntimeError("the storm's subnet is missing")
+    """Another tenant takes every free address of every subnet (the storm has one); returns what
+    gives them back."""
+    taken: list[tuple[SubnetAddressPool, str]] = []
     with emulator.state.locked():
-        owners = [f"other-tenant-{index}" for index in range(subnet.pool.limit - subnet.pool.used)]
-        for owner in owners:
-            subnet.pool.allocate(owner)
+        for subnet in emulator.state.subnets.values():
+            pool = subnet.pool
+            for value in range(int(pool.network.network_address) + 4, int(pool.network.broadcast_address)):
+                owner = f"other-tenant-{value}"
+                try:
+                    pool.allocate(owner, str(ipaddress.ip_address(value)))
+                except ArmError:
+                    continue  # a node holds it
+                taken.append((pool, owner))
 
     def give_back() -> None:
         with emulator.state.locked():
-            for owner in owners:
-                subnet.pool.release(owner)
+            for pool, owner in taken:
+                pool.release(owner)
 
     return give_back
 
