@@ -15,7 +15,8 @@ write; 500 on every write (reads answer: see ``_fail_every_write``); every long-
 operation failing; the nodes' subnet full (another tenant holds every free address, so every
 address wanted is refused 400 SubnetIsFull, a terminal answer). Each is followed by the faults
 clearing and the time to converge. Measured per phase from the emulator's request log and a log
-handler: ARM writes per target per minute (the most any target received), requests, log lines per
+handler: ARM writes per target per minute (the most any target received, and the most any target
+received that ARM refused with a 400-class answer), requests, log lines per
 minute, tracebacks, seconds to converge after clearing. Side effects: threads, a loopback HTTPS
 server, a temporary directory.
 """
@@ -59,6 +60,9 @@ class Phase:
     name: str
     seconds: float
     writes_per_target_per_minute: float
+    writes_per_refused_target_per_minute: float
+    """The same, over the targets ARM refused a write of with a 400-class answer (a full subnet's
+    NICs: the identity writes of the same nodes go on as at idle)."""
     requests: int
     log_lines_per_minute: float
     tracebacks: int
@@ -388,18 +392,18 @@ def measured(
     logged: tuple[int, int],
     converged: float | None,
 ) -> Phase:
-    """A phase's figures: the most ARM writes one target got per minute, requests, log lines per
-    minute and tracebacks (``logged``), seconds to converge after clearing."""
-    writes = Counter(
-        entry.path.lower().split("?")[0]
-        for entry in entries
-        if entry.method in ("PUT", "PATCH", "POST", "DELETE")
-    )
+    """A phase's figures: the most ARM writes one target got per minute (over all targets, and
+    over those refused with a 400-class answer), requests, log lines per minute and tracebacks
+    (``logged``), seconds to converge after clearing."""
+    writes = [entry for entry in entries if entry.method in ("PUT", "PATCH", "POST", "DELETE")]
+    per_target = Counter(entry.path.lower().split("?")[0] for entry in writes)
+    refused = {entry.path.lower().split("?")[0] for entry in writes if 400 <= entry.status < 429}
     minutes = seconds / 60.0
     return Phase(
         name=name,
         seconds=seconds,
-        writes_per_target_per_minute=max(writes.values(), default=0) / minutes,
+        writes_per_target_per_minute=max(per_target.values(), default=0) / minutes,
+        writes_per_refused_target_per_minute=max((per_target[t] for t in refused), default=0) / minutes,
         requests=len(entries),
         log_lines_per_minute=logged[0] / minutes,
         tracebacks=logged[1],
@@ -410,9 +414,9 @@ def measured(
 def table(phases: Sequence[Phase]) -> list[str]:
     """The phases as a Markdown table."""
     lines = [
-        "| phase | seconds | max writes per target per minute | requests | log lines per minute "
-        "| tracebacks | converged after clearing (s) |",
-        "|---|---|---|---|---|---|---|",
+        "| phase | seconds | max writes per target per minute | of a target refused (400) "
+        "| requests | log lines per minute | tracebacks | converged after clearing (s) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for phase in phases:
         converged = (
@@ -420,7 +424,8 @@ def table(phases: Sequence[Phase]) -> list[str]:
         )
         lines.append(
             f"| {phase.name} | {phase.seconds:.0f} | {phase.writes_per_target_per_minute:.1f} "
-            f"| {phase.requests} | {phase.log_lines_per_minute:.1f} | {phase.tracebacks} | {converged} |"
+            f"| {phase.writes_per_refused_target_per_minute:.1f} | {phase.requests} "
+            f"| {phase.log_lines_per_minute:.1f} | {phase.tracebacks} | {converged} |"
         )
     return lines
 
