@@ -41,14 +41,12 @@ from typing import Any
 from nodewright.api.acn.v1alpha import (
     NETWORK_CONTAINER_STATUS_FAILED,
     NETWORK_CONTAINER_STATUS_SUBNET_FULL,
-    NetworkContainerStatus,
+    NETWORK_CONTAINER_STATUS_SUCCESS,
     NodeNetworkConfig,
 )
 from nodewright.api.base import ValidationError
 from nodewright.cloud.backoff import BackingOffError
 from nodewright.cloud.errors import (
-    LIMIT_CODES,
-    SUBNET_FULL_CODES,
     CloudError,
     LimitExceededError,
     NotFoundError,
@@ -76,6 +74,7 @@ from nodewright.controllers.node_network_config.status import (
     StatusWriter,
     build_container,
     primary_subnet_id,
+    refused_container_status,
 )
 from nodewright.controllers.node_network_config.subnets import SubnetBook
 from nodewright.ipam import (
@@ -422,6 +421,8 @@ class NodeNetworkConfigReconciler:
         if not plan.changes_nic:
             return nic, []
         outcome.refusal = self.book.refusal(view.nic_id)  # said until a write goes through
+        if outcome.refusal is not None:
+            outcome.container_status = refused_container_status(outcome.refusal[0])
         guard = self.book.guard(view.nic_id)
         if not guard.may_write(view.now):
             outcome.complete = False
@@ -429,13 +430,13 @@ class NodeNetworkConfigReconciler:
             return nic, []
         try:
             changed = self._add(view, plan) if plan.add_count else (self._remove(view, plan), [])
-            outcome.refusal = None
+            outcome.refusal, outcome.container_status = None, NETWORK_CONTAINER_STATUS_SUCCESS
             return changed
         except BackingOffError as error:  # not sent: the NIC backs off after a failed write
             outcome.complete = False
             outcome.retry_in = error.retry_after
             if error.terminal:
-                outcome.container_status = _refused_status(error.code)
+                outcome.container_status = refused_container_status(error.code)
                 self._refused(view, outcome, (error.code or "", error.last_message))
             return nic, []
         except (SubnetFullError, LimitExceededError) as error:
@@ -583,13 +584,6 @@ class NodeNetworkConfigReconciler:
             dues.append(min(self.book.settling_until(view.nic_id, pending, settle), default=view.now))
         delays += [max(due - view.now, PENDING_REQUEUE_SECONDS) for due in dues if due is not None]
         return min(delays)
-
-
-def _refused_status(code: str | None) -> NetworkContainerStatus:
-    """The network container status while ARM refuses the NIC's writes with ``code``."""
-    if (code or "").lower() in SUBNET_FULL_CODES | LIMIT_CODES:
-        return NETWORK_CONTAINER_STATUS_SUBNET_FULL
-    return NETWORK_CONTAINER_STATUS_FAILED
 
 
 _UNSELECTED: Object = {"metadata": {"name": ""}}

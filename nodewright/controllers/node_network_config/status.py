@@ -22,6 +22,8 @@ from typing import Any, Literal, Protocol
 from nodewright.api.acn.v1alpha import (
     ASSIGNMENT_MODE_DYNAMIC,
     ASSIGNMENT_MODE_STATIC,
+    NETWORK_CONTAINER_STATUS_FAILED,
+    NETWORK_CONTAINER_STATUS_SUBNET_FULL,
     NETWORK_CONTAINER_STATUS_SUCCESS,
     NETWORK_CONTAINER_TYPE_VNET,
     NETWORK_CONTAINER_TYPE_VNET_BLOCK,
@@ -35,6 +37,7 @@ from nodewright.api.acn.v1alpha import (
     ReconcileStatus,
     Scaler,
 )
+from nodewright.cloud.errors import LIMIT_CODES, SUBNET_FULL_CODES
 from nodewright.cloud.models import NicInfo, SubnetInfo
 from nodewright.cloud.resource_ids import parse_subnet_id
 from nodewright.ipam import PoolScaler, address_count
@@ -49,6 +52,7 @@ __all__ = [
     "build_container",
     "container_id",
     "primary_subnet_id",
+    "refused_container_status",
 ]
 
 log = get_logger(__name__)
@@ -74,6 +78,14 @@ class Outcome:
     refusal: tuple[str, str] | None = None
     """ARM's code and message when it refused the NIC's write with a terminal answer (a full
     subnet, a limit, an invalid request): the Ready condition names them while it lasts."""
+
+
+def refused_container_status(code: str | None) -> NetworkContainerStatus:
+    """The network container status while ARM refuses the NIC's writes with ``code``: SubnetFull
+    for a capacity answer (a full subnet, a NIC's limit), else Failed."""
+    if (code or "").lower() in SUBNET_FULL_CODES | LIMIT_CODES:
+        return NETWORK_CONTAINER_STATUS_SUBNET_FULL
+    return NETWORK_CONTAINER_STATUS_FAILED
 
 
 def container_id(nic_id: str) -> str:
