@@ -160,17 +160,20 @@ class Storm:
 
     def _reconcile(self, index: int) -> None:
         """Both reconcilers' cloud calls for one node, each on its own as separate controllers
-        would make them: the identities of the VM, the IP configurations of its NIC."""
+        would make them: the identities of the VM, the IP configurations of its NIC (additions
+        before removals)."""
         machine = parse_machine_id(self.machines[index])
         if not isinstance(machine, VirtualMachineId):
             raise TypeError(f"not a VM: {machine}")
         nic = parse_network_interface_id(self._nic(index))
         add, remove, addresses, released = self._snapshot(index)
         _logged(lambda: self.cloud.compute.update_identities(machine, add=add, remove=remove))
+        # Additions first, as the IPAM reconciler orders them: a new pod's address is not taken
+        # from the one an old pod is giving back (in a full subnet, it would always fit).
+        _logged(lambda: self.cloud.network.add_secondary_ip_configurations(nic, addresses))
         if released and _logged(lambda: self.cloud.network.remove_secondary_ip_configurations(nic, released)):
             with self._lock:
                 self.wanted[index].released_addresses.difference_update(released)
-        _logged(lambda: self.cloud.network.add_secondary_ip_configurations(nic, addresses))
 
     def churn(self, seconds: float, seed: int) -> None:
         """Pods come and go for ``seconds``, ``events_per_second``: each event changes one random
