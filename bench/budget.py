@@ -97,7 +97,7 @@ def _cloud(emulator: ArmEmulator) -> Cloud:
             polling_interval=0.0,
             mutation_qps=1000.0,
             mutation_burst=1000,
-            retry_after_max_wait_seconds=120.0,
+            pacing_max_wait_seconds=120.0,  # no work queue here: the threads pace by sleeping
         )
     )
 

@@ -30,12 +30,11 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.cluster import cluster_kubeconfig
-from bench.storm import FAULTS, Phase, _Capture, measured, table
+from bench.storm import FAULTS, Inject, Phase, _Capture, measured, table
 from nodewright.api.aadpodidentity.v1 import RESOURCES as IDENTITY_RESOURCES
 from nodewright.api.acn.v1alpha import NodeNetworkConfig
 from nodewright.api.acn.v1alpha1 import ClusterSubnetState
@@ -285,17 +284,18 @@ def _phase(
     name: str,
     *,
     seconds: float,
-    inject: Callable[[ArmEmulator], None] | None,
+    inject: Inject | None,
     seed: int,
 ) -> Phase:
     mark = time.monotonic()
     capture.take()
-    if inject is not None:
-        inject(world.emulator)
+    end = inject(world.emulator) if inject is not None else None
     _churn(world, seconds, random.Random(seed))
     entries = world.emulator.requests.entries(since=mark)
     logged = capture.take()
     world.emulator.faults.clear()
+    if end is not None:
+        end()
     return measured(name, seconds, entries, logged, _settle(world, timeout=180.0))
 
 

@@ -22,10 +22,17 @@ and reports them in ``x-ms-ratelimit-remaining-resource``. ``ArmBudget`` mirrors
   budget for that subscription and principal, so every client and reconciler draws on the same buckets.
 
 ``ArmBudgetPolicy`` applies the budget to each HTTP attempt (the factory places it after
-azure-core's ``RetryPolicy``). A hold longer than ``max_wait_seconds`` is not slept: the request
-fails at once with ``ThrottledError`` naming the remaining time, and the caller's work queue
-retries it. ``BudgetObserver`` is the seam to metrics (remaining per class; 429s by class and
-code). Thread-safe; sleeps in the calling thread; no other I/O.
+azure-core's ``RetryPolicy``). **No stale plan is sent**: a request of a held class is never
+slept through the hold; it fails at once with a quiet ``ThrottledError`` naming the time left,
+and the caller's work queue comes back then, reads again and decides again. (A request is built
+from what its caller read; sent after a hold of 20 s it would carry a decision the world has
+moved past, such as removing an identity a pod created meanwhile needs.) Pacing (waiting for
+the bucket to refill) is slept only while the attempt's pacing stays within
+``max_wait_seconds`` (1 s by default, shared with the mutation rate limit through the request's
+context, ``throttle.PACED_SECONDS``): a pass spends that much between its read and its write
+anyway. A longer pacing wait gives the tokens back and fails at once like a hold.
+``BudgetObserver`` is the seam to metrics (remaining per class; 429s by class and code).
+Thread-safe; sleeps in the calling thread (pacing only); no other I/O.
 """
 
 from __future__ import annotations
@@ -40,8 +47,14 @@ from typing import Any, Protocol
 from azure.core.pipeline import PipelineRequest, PipelineResponse
 from azure.core.pipeline.policies import HTTPPolicy
 
-from nodewright.cloud.errors import ThrottledError, parse_retry_after
-from nodewright.cloud.throttle import operation_name
+from nodewright.cloud.errors import parse_retry_after
+from nodewright.cloud.throttle import (
+    DEFAULT_PACING_MAX_WAIT_SECONDS,
+    held_error,
+    note_paced,
+    operation_name,
+    paced_seconds,
+)
 
 __all__ = [
     "ARM_LIMITS",
@@ -225,6 +238,16 @@ class ArmBudget:
                 wait = max(wait, bucket.take(now, self._reserve(bucket.capacity)))
             return wait
 
+    def refund(self, method: str, operation: str) -> None:
+        """Give back the tokens ``wait_seconds`` took for a request that was not sent."""
+        now = self._clock()
+        with self._lock:
+            buckets = [self._classes[request_class(method)].bucket]
+            buckets += [self._policies[policy] for policy in self._policies_of.get(operation, ())]
+            for bucket in buckets:
+                bucket.refill(now)
+                bucket.tokens = min(bucket.capacity, bucket.tokens + 1.0)
+
     def held_for(self, method: str) -> float:
         """Seconds left on the 429 hold of the class of ``method``."""
         with self._lock:
@@ -310,10 +333,15 @@ def forget_shared_budgets(endpoint: str) -> None:
 
 
 class ArmBudgetPolicy(HTTPPolicy[Any, Any]):
-    """Paces each attempt by the shared budget, and teaches the budget from each answer."""
+    """Refuses each attempt of a held class, paces the others by the shared budget (within
+    ``max_wait_seconds``), and teaches the budget from each answer."""
 
     def __init__(
-        self, budget: ArmBudget, *, max_wait_seconds: float = 60.0, sleep: Sleep = time.sleep
+        self,
+        budget: ArmBudget,
+        *,
+        max_wait_seconds: float = DEFAULT_PACING_MAX_WAIT_SECONDS,
+        sleep: Sleep = time.sleep,
     ) -> None:
         super().__init__()
         self.budget = budget
@@ -324,18 +352,15 @@ class ArmBudgetPolicy(HTTPPolicy[Any, Any]):
         method = request.http_request.method
         operation = operation_name(method, request.http_request.url)
         held = self.budget.held_for(method)
-        if held > self.max_wait_seconds:
-            error = ThrottledError(
-                f"Requests of class {request_class(method)} are held for {held:.0f} s after a 429",
-                retry_after=held,
-                status_code=None,
-                code="ClientThrottleHold",
-            )
-            error.quiet = True  # not sent: the 429 that started the hold was logged already
-            raise error
+        if held > 0:  # never slept: the caller reads and decides again after the hold
+            raise held_error(f"class {request_class(method)} after a 429", held)
         wait = self.budget.wait_seconds(method, operation)
         if wait > 0:
-            self._sleep(min(wait, self.max_wait_seconds))
+            if paced_seconds(request) + wait > self.max_wait_seconds:
+                self.budget.refund(method, operation)
+                raise held_error(f"class {request_class(method)} by the budget", wait, code="ClientPacing")
+            self._sleep(wait)
+            note_paced(request, wait)
         response = self.next.send(request)
         http_response = response.http_response
         body = http_response.body() if http_response.status_code == 429 else None

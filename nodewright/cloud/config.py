@@ -1,8 +1,8 @@
 """Settings for reaching Azure Resource Manager, and the credentials they describe.
 
 Owns ``CloudSettings`` (subscription, ARM endpoint and token scope, credential kind, azure-core
-retry settings, LRO polling interval, CA bundle, mutation rate limit, request budget reserve,
-per-target backoff, azure-core HTTP logging) and ``build_credential``.
+retry settings, LRO polling interval, CA bundle, mutation rate limit, the longest pacing wait,
+request budget reserve, per-target backoff, azure-core HTTP logging) and ``build_credential``.
 ``StaticTokenCredential`` hands a fixed bearer token to azure-core, for the local ARM emulator.
 TLS verification is never turned off: an ``http://`` endpoint is refused, and ``ca_bundle`` only
 adds trust. The ``factory`` turns these settings into SDK clients.
@@ -58,12 +58,14 @@ class CloudSettings:
     ca_bundle: str | None = None
     mutation_qps: float = 10.0
     mutation_burst: int = 5
-    retry_after_max_wait_seconds: float = 60.0
+    pacing_max_wait_seconds: float = 1.0
     connection_timeout: float = 30.0
     read_timeout: float = 120.0
     budget_reserve_fraction: float = 0.1
     backoff_initial_seconds: float = 5.0
     backoff_max_seconds: float = 60.0
+    terminal_backoff_initial_seconds: float = 2.0
+    terminal_backoff_max_seconds: float = 120.0
     http_logging: bool = False
 
     def __post_init__(self) -> None:
@@ -86,8 +88,9 @@ class CloudSettings:
         """Keyword arguments every SDK client takes: retries, polling, TLS trust, timeouts."""
         options: dict[str, Any] = {
             "retry_total": self.retry_total,
-            # One retry layer per failure kind: azure-core retries transport failures only; 429,
-            # 5xx and failed operations go back to the work queue and the per-target backoff.
+            # One retry layer per failure kind: azure-core retries transport failures only, and
+            # of reads only (factory.ReadRetryPolicy); 429, 5xx and failed operations go back to
+            # the work queue and the per-target backoff.
             "retry_status": 0,
             "retry_backoff_factor": self.retry_backoff_factor,
             "retry_backoff_max": self.retry_backoff_max,

@@ -3,6 +3,9 @@
 Callers above ``cloud/`` never see ``azure.core.exceptions``: every operation in ``compute``,
 ``network`` and ``msi`` raises a ``CloudError`` subclass chosen by HTTP status and ARM error code.
 ``classify_error`` is the pure decision; ``translate_error`` applies it to an azure-core error.
+``is_terminal`` names the answers that sending the same request again cannot change (400-class:
+a full subnet, a limit or quota, an invalid request): retried only after a backoff that grows
+from seconds to minutes (``backoff.py``), reported by the caller as a condition.
 """
 
 from __future__ import annotations
@@ -56,6 +59,10 @@ class CloudError(Exception):
     """
 
     quiet = False
+    retry_after: float | None = None
+    """Seconds until a retry may succeed, when known (a hold, a Retry-After, a target's backoff)."""
+    retry_at: float | None = None
+    """The ``time.monotonic()`` when that wait ends (the controller runtime requeues for then)."""
 
     def __init__(self, message: str, *, status_code: int | None = None, code: str | None = None) -> None:
         super().__init__(message)
@@ -116,6 +123,19 @@ class SubnetFullError(CloudError):
     """The subnet has no free address for a new IP configuration."""
 
 
+class InvalidRequestError(CloudError):
+    """ARM refused the request as it is (HTTP 400 such as InvalidParameter or BadRequest): sending
+    it again unchanged cannot succeed."""
+
+
+TERMINAL_ERRORS: tuple[type[CloudError], ...] = (SubnetFullError, LimitExceededError, InvalidRequestError)
+
+
+def is_terminal(error: BaseException) -> bool:
+    """Whether ARM's answer is one that a retry of the same request cannot change (pure)."""
+    return isinstance(error, TERMINAL_ERRORS)
+
+
 class IdentityRejectedError(CloudError):
     """ARM refused specific user-assigned identities (LinkedAuthorizationFailed, FailedIdentityOperation)."""
 
@@ -171,6 +191,8 @@ def classify_error(facts: ErrorFacts) -> CloudError:
         return PreconditionFailedError(message, status_code=status, code=facts.code)
     if status == 409:
         return ConflictError(message, status_code=status, code=facts.code)
+    if status == 400:
+        return InvalidRequestError(message, status_code=status, code=facts.code)
     return CloudError(message, status_code=status, code=facts.code)
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from azure.core.credentials import TokenCredential
+from azure.core.pipeline.policies import RetryPolicy
 from azure.mgmt.compute import ComputeManagementClient
 from azure.mgmt.msi import ManagedServiceIdentityClient
 from azure.mgmt.network import NetworkManagementClient
@@ -40,6 +41,23 @@ from nodewright.cloud.throttle import (
     TokenBucket,
 )
 from nodewright.cloud.write_guard import WriteGuard, WriteGuardPolicy
+
+
+class ReadRetryPolicy(RetryPolicy[Any, Any]):
+    """azure-core's ``RetryPolicy`` that resends only reads (GET, HEAD, OPTIONS) after a transport
+    failure. A write (PUT, PATCH, POST, DELETE) is never resent by the SDK: it was built from what
+    its caller read, and a resend after a timeout or a backoff would carry that plan late. Its
+    failure goes back to the caller's work queue, which reads and decides again. (Status retries
+    are off, ``retry_status=0``, unless a caller turns them on.)"""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._method_whitelist = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def _retry_policy(options: dict[str, Any]) -> RetryPolicy[Any, Any]:
+    """The retry policy every client gets, from the ``retry_*`` client options."""
+    return ReadRetryPolicy(**{key: value for key, value in options.items() if key.startswith("retry_")})
 
 
 @dataclass
@@ -88,12 +106,12 @@ def principal_of(settings: CloudSettings) -> str:
 
 
 def _policies(
-    gate: RetryAfterGate, bucket: TokenBucket, observer: CallObserver, budget: ArmBudgetPolicy
+    gate: RetryAfterGate, bucket: MutationRateLimitPolicy, observer: CallObserver, budget: ArmBudgetPolicy
 ) -> list[Any]:
     # The token first, the Retry-After gate and the budget last: a write that waited for a token
     # must still check them, or a 429 that arrived during the wait would not hold it back.
     return [
-        MutationRateLimitPolicy(bucket),
+        bucket,
         RetryAfterGatePolicy(gate),
         budget,
         RequestCountingPolicy(observer),
@@ -134,15 +152,20 @@ def build_clients(
     observer = observer if observer is not None else NullObserver()
     bucket = mutation_bucket or TokenBucket(settings.mutation_qps, settings.mutation_burst)
     options = {**settings.client_options(), **client_options}
-    gates = [RetryAfterGate(max_wait_seconds=settings.retry_after_max_wait_seconds) for _ in range(3)]
+    gates = [RetryAfterGate() for _ in range(3)]
     logging.getLogger(HTTP_LOGGER).setLevel(logging.INFO if settings.http_logging else logging.WARNING)
     budget = _budget_for(settings, budget_observer)
-    budget_policy = ArmBudgetPolicy(budget, max_wait_seconds=settings.retry_after_max_wait_seconds)
+    rate_policy = MutationRateLimitPolicy(bucket, max_wait_seconds=settings.pacing_max_wait_seconds)
     guarded = [WriteGuardPolicy(write_guard)] if write_guard is not None else []
 
     def client_options_with(gate: RetryAfterGate) -> dict[str, Any]:
-        policies = _policies(gate, bucket, observer, budget_policy) + guarded
-        return {"base_url": settings.endpoint, "per_retry_policies": policies, **options}
+        # One budget and one retry policy per client (they share the budget): a pipeline links
+        # its policies through their ``next``, so an instance in two pipelines would send one
+        # client's requests through the other's later policies.
+        budget_policy = ArmBudgetPolicy(budget, max_wait_seconds=settings.pacing_max_wait_seconds)
+        policies = _policies(gate, rate_policy, observer, budget_policy) + guarded
+        retry = {"retry_policy": _retry_policy(options)} if "retry_policy" not in options else {}
+        return {"base_url": settings.endpoint, "per_retry_policies": policies, **retry, **options}
 
     subscription = settings.subscription_id
     compute = ComputeManagementClient(credential, subscription, **client_options_with(gates[0]))
@@ -172,6 +195,8 @@ def build_cloud(settings: CloudSettings, **options: Any) -> Cloud:
     backoff = TargetBackoff(
         initial_seconds=settings.backoff_initial_seconds,
         max_seconds=settings.backoff_max_seconds,
+        terminal_initial_seconds=settings.terminal_backoff_initial_seconds,
+        terminal_max_seconds=settings.terminal_backoff_max_seconds,
         # A throttled write backs its target off for the budget's hold of the writes class.
         class_hold=lambda access: budget.held_for("PUT" if access == "write" else "GET"),
     )

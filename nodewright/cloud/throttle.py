@@ -4,10 +4,15 @@ Owns three azure-core pipeline policies, placed after azure-core's ``RetryPolicy
 ``factory`` so that they see every attempt, retries included:
 
 - ``RetryAfterGatePolicy``: after a 429 naming a Retry-After, no request of the same operation
-  class (host, resource provider, read or write) leaves before that time; callers wait, or get
-  ``ThrottledError`` when the wait would exceed ``max_wait_seconds``.
+  class (host, resource provider, read or write) leaves before that time. A held request is not
+  slept: it fails at once with a quiet ``ThrottledError`` naming the time left, so that the
+  caller comes back then, reads again and decides again (a request built before the hold would
+  otherwise be sent after it, carrying a plan the world has moved past).
 - ``MutationRateLimitPolicy``: a token bucket (qps, burst) shared by all clients, taken by every
-  mutating request (anything but GET/HEAD/OPTIONS).
+  mutating request (anything but GET/HEAD/OPTIONS). Waiting for a token is pacing, slept in the
+  calling thread, but only up to ``max_wait_seconds`` for the whole attempt (``PACED_SECONDS``
+  in the request's context adds up what every pacing policy slept); a longer wait gives the
+  token back and fails at once like a hold.
 - ``RequestCountingPolicy``: each attempt reported to a ``CallObserver`` by operation and outcome.
 
 ``CallObserver`` is the seam to metrics: the controllers layer wires it to OpenTelemetry;
@@ -43,6 +48,12 @@ from nodewright.cloud.errors import (
 )
 
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+PACED_SECONDS = "nodewright_paced_seconds"
+"""The request context key under which pacing policies add up the seconds an attempt slept."""
+
+DEFAULT_PACING_MAX_WAIT_SECONDS = 1.0
+"""The longest pacing wait one attempt sleeps (see ``docs/cloud-retries.md``)."""
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], None]
@@ -140,6 +151,30 @@ def observe_call(observer: CallObserver, operation: str, clock: Clock = time.mon
     observer.record(CallEvent("call", operation, "success", clock() - started))
 
 
+def held_error(scope: str, seconds: float, *, code: str = "ClientThrottleHold") -> ThrottledError:
+    """The quiet ``ThrottledError`` of a request not sent: ``scope`` is held (or its pacing wait
+    is too long) for ``seconds`` more. The 429 that started a hold was logged already."""
+    error = ThrottledError(
+        f"Requests of {scope} are held for {seconds:.1f} s more; not sent",
+        retry_after=seconds,
+        status_code=None,
+        code=code,
+    )
+    error.quiet = True
+    return error
+
+
+def paced_seconds(request: PipelineRequest[Any]) -> float:
+    """The seconds pacing policies already slept for this request."""
+    value = request.context.get(PACED_SECONDS, 0.0)
+    return float(value) if isinstance(value, (int, float)) else 0.0
+
+
+def note_paced(request: PipelineRequest[Any], seconds: float) -> None:
+    """Add ``seconds`` of pacing sleep to the request's context."""
+    request.context[PACED_SECONDS] = paced_seconds(request) + seconds
+
+
 class TokenBucket:
     """A thread-safe token bucket: ``rate`` tokens per second, at most ``burst`` stored.
 
@@ -170,6 +205,11 @@ class TokenBucket:
             if self._tokens >= 0:
                 return 0.0
             return -self._tokens / self.rate
+
+    def refund(self) -> None:
+        """Give back a token taken by ``reserve`` and not used (the request was not sent)."""
+        with self._lock:
+            self._tokens = min(float(self.burst), self._tokens + 1.0)
 
     def acquire(self) -> float:
         """Block until a token is available; returns the seconds waited."""
@@ -207,12 +247,8 @@ def operation_name(method: str, url: str) -> str:
 class RetryAfterGate:
     """Deadlines per operation class, set by 429 responses; thread-safe."""
 
-    def __init__(
-        self, clock: Clock = time.monotonic, sleep: Sleep = time.sleep, max_wait_seconds: float = 60.0
-    ):
+    def __init__(self, clock: Clock = time.monotonic):
         self._clock = clock
-        self._sleep = sleep
-        self.max_wait_seconds = max_wait_seconds
         self._lock = threading.Lock()
         self._deadlines: dict[str, float] = {}
 
@@ -227,23 +263,15 @@ class RetryAfterGate:
         with self._lock:
             return max(0.0, self._deadlines.get(key, 0.0) - self._clock())
 
-    def wait(self, key: str) -> float:
-        """Sleep until ``key`` may send; raise ``ThrottledError`` if that is beyond ``max_wait_seconds``."""
-        waited = 0.0
-        while True:
-            remaining = self.remaining(key)
-            if remaining <= 0:
-                return waited
-            if remaining > self.max_wait_seconds:
-                raise ThrottledError(
-                    f"Requests of {key} are throttled for {remaining:.1f} s more", retry_after=remaining
-                )
-            self._sleep(remaining)
-            waited += remaining
+    def check(self, key: str) -> None:
+        """Raise the quiet ``ThrottledError`` of ``held_error`` while ``key`` is held; never sleeps."""
+        remaining = self.remaining(key)
+        if remaining > 0:
+            raise held_error(key, remaining)
 
 
 class RetryAfterGatePolicy(HTTPPolicy[Any, Any]):
-    """Holds each attempt until its operation class is no longer throttled; learns from 429s."""
+    """Refuses each attempt while its operation class is throttled; learns from 429s."""
 
     def __init__(self, gate: RetryAfterGate, classify: Callable[[str, str], str] = operation_class) -> None:
         super().__init__()
@@ -252,7 +280,7 @@ class RetryAfterGatePolicy(HTTPPolicy[Any, Any]):
 
     def send(self, request: PipelineRequest[Any]) -> PipelineResponse[Any, Any]:
         key = self._classify(request.http_request.method, request.http_request.url)
-        self.gate.wait(key)
+        self.gate.check(key)
         response = self.next.send(request)
         if response.http_response.status_code == 429:
             retry_after = parse_retry_after(dict(response.http_response.headers))
@@ -262,14 +290,31 @@ class RetryAfterGatePolicy(HTTPPolicy[Any, Any]):
 
 
 class MutationRateLimitPolicy(SansIOHTTPPolicy[Any, Any]):
-    """Takes a token from the shared bucket before each mutating attempt."""
+    """Takes a token from the shared bucket before each mutating attempt: sleeps for it when the
+    attempt's pacing stays within ``max_wait_seconds``, else gives it back and refuses."""
 
-    def __init__(self, bucket: TokenBucket) -> None:
+    def __init__(
+        self,
+        bucket: TokenBucket,
+        *,
+        max_wait_seconds: float = DEFAULT_PACING_MAX_WAIT_SECONDS,
+        sleep: Sleep = time.sleep,
+    ) -> None:
         self.bucket = bucket
+        self.max_wait_seconds = max_wait_seconds
+        self._sleep = sleep
 
     def on_request(self, request: PipelineRequest[Any]) -> None:
-        if request.http_request.method.upper() not in READ_METHODS:
-            self.bucket.acquire()
+        if request.http_request.method.upper() in READ_METHODS:
+            return
+        wait = self.bucket.reserve()
+        if wait <= 0:
+            return
+        if paced_seconds(request) + wait > self.max_wait_seconds:
+            self.bucket.refund()
+            raise held_error("the mutation rate limit", wait, code="ClientPacing")
+        self._sleep(wait)
+        note_paced(request, wait)
 
 
 class RequestCountingPolicy(HTTPPolicy[Any, Any]):

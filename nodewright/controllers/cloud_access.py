@@ -62,12 +62,14 @@ _SETTINGS_FIELDS = {
     "caBundle": ("ca_bundle", str),
     "mutationQps": ("mutation_qps", float),
     "mutationBurst": ("mutation_burst", int),
-    "retryAfterMaxWaitSeconds": ("retry_after_max_wait_seconds", float),
+    "pacingMaxWaitSeconds": ("pacing_max_wait_seconds", float),
     "connectionTimeout": ("connection_timeout", float),
     "readTimeout": ("read_timeout", float),
     "budgetReserveFraction": ("budget_reserve_fraction", float),
     "backoffInitialSeconds": ("backoff_initial_seconds", float),
     "backoffMaxSeconds": ("backoff_max_seconds", float),
+    "terminalBackoffInitialSeconds": ("terminal_backoff_initial_seconds", float),
+    "terminalBackoffMaxSeconds": ("terminal_backoff_max_seconds", float),
     "httpLogging": ("http_logging", bool),
 }
 _CREDENTIAL_FIELDS = {

@@ -1,4 +1,5 @@
-"""TargetBackoff on a fake clock: a failure of a target doubles its backoff up to the cap; throttling
+"""TargetBackoff on a fake clock: a failure of a target doubles its backoff up to the cap; a
+terminal (400-class) answer doubles from 2 s to 2 minutes; throttling
 backs a target off for the class hold only and is cut short by any success of the same access,
 while failure backoffs of other targets keep running."""
 
@@ -7,7 +8,14 @@ from __future__ import annotations
 import pytest
 
 from nodewright.cloud.backoff import BackingOffError, TargetBackoff
-from nodewright.cloud.errors import CloudError, NotFoundError, ThrottledError
+from nodewright.cloud.errors import (
+    CloudError,
+    InvalidRequestError,
+    LimitExceededError,
+    NotFoundError,
+    SubnetFullError,
+    ThrottledError,
+)
 
 
 class FakeClock:
@@ -120,3 +128,39 @@ def test_errors_the_caller_handles_start_nothing(error: CloudError) -> None:
     backoff = TargetBackoff(clock=FakeClock())
     assert backoff.failed("vm-a", "write", error) == 0.0
     assert not backing_off(backoff, "vm-a")
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        SubnetFullError("Subnet nodes has no free address", status_code=400, code="SubnetIsFull"),
+        LimitExceededError("Too many identities", status_code=400, code="TooManyUserAssignedIdentities"),
+        InvalidRequestError("Property 'x' is invalid", status_code=400, code="InvalidParameter"),
+    ],
+    ids=["subnet-full", "quota", "invalid-parameter"],
+)
+def test_terminal_answers_back_off_from_seconds_to_minutes(error: CloudError) -> None:
+    """A 400-class answer (the same request cannot succeed) backs its target's writes off 2 s,
+    doubling per further answer up to 2 minutes: at most 5 writes in the first minute, then one
+    per 2 minutes. The refusal names ARM's code and message; only a success of the target ends it."""
+    clock = FakeClock()
+    backoff = TargetBackoff(clock=clock)
+    delays, sent, refusals = [], [], []
+    started = clock.now
+    while clock.now - started < 3600:
+        try:
+            backoff.check("nic-a", "write")
+        except BackingOffError as refused:
+            refusals.append(refused)
+            clock.now += 0.5  # a caller asking again every half second
+            continue
+        sent.append(clock.now - started)
+        delays.append(backoff.failed("nic-a", "write", error))
+    assert {(r.terminal, r.code, r.last_message) for r in refusals} == {(True, error.code, error.message)}
+    assert delays[:8] == [2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 120.0, 120.0]
+    assert max(len([t for t in sent if start <= t < start + 60]) for start in sent) <= 5
+    backoff.succeeded("nic-b", "write")
+    assert backing_off(backoff, "nic-a"), "a success of another target ends no terminal backoff"
+    backoff.succeeded("nic-a", "write")
+    assert not backing_off(backoff, "nic-a")
+    assert backoff.failed("nic-a", "write", error) == 2.0

@@ -21,7 +21,7 @@ from nodewright.cloud.budget import (
 from nodewright.cloud.config import CredentialKind
 from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION, ArmEmulator
 from nodewright.cloud.emulator.throttling import BucketLimit, RequestLimits
-from nodewright.cloud.errors import ThrottledError
+from nodewright.cloud.errors import CloudError, ThrottledError
 from nodewright.cloud.models import ImageReference
 from nodewright.cloud.resource_ids import ScaleSetId, parse_scale_set_id
 from tests.cloud.helpers import cloud_for, publish_test_images
@@ -135,6 +135,17 @@ def test_429_with_retry_after_holds_for_it() -> None:
     assert budget.held_for("PUT") == 0.0
 
 
+def test_a_refused_request_gives_its_tokens_back() -> None:
+    """A request refused for a pacing wait beyond the bound was not sent: the tokens it took are
+    given back, so the next request waits as long as it would have, not longer."""
+    clock = Clock()
+    budget = ArmBudget("sub", limits={**ARM_LIMITS, "writes": ClassLimit(2, 1.0)}, clock=clock)
+    assert budget.wait_seconds("PUT", "op") == 0.0
+    assert budget.wait_seconds("PUT", "op") == pytest.approx(1.0)
+    budget.refund("PUT", "op")
+    assert budget.wait_seconds("PUT", "op") == pytest.approx(1.0)
+
+
 # Against the emulator ----------------------------------------------------------------------------
 
 
@@ -157,7 +168,9 @@ def _scale_set(emulator: ArmEmulator) -> ScaleSetId:
 def test_two_clients_share_one_budget_and_never_see_a_429(arm_emulator: ArmEmulator) -> None:
     """Write bucket of 20 at 5/s, enforced. Two clouds (one subscription and principal) write 40
     times from four threads: no 429 reaches the emulator's log, and the writes took at least the
-    bucket-limited lower bound ((40 - 20) / 5 = 4 s, less the reserve the client keeps)."""
+    bucket-limited lower bound ((40 - 20) / 5 = 4 s, less the reserve the client keeps). A write
+    whose pacing would last over 1 s is refused unsent (quiet) and comes back at the time it
+    names, as the work queue brings a reconcile back."""
     arm_emulator.throttling.configure(
         RequestLimits(enforce=True, buckets={**RequestLimits().buckets, "writes": BucketLimit(20, 5.0)})
     )
@@ -176,11 +189,19 @@ def test_two_clients_share_one_budget_and_never_see_a_429(arm_emulator: ArmEmula
     errors: list[BaseException] = []
 
     def write(cloud_index: int) -> None:
-        for _ in range(10):
+        written = 0
+        while written < 10:
             try:
                 clouds[cloud_index].compute.set_scale_set_image(scale_set, image)
+                written += 1
+            except CloudError as error:
+                if not error.quiet or error.retry_at is None:
+                    errors.append(error)
+                    return
+                time.sleep(max(0.0, error.retry_at - time.monotonic()))
             except BaseException as error:
                 errors.append(error)
+                return
 
     started = time.monotonic()
     threads = [threading.Thread(target=write, args=(index % 2,)) for index in range(4)]
@@ -206,7 +227,7 @@ def test_compute_throttle_without_retry_after_holds_later_writes(arm_emulator: A
     other = parse_scale_set_id(
         arm_emulator.estate.add_scale_set(GROUP, "vmss-b", subnet_id=_subnet(arm_emulator))
     )
-    cloud = cloud_for(arm_emulator, retry_after_max_wait_seconds=1.0)
+    cloud = cloud_for(arm_emulator, pacing_max_wait_seconds=1.0)
     arm_emulator.faults.compute_throttle("VirtualMachineScaleSets.update", policy="PutVMScaleSet3Min")
     image = ImageReference(publisher="p", offer="o", sku="s", version="1.0.0")
     try:
@@ -223,3 +244,33 @@ def test_compute_throttle_without_retry_after_holds_later_writes(arm_emulator: A
         cloud.close()
     statuses = [entry.status for entry in arm_emulator.requests.entries("VirtualMachineScaleSets.update")]
     assert statuses == [429]
+
+
+def test_a_write_built_before_a_hold_is_never_sent_after_it(arm_emulator: ArmEmulator) -> None:
+    """A 429 with Retry-After 20 s on one scale set's write holds the writes class: a write of
+    another scale set, made at once, fails at once (quiet ThrottledError naming the time left)
+    and is not sent, not slept through the hold and sent 20 s late with the plan it was built
+    from; with default settings (no wait allowed for a hold)."""
+    scale_set = _scale_set(arm_emulator)
+    other = parse_scale_set_id(
+        arm_emulator.estate.add_scale_set(GROUP, "vmss-b", subnet_id=_subnet(arm_emulator))
+    )
+    cloud = cloud_for(arm_emulator)
+    arm_emulator.faults.throttle("VirtualMachineScaleSets.update", times=1, retry_after=20)
+    image = ImageReference(publisher="p", offer="o", sku="s", version="1.0.0")
+    try:
+        with pytest.raises(ThrottledError):
+            cloud.compute.set_scale_set_image(scale_set, image)
+        started = time.monotonic()
+        with pytest.raises(ThrottledError) as held:
+            cloud.compute.set_scale_set_image(other, image)
+        took = time.monotonic() - started
+    finally:
+        cloud.close()
+    assert took < 2.0, f"the held write took {took:.1f} s to fail"
+    assert held.value.quiet
+    assert held.value.code == "ClientThrottleHold"
+    assert held.value.retry_after is not None
+    assert 15.0 < held.value.retry_after <= 20.0
+    statuses = [entry.status for entry in arm_emulator.requests.entries("VirtualMachineScaleSets.update")]
+    assert statuses == [429], "nothing sent after the 429"

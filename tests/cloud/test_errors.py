@@ -9,6 +9,7 @@ from nodewright.cloud.errors import (
     ConflictError,
     ErrorFacts,
     IdentityRejectedError,
+    InvalidRequestError,
     LimitExceededError,
     NotFoundError,
     PreconditionFailedError,
@@ -16,6 +17,7 @@ from nodewright.cloud.errors import (
     ThrottledError,
     classify_error,
     identity_ids_named_in,
+    is_terminal,
     parse_retry_after,
 )
 
@@ -47,6 +49,9 @@ IDENTITY = (
             ErrorFacts(403, "LinkedAuthorizationFailed", f"linked scope(s) '{IDENTITY}' invalid"),
             IdentityRejectedError,
             id="linked-authorization",
+        ),
+        pytest.param(
+            ErrorFacts(400, "InvalidParameter", "bad value"), InvalidRequestError, id="invalid-parameter"
         ),
         pytest.param(ErrorFacts(500, "InternalServerError", "oops"), CloudError, id="server-error"),
     ],
@@ -85,3 +90,19 @@ def test_identity_ids_are_found_in_messages() -> None:
 def test_parse_retry_after(headers: dict[str, str], expected: float | None) -> None:
     """Retry-After in every form ARM uses; a date is measured from ``now``."""
     assert parse_retry_after(headers, now=5.0) == expected
+
+
+@pytest.mark.parametrize(
+    ("facts", "terminal"),
+    [
+        pytest.param(ErrorFacts(400, "SubnetIsFull", "no room"), True, id="subnet-full"),
+        pytest.param(ErrorFacts(400, "QuotaExceeded", "quota"), True, id="quota"),
+        pytest.param(ErrorFacts(400, "InvalidParameter", "bad"), True, id="invalid-parameter"),
+        pytest.param(ErrorFacts(429, "TooManyRequests", "slow down"), False, id="throttled"),
+        pytest.param(ErrorFacts(500, "InternalServerError", "oops"), False, id="server-error"),
+        pytest.param(ErrorFacts(412, "PreconditionFailed", "etag"), False, id="etag"),
+    ],
+)
+def test_terminal_answers(facts: ErrorFacts, terminal: bool) -> None:
+    """400-class answers are terminal (the same request cannot succeed); 429, 5xx and 412 are not."""
+    assert is_terminal(classify_error(facts)) is terminal

@@ -18,7 +18,7 @@ from nodewright.cloud.config import (
 )
 from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION, ArmEmulator
 from nodewright.cloud.errors import CloudError
-from nodewright.cloud.factory import build_clients
+from nodewright.cloud.factory import ReadRetryPolicy, build_clients
 from nodewright.cloud.resource_ids import parse_provider_id
 from nodewright.cloud.throttle import (
     InMemoryCallCounter,
@@ -76,15 +76,21 @@ def test_static_token_credential() -> None:
 
 def test_policies_sit_after_the_retry_policy_in_every_client() -> None:
     """Mutation bucket, gate and counter follow RetryPolicy, so they see every attempt; the gate
-    comes after the bucket so that a write which waited for a token still checks it."""
+    comes after the bucket so that a write which waited for a token still checks it. Each client
+    has its own chain (a policy object in two pipelines would pass one client's requests on to
+    the other's policies), and its RetryPolicy resends reads only."""
     clients = build_clients(static_settings(), observer=InMemoryCallCounter())
     try:
         for client in (clients.compute, clients.network, clients.msi):
+            chain = client._client._pipeline._impl_policies
             policies = [
                 type(getattr(policy, "_policy", policy))  # SansIO policies are wrapped in a runner
-                for policy in client._client._pipeline._impl_policies
+                for policy in chain
             ]
             retry = next(index for index, kind in enumerate(policies) if issubclass(kind, RetryPolicy))
+            assert policies[retry] is ReadRetryPolicy
+            assert getattr(chain[retry], "_method_whitelist", None) == frozenset({"GET", "HEAD", "OPTIONS"})
+            assert all(chain[index].next is chain[index + 1] for index in range(len(chain) - 1))
             assert policies[retry + 1 : retry + 5] == [
                 MutationRateLimitPolicy,
                 RetryAfterGatePolicy,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from nodewright.cloud.emulator import ArmEmulator
@@ -42,9 +44,12 @@ def test_missing_identity_is_not_found(arm_emulator: ArmEmulator) -> None:
         cloud.close()
 
 
-def test_throttled_identity_read_waits_and_succeeds(arm_emulator: ArmEmulator) -> None:
+def test_throttled_identity_read_is_refused_until_the_deadline_then_succeeds(
+    arm_emulator: ArmEmulator,
+) -> None:
     """A 429 with Retry-After goes back to the caller (azure-core does not retry it); the caller's
-    retry, made at once, is held until the deadline, then succeeds."""
+    retry, made at once, is refused unsent (quiet, naming the time left); made at that time, it
+    succeeds."""
     arm_emulator.estate.add_resource_group(GROUP)
     identity_id = arm_emulator.estate.add_identity(GROUP, "id-a")
     arm_emulator.faults.throttle("UserAssignedIdentities.get", times=1, retry_after=1)
@@ -52,6 +57,11 @@ def test_throttled_identity_read_waits_and_succeeds(arm_emulator: ArmEmulator) -
     try:
         with pytest.raises(ThrottledError):
             cloud.identities.get_identity(identity_id)
+        with pytest.raises(ThrottledError) as held:
+            cloud.identities.get_identity(identity_id)
+        assert held.value.quiet
+        assert held.value.retry_at is not None
+        time.sleep(max(0.0, held.value.retry_at - time.monotonic()))
         assert cloud.identities.get_identity(identity_id).client_id
     finally:
         cloud.close()

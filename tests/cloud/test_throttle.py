@@ -7,13 +7,17 @@ import threading
 import time
 
 import pytest
+from azure.core.pipeline import PipelineContext, PipelineRequest
+from azure.core.rest import HttpRequest
 
 from nodewright.cloud.emulator import ArmEmulator
 from nodewright.cloud.errors import CloudError, NotFoundError, ThrottledError
 from nodewright.cloud.models import ImageReference
 from nodewright.cloud.resource_ids import ScaleSetId, parse_scale_set_id
 from nodewright.cloud.throttle import (
+    PACED_SECONDS,
     InMemoryCallCounter,
+    MutationRateLimitPolicy,
     RetryAfterGate,
     TokenBucket,
     observe_call,
@@ -65,26 +69,64 @@ def test_token_bucket_debt_queues_waiters_in_order() -> None:
     assert [bucket.reserve() for _ in range(4)] == [0.0, 0.25, 0.5, 0.75]
 
 
-def test_gate_holds_until_the_deadline_then_opens() -> None:
-    """After block(key, 3 s) a waiter sleeps exactly until the deadline; other keys pass."""
+def test_gate_refuses_at_once_while_held_then_opens() -> None:
+    """After block(key, 3 s) a request of that key is refused at once (quiet ThrottledError naming
+    the time left), never slept; other keys pass; once the deadline has passed it opens."""
     clock = FakeClock()
-    gate = RetryAfterGate(clock=clock, sleep=clock.sleep, max_wait_seconds=10)
+    gate = RetryAfterGate(clock=clock)
     gate.block("h compute write", 3.0)
-    assert gate.wait("h compute read") == 0.0
-    assert gate.wait("h compute write") == pytest.approx(3.0)
-    assert gate.wait("h compute write") == 0.0
+    gate.check("h compute read")
+    with pytest.raises(ThrottledError) as caught:
+        gate.check("h compute write")
+    assert caught.value.quiet
+    assert caught.value.code == "ClientThrottleHold"
+    assert caught.value.retry_after == pytest.approx(3.0)
+    clock.now += 3.0
+    gate.check("h compute write")
 
 
-def test_gate_never_shortens_a_deadline_and_refuses_long_waits() -> None:
-    """A shorter Retry-After does not shorten a longer one; past max_wait, ThrottledError."""
+def test_gate_never_shortens_a_deadline() -> None:
+    """A shorter Retry-After does not shorten a longer one."""
     clock = FakeClock()
-    gate = RetryAfterGate(clock=clock, sleep=clock.sleep, max_wait_seconds=10)
+    gate = RetryAfterGate(clock=clock)
     gate.block("k", 30.0)
     gate.block("k", 1.0)
     with pytest.raises(ThrottledError) as caught:
-        gate.wait("k")
+        gate.check("k")
     assert caught.value.retry_after == pytest.approx(30.0)
-    assert clock.sleeps == []
+
+
+def _write_request(paced: float = 0.0) -> PipelineRequest[HttpRequest]:
+    request = PipelineRequest(HttpRequest("PUT", "https://arm/subscriptions/s"), PipelineContext(None))
+    if paced:
+        request.context[PACED_SECONDS] = paced
+    return request
+
+
+def test_mutation_pacing_is_slept_within_the_bound_and_refused_beyond_it() -> None:
+    """A token wait within the bound (1 s for the whole attempt) is slept; a longer one gives the
+    token back and refuses the write at once (quiet, ClientPacing, naming the wait), so that no
+    write leaves long after its caller decided it; reads take no token."""
+    clock = FakeClock()
+    bucket = TokenBucket(rate=1.0, burst=1, clock=clock)
+    slept: list[float] = []
+    policy = MutationRateLimitPolicy(bucket, max_wait_seconds=1.0, sleep=slept.append)
+    policy.on_request(_write_request())
+    second = _write_request()
+    policy.on_request(second)
+    assert slept == [pytest.approx(1.0)]
+    assert second.context[PACED_SECONDS] == pytest.approx(1.0)
+    for _ in range(2):  # refunded: the second refusal names the same wait, not a longer one
+        with pytest.raises(ThrottledError) as caught:
+            policy.on_request(_write_request())
+        assert caught.value.quiet
+        assert caught.value.code == "ClientPacing"
+        assert caught.value.retry_after == pytest.approx(2.0)
+    clock.now += 1.4  # the next token in 0.6 s: within 1 s alone, not after 0.5 s spent elsewhere
+    with pytest.raises(ThrottledError):  # 0.5 s of pacing already spent by another policy
+        policy.on_request(_write_request(paced=0.5))
+    policy.on_request(PipelineRequest(HttpRequest("GET", "https://arm/x"), PipelineContext(None)))
+    assert slept == [pytest.approx(1.0)]
 
 
 @pytest.mark.parametrize(
@@ -146,10 +188,11 @@ def _scale_set(emulator: ArmEmulator) -> ScaleSetId:
     )
 
 
-def test_retry_after_gate_holds_other_calls_until_the_deadline(arm_emulator: ArmEmulator) -> None:
-    """A 429 naming 2 s: the call fails with ThrottledError, and the next call of the same class,
-    made at once, reaches ARM only after the deadline; so does another client's (one budget per
-    subscription and principal)."""
+def test_retry_after_gate_refuses_other_calls_until_the_deadline(arm_emulator: ArmEmulator) -> None:
+    """A 429 naming 2 s: the call fails with ThrottledError; the next call of the same class, made
+    at once, is refused unsent (quiet, naming the time left), and so is another client's (one
+    budget per subscription and principal); nothing reaches ARM before the deadline, and a call
+    made once it has passed goes through."""
     scale_set = _scale_set(arm_emulator)
     counter = InMemoryCallCounter()
     cloud = cloud_for(arm_emulator, observer=counter, retry_total=0)
@@ -158,61 +201,70 @@ def test_retry_after_gate_holds_other_calls_until_the_deadline(arm_emulator: Arm
         with pytest.raises(ThrottledError) as caught:
             cloud.compute.get_scale_set_image(scale_set)
         assert caught.value.retry_after == pytest.approx(2.0)
-        cloud.compute.get_identities(scale_set)
+        with pytest.raises(ThrottledError) as held:
+            cloud.compute.get_identities(scale_set)
+        assert held.value.quiet
+        assert held.value.code == "ClientThrottleHold"
+        assert held.value.retry_after is not None
+        assert 0 < held.value.retry_after <= 2.0
         # Another client of the same subscription and principal shares the budget: held too.
         other = cloud_for(arm_emulator)
         try:
+            with pytest.raises(ThrottledError):
+                other.compute.get_identities(scale_set)
+            assert held.value.retry_at is not None
+            time.sleep(max(0.0, held.value.retry_at - time.monotonic()))
             other.compute.get_identities(scale_set)
         finally:
             other.close()
     finally:
         cloud.close()
-    throttled, held, unrelated = arm_emulator.requests.entries("VirtualMachineScaleSets.get")
+    throttled, later = arm_emulator.requests.entries("VirtualMachineScaleSets.get")
     assert throttled.status == 429
-    assert held.monotonic - throttled.monotonic >= 2.0
-    assert unrelated.monotonic - throttled.monotonic >= 2.0
-    assert counter.count(kind="call", operation="compute.get_scale_set", outcome="throttled") == 1
+    assert later.status == 200
+    assert later.monotonic - throttled.monotonic >= 2.0
+    assert counter.count(kind="call", operation="compute.get_scale_set", outcome="throttled") == 2
     assert counter.count(kind="request", outcome="429") == 1
 
 
 def test_no_concurrent_request_slips_through_the_gate(arm_emulator: ArmEmulator) -> None:
     """Six threads read while one 429 names 1 s: every attempt that reaches the gate after the
-    client learned of the 429 is held until the deadline (the throttled caller's own retry
-    included; azure-core does not retry a 429).
+    client learned of the 429 is refused until the deadline (the throttled caller comes back at
+    the time its refusal names, as the work queue does; azure-core does not retry a 429).
 
-    Timed on the client side (when the gate learned, when each attempt entered and left it): an
-    attempt that passed before the 429 was processed was already on its way, and under load the
-    client may process the 429 well after the emulator sent it."""
+    Timed on the client side (when the gate learned, when each attempt passed it): an attempt
+    that passed before the 429 was processed was already on its way, and under load the client
+    may process the 429 well after the emulator sent it."""
     scale_set = _scale_set(arm_emulator)
     cloud = cloud_for(arm_emulator, retry_total=3)
     gate = cloud.clients.compute_gate
     learned: list[float] = []
-    attempts: list[tuple[float, float]] = []  # (entered the gate, released by it)
-    wait, block = gate.wait, gate.block
+    passed: list[float] = []  # when an attempt passed the gate
+    check, block = gate.check, gate.block
 
-    def recording_wait(key: str) -> float:
-        entered = time.monotonic()
-        waited = wait(key)
-        attempts.append((entered, time.monotonic()))
-        return waited
+    def recording_check(key: str) -> None:
+        check(key)
+        passed.append(time.monotonic())
 
     def recording_block(key: str, seconds: float) -> None:
         learned.append(time.monotonic())
         block(key, seconds)
 
-    gate.wait = recording_wait  # type: ignore[method-assign]
+    gate.check = recording_check  # type: ignore[method-assign]
     gate.block = recording_block  # type: ignore[method-assign]
     arm_emulator.faults.add_latency(0.05, "VirtualMachineScaleSets.get")
     arm_emulator.faults.throttle("VirtualMachineScaleSets.get", times=1, retry_after=1)
     try:
 
-        def read_retrying_once() -> None:
-            try:
-                cloud.compute.get_identities(scale_set)
-            except ThrottledError:
-                cloud.compute.get_identities(scale_set)
+        def read_until_it_goes_through() -> None:
+            for _ in range(10):
+                try:
+                    cloud.compute.get_identities(scale_set)
+                    return
+                except ThrottledError as error:
+                    time.sleep(max(0.0, (error.retry_at or 0.0) - time.monotonic()))
 
-        threads = [threading.Thread(target=read_retrying_once) for _ in range(6)]
+        threads = [threading.Thread(target=read_until_it_goes_through) for _ in range(6)]
         for thread in threads:
             thread.start()
             time.sleep(0.02)
@@ -223,10 +275,9 @@ def test_no_concurrent_request_slips_through_the_gate(arm_emulator: ArmEmulator)
     entries = arm_emulator.requests.entries("VirtualMachineScaleSets.get")
     throttled = next(entry for entry in entries if entry.status == 429)
     assert len(learned) == 1
-    held = [(entered, left) for entered, left in attempts if entered > learned[0]]
-    assert held, "the retried attempt should have come through the gate after the 429"
-    assert all(left >= learned[0] + 1.0 for _, left in held), held
-    # The retried attempt was held for the whole Retry-After, as the emulator saw it too.
+    after = [moment for moment in passed if moment > learned[0]]
+    assert after, "the throttled caller should have come back through the gate"
+    assert all(moment >= learned[0] + 1.0 for moment in after), after
     assert max(entry.monotonic for entry in entries) >= throttled.monotonic + 1.0
     assert sum(1 for entry in entries if entry.status == 200) == 6
 
@@ -273,10 +324,10 @@ def test_every_attempt_and_call_is_counted(arm_emulator: ArmEmulator) -> None:
     assert counter.count(kind="call", operation="compute.get_scale_set", outcome="error") == 1
 
 
-def test_a_write_that_waited_for_a_token_still_respects_a_new_retry_after(arm_emulator: ArmEmulator) -> None:
+def test_a_write_that_waited_for_a_token_is_refused_by_a_new_retry_after(arm_emulator: ArmEmulator) -> None:
     """The mutation token is taken before the Retry-After gate is checked: a write that was
-    waiting for a token when another write's 429 came back is held until that 429's deadline,
-    not sent as soon as its token arrives."""
+    waiting for a token when another write's 429 came back is refused unsent (a plan made before
+    the hold is never sent after it), not sent as soon as its token arrives."""
     scale_set = _scale_set(arm_emulator)
     cloud = cloud_for(arm_emulator, retry_total=0, mutation_qps=1.0, mutation_burst=1)
     arm_emulator.faults.add_latency(0.3, "VirtualMachineScaleSets.update")
@@ -288,8 +339,8 @@ def test_a_write_that_waited_for_a_token_still_respects_a_new_retry_after(arm_em
         try:
             cloud.compute.set_scale_set_image(scale_set, image)
             outcomes.append("written")
-        except ThrottledError:
-            outcomes.append("throttled")
+        except ThrottledError as error:
+            outcomes.append(str(error.code))
 
     try:
         first = threading.Thread(target=write)
@@ -301,7 +352,7 @@ def test_a_write_that_waited_for_a_token_still_respects_a_new_retry_after(arm_em
         second.join(timeout=30)
     finally:
         cloud.close()
-    assert sorted(outcomes) == ["throttled", "written"]
-    throttled, held = arm_emulator.requests.entries("VirtualMachineScaleSets.update")[:2]
+    assert outcomes[0] == "TooManyRequests"
+    assert outcomes[1] in {"ClientThrottleHold", "ClientPacing"}
+    (throttled,) = arm_emulator.requests.entries("VirtualMachineScaleSets.update")
     assert throttled.status == 429
-    assert held.monotonic >= throttled.monotonic + 2.0

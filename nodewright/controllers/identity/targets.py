@@ -21,7 +21,7 @@ from nodewright.api.aadpodidentity.v1 import (
     AzureAssignedIdentity,
     IdentityType,
 )
-from nodewright.cloud.errors import CloudError, ThrottledError
+from nodewright.cloud.errors import CloudError, ThrottledError, is_terminal
 from nodewright.cloud.resource_ids import (
     InvalidResourceIdError,
     ScaleSetInstanceId,
@@ -430,13 +430,18 @@ def target_failure(error: Exception | None) -> str:
     """What a failed target update says to every assignment waiting on it ("" when nothing
     failed). Identities ARM refused by name keep their own reason (``rejections`` come first).
     The text names ARM's error code only, so it stays the same while the failure lasts (the
-    retries behind a backoff are not news)."""
+    retries behind a backoff are not news); for a terminal answer (``is_terminal``: a limit, a
+    quota, an invalid request, which only a change elsewhere fixes) also ARM's message, which
+    says what to change and stays the same too."""
     if error is None:
         return ""
     if isinstance(error, CloudError):
         code = error.code or (f"HTTP {error.status_code}" if error.status_code else type(error).__name__)
     else:
         code = type(error).__name__
+    cause = getattr(error, "cause", error)
+    if isinstance(cause, CloudError) and is_terminal(cause):
+        return f"updating the target failed ({code}: {cause.message[:300]}); retried with backoff"
     return f"updating the target failed ({code}); retried with backoff"
 
 

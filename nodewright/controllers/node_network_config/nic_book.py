@@ -1,7 +1,8 @@
 """``NicBook``: the node_network_config reconciler's in-memory knowledge of each NIC, behind one lock.
 
 Per NIC (keyed by its ARM ID, lowercased): the last snapshot read from ARM and when, the write
-guard (``ipam.NicGuard``: backoff and batch halving), when each name was marked in ipsNotInUse,
+guard (``ipam.NicGuard``: backoff and batch halving), ARM's last terminal refusal of a write (its
+code and message, until a write goes through), when each name was marked in ipsNotInUse,
 which names were released lately, since when a pool surplus has lasted (scale-down hysteresis),
 and first-seen times of unaccounted IP configurations (leaks). Also which node owns each NIC
 (``track``), which the NIC watcher (``nic_watch``) lists, and whose snapshots it refreshes from
@@ -34,6 +35,7 @@ class _Entry:
     marked_at: dict[str, float] = field(default_factory=dict)
     released_at: dict[str, float] = field(default_factory=dict)
     surplus_since: float | None = None
+    refusal: tuple[str, str] | None = None
 
 
 class NicBook:
@@ -105,6 +107,16 @@ class NicBook:
     def set_guard(self, nic_id: str, guard: NicGuard) -> None:
         with self._lock:
             self._entry(nic_id).guard = guard
+
+    def refusal(self, nic_id: str) -> tuple[str, str] | None:
+        """ARM's last terminal refusal of a write to the NIC (code, message), until one succeeds."""
+        with self._lock:
+            return self._entry(nic_id).refusal
+
+    def note_refusal(self, nic_id: str, refusal: tuple[str, str] | None) -> None:
+        """Remember a terminal refusal, or (None) that a write went through."""
+        with self._lock:
+            self._entry(nic_id).refusal = refusal
 
     def back_off(self, nic_id: str, now: float) -> float:
         """After a failed call: back off and drop the snapshot; returns the delay."""

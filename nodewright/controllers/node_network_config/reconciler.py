@@ -49,10 +49,18 @@ from typing import Any
 from nodewright.api.acn.v1alpha import (
     NETWORK_CONTAINER_STATUS_FAILED,
     NETWORK_CONTAINER_STATUS_SUBNET_FULL,
+    NETWORK_CONTAINER_STATUS_SUCCESS,
     NodeNetworkConfig,
 )
 from nodewright.api.base import ValidationError
-from nodewright.cloud.errors import CloudError, LimitExceededError, NotFoundError, SubnetFullError
+from nodewright.cloud.backoff import BackingOffError
+from nodewright.cloud.errors import (
+    CloudError,
+    LimitExceededError,
+    NotFoundError,
+    SubnetFullError,
+    is_terminal,
+)
 from nodewright.cloud.models import NicInfo, SubnetInfo
 from nodewright.cloud.resource_ids import InvalidResourceIdError, parse_provider_id
 from nodewright.controllers.node_network_config.cloud import NetworkOperations, NicLocator
@@ -75,6 +83,7 @@ from nodewright.controllers.node_network_config.status import (
     StatusWriter,
     build_container,
     primary_subnet_id,
+    refused_container_status,
 )
 from nodewright.controllers.node_network_config.subnets import SubnetBook
 from nodewright.ipam import (
@@ -440,15 +449,25 @@ class NodeNetworkConfigReconciler:
         read after the write and the names added. Additions go first: removals wait a pass."""
         if not plan.changes_nic:
             return nic, []
+        outcome.refusal = self.book.refusal(view.nic_id)  # said until a write goes through
+        if outcome.refusal is not None:
+            outcome.container_status = refused_container_status(outcome.refusal[0])
         guard = self.book.guard(view.nic_id)
         if not guard.may_write(view.now):
             outcome.complete = False
             outcome.retry_in = guard.retry_in(view.now)
             return nic, []
         try:
-            if plan.add_count:
-                return self._add(view, plan)
-            return self._remove(view, plan), []
+            changed = self._add(view, plan) if plan.add_count else (self._remove(view, plan), [])
+            outcome.refusal, outcome.container_status = None, NETWORK_CONTAINER_STATUS_SUCCESS
+            return changed
+        except BackingOffError as error:  # not sent: the NIC backs off after a failed write
+            outcome.complete = False
+            outcome.retry_in = error.retry_after
+            if error.terminal:
+                outcome.container_status = refused_container_status(error.code)
+                self._refused(view, outcome, (error.code or "", error.last_message))
+            return nic, []
         except (SubnetFullError, LimitExceededError) as error:
             self._on_capacity_error(view, plan, outcome, error)
         except NotFoundError as error:
@@ -456,11 +475,14 @@ class NodeNetworkConfigReconciler:
             outcome.problems.append(("NetworkInterfaceNotFound", f"NIC {view.nic_id}: {error}"))
             return nic, []
         except CloudError as error:
-            outcome.retry_in = self.book.back_off(view.nic_id, view.now)
+            outcome.retry_in = max(self.book.back_off(view.nic_id, view.now), error.retry_after or 0.0)
             outcome.complete = False
             outcome.container_status = NETWORK_CONTAINER_STATUS_FAILED
-            message = f"Changing NIC {view.nic_id} failed: {error}"
-            self._events.event(view.raw, "Warning", "CloudError", message)
+            if is_terminal(error):  # a condition, and an Event when it starts (StatusWriter)
+                self._refused(view, outcome, (error.code or "", error.message))
+            else:
+                message = f"Changing NIC {view.nic_id} failed: {error}"
+                self._events.event(view.raw, "Warning", "CloudError", message)
         try:
             return self._nic(view.nic_id, view.now, fresh=True), []
         except CloudError:
@@ -472,6 +494,7 @@ class NodeNetworkConfigReconciler:
         nic = self._network.add_secondary_ip_configurations(view.nic_id, names, view.subnet_id, prefix)
         self.book.remember(view.nic_id, nic, view.now)
         self.book.set_guard(view.nic_id, self.book.guard(view.nic_id).after_success(added=len(names)))
+        self.book.note_refusal(view.nic_id, None)
         log.info("Added IPs", node=view.name, added=len(names))
         return nic, names
 
@@ -479,6 +502,7 @@ class NodeNetworkConfigReconciler:
         nic = self._network.remove_secondary_ip_configurations(view.nic_id, list(plan.removals))
         self.book.remember(view.nic_id, nic, view.now)
         self.book.set_guard(view.nic_id, self.book.guard(view.nic_id).after_success(added=0))
+        self.book.note_refusal(view.nic_id, None)
         if plan.release:
             message = f"Released {len(plan.release)} IPs listed in ipsNotInUse"
             self._events.event(view.raw, "Normal", "ReleasedIPs", message)
@@ -495,10 +519,18 @@ class NodeNetworkConfigReconciler:
         self.book.set_guard(view.nic_id, guard)
         outcome.complete = False
         outcome.container_status = NETWORK_CONTAINER_STATUS_SUBNET_FULL
-        outcome.retry_in = guard.retry_in(view.now) or PENDING_REQUEUE_SECONDS
+        # The cloud layer backs the NIC off (2 s doubling to minutes): come back when it ends.
+        outcome.retry_in = max(guard.retry_in(view.now), error.retry_after or 0.0) or PENDING_REQUEUE_SECONDS
+        self._refused(view, outcome, (error.code or "SubnetIsFull", error.message))
         if guard.exhausted and view.subnet_id:
             self.subnets.mark_exhausted(view.subnet_id)
-        self._events.event(view.raw, "Warning", "SubnetFull", f"Adding {plan.add_count} IPs failed: {error}")
+        log.info("Adding IPs refused by ARM", node=view.name, requested=plan.add_count, **error.log_fields())
+
+    def _refused(self, view: _View, outcome: Outcome, refusal: tuple[str, str]) -> None:
+        """ARM refused the NIC's write with a terminal answer: the condition says so until a
+        write goes through."""
+        outcome.refusal = refusal
+        self.book.note_refusal(view.nic_id, refusal)
 
     # -- status ---------------------------------------------------------------------------------
 

@@ -4,7 +4,9 @@ writing it.
 Owns ``Outcome`` (what one pass found), ``build_container`` (pure: networkContainers[0] with a
 stable id from the NIC's ARM ID, ipAssignments in NIC order, gateway and subnet facts, a version
 bumped on every change) and ``StatusWriter``, which patches status only when it differs, reports
-problems as status ``Error`` + a ``Ready`` condition + a Warning Event, and notices once when the
+problems as status ``Error`` + a ``Ready`` condition + a Warning Event, reports a terminal ARM
+answer to the NIC's write (``Outcome.refusal``) as a ``Ready`` condition naming ARM's code and
+message with one Warning Event when it starts (not one per retry), and notices once when the
 CRD (Azure CNS's own) prunes ``status.conditions``. Side effects: status patches, Events.
 """
 
@@ -20,6 +22,8 @@ from typing import Any, Literal, Protocol
 from nodewright.api.acn.v1alpha import (
     ASSIGNMENT_MODE_DYNAMIC,
     ASSIGNMENT_MODE_STATIC,
+    NETWORK_CONTAINER_STATUS_FAILED,
+    NETWORK_CONTAINER_STATUS_SUBNET_FULL,
     NETWORK_CONTAINER_STATUS_SUCCESS,
     NETWORK_CONTAINER_TYPE_VNET,
     NETWORK_CONTAINER_TYPE_VNET_BLOCK,
@@ -33,6 +37,7 @@ from nodewright.api.acn.v1alpha import (
     ReconcileStatus,
     Scaler,
 )
+from nodewright.cloud.errors import LIMIT_CODES, SUBNET_FULL_CODES
 from nodewright.cloud.models import NicInfo, SubnetInfo
 from nodewright.cloud.resource_ids import parse_subnet_id
 from nodewright.ipam import PoolScaler, address_count
@@ -47,6 +52,7 @@ __all__ = [
     "build_container",
     "container_id",
     "primary_subnet_id",
+    "refused_container_status",
 ]
 
 log = get_logger(__name__)
@@ -69,6 +75,17 @@ class Outcome:
     container_status: NetworkContainerStatus = NETWORK_CONTAINER_STATUS_SUCCESS
     complete: bool = True
     retry_in: float | None = None
+    refusal: tuple[str, str] | None = None
+    """ARM's code and message when it refused the NIC's write with a terminal answer (a full
+    subnet, a limit, an invalid request): the Ready condition names them while it lasts."""
+
+
+def refused_container_status(code: str | None) -> NetworkContainerStatus:
+    """The network container status while ARM refuses the NIC's writes with ``code``: SubnetFull
+    for a capacity answer (a full subnet, a NIC's limit), else Failed."""
+    if (code or "").lower() in SUBNET_FULL_CODES | LIMIT_CODES:
+        return NETWORK_CONTAINER_STATUS_SUBNET_FULL
+    return NETWORK_CONTAINER_STATUS_FAILED
 
 
 def container_id(nic_id: str) -> str:
@@ -141,9 +158,18 @@ def _summary(outcome: Outcome, count: int) -> tuple[ReconcileStatus, Literal["Tr
     if outcome.problems:
         message = "; ".join(text for _, text in outcome.problems)
         return STATUS_ERROR, "False", outcome.problems[0][0], message
+    if outcome.refusal is not None:
+        code, text = outcome.refusal
+        message = f"{count} IPs on the NIC; ARM refused more: {code}: {text} (retried with backoff)"
+        return STATUS_UPDATING, "False", code, message
     if not outcome.complete:
         return STATUS_UPDATING, "False", "Allocating", f"{count} IPs on the NIC; allocation in progress"
     return STATUS_UPDATED, "True", "Allocated", f"{count} IPs on the NIC"
+
+
+def _ready_reason(config: NodeNetworkConfig) -> str:
+    """The reason of the stored Ready condition ("" when none)."""
+    return next((c.reason for c in config.status.conditions if c.type == READY), "")
 
 
 class StatusWriter:
@@ -165,6 +191,8 @@ class StatusWriter:
         state, ready, reason, message = _summary(outcome, count)
         for problem_reason, text in outcome.problems:
             self._events.event(raw, "Warning", problem_reason, text)
+        if outcome.refusal is not None and not outcome.problems and _ready_reason(config) != reason:
+            self._events.event(raw, "Warning", reason, message)  # once per change, not per retry
         status = copy.deepcopy(config.status)
         status.network_containers = [container]
         status.assigned_ip_count = count

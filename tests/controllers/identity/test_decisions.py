@@ -14,6 +14,8 @@ from nodewright.api.aadpodidentity.v1 import (
     EmbeddedAzureIdentity,
     EmbeddedAzureIdentityBinding,
 )
+from nodewright.cloud.compute import IdentityUpdateIncompleteError
+from nodewright.cloud.errors import CloudError, LimitExceededError
 from nodewright.cloud.resource_ids import InvalidResourceIdError
 from nodewright.controllers.identity.decisions import (
     MAX_NAME_LENGTH,
@@ -25,6 +27,7 @@ from nodewright.controllers.identity.decisions import (
     identity_resource_key,
     match_pods,
 )
+from nodewright.controllers.identity.targets import target_failure
 from tests.controllers.identity.decision_helpers import (
     NOW_TEXT,
     binding,
@@ -351,3 +354,27 @@ def test_embedded_copies_in_desired_objects_do_not_alias_their_sources() -> None
     resource.spec.azure_identity_ref.spec.client_id = "changed"
     assert source.spec.client_id == "id-client"
     assert AssignmentKey("default", "p", "default", "id") == desired.key
+
+
+@pytest.mark.parametrize(
+    ("cause", "expected"),
+    [
+        pytest.param(
+            LimitExceededError(
+                "At most 100 identities", status_code=400, code="TooManyUserAssignedIdentities"
+            ),
+            "updating the target failed (TooManyUserAssignedIdentities: At most 100 identities); "
+            "retried with backoff",
+            id="terminal-names-arm-message",
+        ),
+        pytest.param(
+            CloudError("Internal error 1234", status_code=500, code="InternalServerError"),
+            "updating the target failed (InternalServerError); retried with backoff",
+            id="transient-names-code-only",
+        ),
+    ],
+)
+def test_target_failure_names_arm_message_for_terminal_answers(cause: CloudError, expected: str) -> None:
+    """A terminal answer (only a change elsewhere fixes it) names ARM's message in the condition,
+    which says what to change; a transient one names the code only (its message varies)."""
+    assert target_failure(IdentityUpdateIncompleteError(cause, None, ())) == expected
