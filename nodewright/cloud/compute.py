@@ -7,9 +7,11 @@ Succeeded, with no final GET: ``lro.py``); a scale set's model image (get and se
 one and identify the new instance; delete an instance; instance view to ``NodeState``; an
 instance's image; and secondary IP configurations of a uniform scale-set instance (GET the
 instance, edit its ``networkInterfaceConfigurations``, clear ``storageProfile.imageReference``,
-PUT it back). Every method does I/O and may raise a ``CloudError``; each call goes through
-``GuardedCalls`` (counted on the ``CallObserver``, held back while its target backs off), which
-``network`` shares. ``network`` uses the scale-set instance path; ``factory`` builds this service.
+PUT it back: waiting for the operation, or, through ``begin_``, handing it to the shared
+``operations.OperationTracker`` so the caller's thread is free at once). Every method does I/O
+and may raise a ``CloudError``; each call goes through ``GuardedCalls`` (counted on the
+``CallObserver``, held back while its target backs off), which ``network`` shares. ``network``
+uses the scale-set instance path; ``factory`` builds this service.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from nodewright.cloud.models import (
     ResourceIdentities,
     node_state_from_status_codes,
 )
+from nodewright.cloud.operations import OperationOutcome, OperationTracker, TrackedPolling
 from nodewright.cloud.resource_ids import (
     PROVIDER_ID_PREFIX,
     MachineId,
@@ -138,6 +141,28 @@ class GuardedCalls:
         if self.backoff is not None:
             self.backoff.check(str(target), "write")
 
+    def track(
+        self,
+        tracker: OperationTracker,
+        operation: str,
+        target: object,
+        polling: TrackedPolling,
+        on_done: Callable[[OperationOutcome], None],
+    ) -> None:
+        """Hand a started write's operation to ``tracker``; its end updates the target's write
+        backoff as a waited-for operation's would, then reaches ``on_done``."""
+        backoff, key = self.backoff, str(target)
+
+        def done(outcome: OperationOutcome) -> None:
+            if backoff is not None:
+                if outcome.error is None:
+                    backoff.succeeded(key, "write")
+                else:
+                    backoff.failed(key, "write", outcome.error)
+            on_done(outcome)
+
+        tracker.track(operation, target, polling, done)
+
 
 class ComputeService:
     """Compute operations for nodewright (see the module docstring)."""
@@ -150,9 +175,12 @@ class ComputeService:
         backoff: TargetBackoff | None = None,
         max_identities_per_request: int = MAX_IDENTITIES_PER_REQUEST,
         polling_interval: float,
+        operations: OperationTracker | None = None,
     ) -> None:
         self._compute = compute
         self.polling_interval = polling_interval
+        self.operations = operations or OperationTracker(interval=polling_interval, observer=observer)
+        """Follows the operations of ``begin_*`` calls (shared with ``NetworkService``)."""
         self._call = GuardedCalls(observer, backoff)
         self.max_identities_per_request = max_identities_per_request
         self._scale_set_locks = KeyedLocks()
@@ -513,8 +541,64 @@ class ComputeService:
         edit: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
     ) -> bool:
         """Apply ``edit`` to the instance model's IP configurations of NIC ``nic_name`` and PUT the
-        instance (with its etag, image reference cleared). Returns whether anything changed.
-        Serialised per instance. Raises ``NotFoundError`` when the NIC is not in the model."""
+        instance (with its etag, image reference cleared), waiting for the operation. Returns
+        whether anything changed. Serialised per instance. Raises ``NotFoundError`` when the NIC
+        is not in the model."""
+
+        def send(body: dict[str, Any], etag: str | None) -> None:
+            self._call(
+                "compute.put_scale_set_instance",
+                lambda: self._put_instance(instance, body, etag).result(),
+                instance,
+                write=True,
+            )
+
+        return self._edit_instance_ip_configurations(instance, nic_name, edit, send)
+
+    def begin_edit_scale_set_instance_ip_configurations(
+        self,
+        instance: ScaleSetInstanceId,
+        nic_name: str,
+        edit: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
+        on_done: Callable[[OperationOutcome], None],
+    ) -> bool:
+        """As ``edit_scale_set_instance_ip_configurations``, but returns once ARM accepted the PUT:
+        the operation tracker follows it and calls ``on_done`` when it ends. False (and
+        ``on_done`` never called) when the edit changed nothing."""
+
+        def send(body: dict[str, Any], etag: str | None) -> None:
+            polling = self.operations.polling()
+            self._call(
+                "compute.put_scale_set_instance",
+                lambda: self._put_instance(instance, body, etag, polling),
+                instance,
+                write=True,
+            )
+            self._call.track(self.operations, "compute.put_scale_set_instance", instance, polling, on_done)
+
+        return self._edit_instance_ip_configurations(instance, nic_name, edit, send)
+
+    def _put_instance(
+        self, instance: ScaleSetInstanceId, body: dict[str, Any], etag: str | None, polling: Any = True
+    ) -> Any:
+        return self._compute.virtual_machine_scale_set_vms.begin_update(
+            instance.resource_group,
+            instance.scale_set_name,
+            instance.instance_id,
+            compute_models.VirtualMachineScaleSetVM(body),
+            etag=etag,
+            match_condition=MatchConditions.IfNotModified if etag else None,
+            polling=polling,
+        )
+
+    def _edit_instance_ip_configurations(
+        self,
+        instance: ScaleSetInstanceId,
+        nic_name: str,
+        edit: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
+        send: Callable[[dict[str, Any], str | None], None],
+    ) -> bool:
+        """GET the instance, edit its NIC's IP configurations, ``send`` the model when changed."""
         self._call.check_write(instance)
         with self._machine_locks.hold(str(instance)):
             model = self._call(
@@ -549,20 +633,7 @@ class ComputeService:
             storage = properties.get("storageProfile")
             if isinstance(storage, dict):
                 storage.pop("imageReference", None)
-            etag = model.etag
-            self._call(
-                "compute.put_scale_set_instance",
-                lambda: self._compute.virtual_machine_scale_set_vms.begin_update(
-                    instance.resource_group,
-                    instance.scale_set_name,
-                    instance.instance_id,
-                    compute_models.VirtualMachineScaleSetVM(body),
-                    etag=etag,
-                    match_condition=MatchConditions.IfNotModified if etag else None,
-                ).result(),
-                instance,
-                write=True,
-            )
+            send(body, model.etag)
             return True
 
 
