@@ -5,6 +5,7 @@ the callback as a classified ``CloudError``, a poll that fails is tried again.""
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Iterator
@@ -129,7 +130,7 @@ def test_polls_come_no_sooner_than_retry_after(estate: Estate) -> None:
     [put] = estate.emulator.requests.entries(NIC_PUT)
     polls = [entry.monotonic for entry in estate.emulator.requests.entries(STATUS)]
     assert 2 <= len(polls) <= 3, polls
-    gaps = [later - earlier for earlier, later in zip([put.monotonic, *polls], polls, strict=False)]
+    gaps = [later - earlier for earlier, later in itertools.pairwise([put.monotonic, *polls])]
     assert min(gaps) >= 1.95, gaps
 
 
@@ -145,7 +146,7 @@ def test_the_emulator_sends_retry_after_on_operations_in_progress(estate: Estate
 
     [put] = estate.emulator.requests.entries(NIC_PUT)
     polls = [entry.monotonic for entry in estate.emulator.requests.entries(STATUS)]
-    gaps = [later - earlier for earlier, later in zip(polls, polls[1:], strict=False)]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(polls)]
     assert put.monotonic < polls[0]
     assert 2 <= len(polls) <= 4, polls
     assert min(gaps) >= 0.95, gaps
@@ -187,7 +188,9 @@ def test_a_failed_poll_is_tried_again(estate: Estate) -> None:
 def test_scale_set_instance_write_is_followed_too(estate: Estate) -> None:
     """A uniform instance's IP configurations change through the instance PUT; begun, it
     returns before its operation ends, and the NIC view holds the names once it has."""
-    scale_set_id = estate.emulator.estate.add_scale_set(GROUP, "vmss-a", subnet_id=estate.subnet_id, capacity=1)
+    scale_set_id = estate.emulator.estate.add_scale_set(
+        GROUP, "vmss-a", subnet_id=estate.subnet_id, capacity=1
+    )
     nic_id = f"{parse_scale_set_id(scale_set_id).instance('0')}/networkInterfaces/vmss-a-nic"
     estate.emulator.faults.slow_operations(1.5, INSTANCE_PUT)
     outcomes = Outcomes()

@@ -14,7 +14,10 @@ A reconcile of ``<namespace>/<node>`` goes read -> decide -> apply -> status:
    against a fresh, uncached pod list first; unaccounted IP configurations adopted when needed,
    else released after the leak grace period; additions within 255 per NIC, halved on capacity
    errors; per-NIC backoff after failures.
-3. Apply: at most one NIC write per pass (additions first; removals wait for the next pass).
+3. Apply: at most one NIC write per pass (additions first; removals wait for the next pass),
+   started and not waited for (``operations``): the pass returns while ARM works, the cloud
+   layer's operation tracker polls, and the operation's end enqueues the node; until then a pass
+   leaves that NIC alone, and the pass after it reads the NIC afresh and settles the outcome.
    Every ARM write goes through the shared cloud's mutation token bucket (``cloud_access``), one
    write budget for all reconcilers.
 4. Status (``status``): networkContainers[0], assignedIPCount, the scaler, the reconcile status
@@ -59,6 +62,12 @@ from nodewright.controllers.node_network_config.demand import DemandSide, SpecDe
 from nodewright.controllers.node_network_config.lifecycle import Lifecycle
 from nodewright.controllers.node_network_config.metrics import IpamMetrics, NodeFigures, node_pool_of
 from nodewright.controllers.node_network_config.nic_book import NicBook
+from nodewright.controllers.node_network_config.operations import (
+    NicOperation,
+    NicWrites,
+    landed,
+    with_add_count,
+)
 from nodewright.controllers.node_network_config.options import NodeNetworkConfigSettings
 from nodewright.controllers.node_network_config.resources import (
     FINALIZER,
@@ -138,6 +147,8 @@ class _View:
     demand: int
     in_use: frozenset[str]
     now: float
+    ended: NicOperation | None = None
+    """The NIC write that ended since the last pass (this pass settles it)."""
 
     @property
     def name(self) -> str:
@@ -145,7 +156,8 @@ class _View:
 
     @property
     def accounted(self) -> set[str]:
-        return {a.name for c in self.config.status.network_containers[:1] for a in c.ip_assignments}
+        listed = {a.name for c in self.config.status.network_containers[:1] for a in c.ip_assignments}
+        return listed | landed(self.ended)
 
 
 def usable_maximum(settings: NodeNetworkConfigSettings) -> int:
@@ -181,6 +193,7 @@ class NodeNetworkConfigReconciler:
         wall_clock: Callable[[], str] = now_text,
         new_name: Callable[[], str] = lambda: str(uuid.uuid4()),
         jitter: Callable[[], float] = resync_jitter,
+        notify: Callable[[Request], None] | None = None,
     ) -> None:
         self._client = client
         self._stores = stores
@@ -199,6 +212,10 @@ class NodeNetworkConfigReconciler:
             leak_grace_seconds=settings.leak_grace_period_seconds,
             idle_seconds=settings.idle_release_seconds,
         )
+        self._writes = NicWrites(
+            network=network, book=self.book, namespace=settings.namespace, notify=notify or _ignore
+        )
+        """Starts NIC writes; ``notify`` enqueues a node when its write ended."""
         self.subnets = SubnetBook(
             client=client,
             network=network,
@@ -267,6 +284,8 @@ class NodeNetworkConfigReconciler:
         )
         view = dataclasses.replace(view, raw=raw)
         outcome = Outcome()
+        if view.ended is not None:
+            self._writes.settle(view.raw, view.nic_id, view.ended, view.nic, view.now, self._events)
         requested, problem = check_requested(spec.requested, usable_maximum(self.settings))
         if problem is not None:
             outcome.problems.append(problem)
@@ -287,6 +306,8 @@ class NodeNetworkConfigReconciler:
         )
         self._status.write(view.raw, view.config, container, outcome)
         self._record_metrics(view, spec, assignments)
+        if self.book.operation(view.nic_id) is not None:
+            return Result(requeue_after=self._resync())  # the write's end enqueues this node
         return Result(requeue_after=self._next_visit(view, outcome, spec.listed, assignments))
 
     # -- read -----------------------------------------------------------------------------------
@@ -297,8 +318,12 @@ class NodeNetworkConfigReconciler:
         if isinstance(found, Result):
             return found
         raw, config, nic_id = found
+        operation = self.book.operation(nic_id)
+        if operation is not None and not operation.done:
+            return Result(requeue_after=self._resync())  # one writer per NIC; its end enqueues us
+        ended = self.book.take_ended_operation(nic_id)
         now = self._clock()
-        nic = self._read_nic(raw, config, nic_id, now)
+        nic = self._read_nic(raw, config, nic_id, now, fresh=ended is not None)
         if isinstance(nic, Result):
             return nic
         subnet_id = primary_subnet_id(nic)
@@ -306,7 +331,18 @@ class NodeNetworkConfigReconciler:
         exhausted = self.subnets.exhausted(subnet_id) if subnet_id else False
         demand, in_use = node_pods(self._stores.pods.by_index(POD_NODE_INDEX, config.name))
         return _View(
-            raw, config, node, nic_id, nic, subnet_id, subnet, exhausted, demand, frozenset(in_use), now
+            raw,
+            config,
+            node,
+            nic_id,
+            nic,
+            subnet_id,
+            subnet,
+            exhausted,
+            demand,
+            frozenset(in_use),
+            now,
+            ended,
         )
 
     def _read_object(self, raw: Object, node: Object) -> tuple[Object, NodeNetworkConfig, str] | Result:
@@ -336,14 +372,16 @@ class NodeNetworkConfigReconciler:
             config = NodeNetworkConfig.from_object(raw)
         return raw, config, nic_id
 
-    def _read_nic(self, raw: Object, config: NodeNetworkConfig, nic_id: str, now: float) -> NicInfo | Result:
+    def _read_nic(
+        self, raw: Object, config: NodeNetworkConfig, nic_id: str, now: float, *, fresh: bool
+    ) -> NicInfo | Result:
         snapshot, _ = self.book.snapshot(nic_id)
         guard = self.book.guard(nic_id)
         if snapshot is None and not guard.may_write(now):
             # Backed off after a failed read: do not read again before the backoff ends.
             return Result(requeue_after=max(guard.retry_in(now), PENDING_REQUEUE_SECONDS))
         try:
-            return self._nic(nic_id, now, fresh=False)
+            return self._nic(nic_id, now, fresh=fresh)
         except NotFoundError as error:
             retry_in = self.book.back_off(nic_id, now)
             return self._problem(raw, config, "NetworkInterfaceNotFound", f"NIC {nic_id}: {error}", retry_in)
@@ -424,19 +462,28 @@ class NodeNetworkConfigReconciler:
     def _apply(
         self, view: _View, nic: NicInfo, plan: AllocationPlan, outcome: Outcome
     ) -> tuple[NicInfo, list[str]]:
-        """Carry out the plan with at most one NIC write (unless backed off); returns the NIC as
-        read after the write and the names added. Additions go first: removals wait a pass."""
-        if not plan.changes_nic:
+        """Start the plan's NIC write (at most one, unless backed off), or take the failure of the
+        write that ended since the last pass as a write's failure; returns the NIC (as read after
+        a failure) and the names added now (none: a write started now lands in a later pass).
+        Additions go first: removals wait a pass."""
+        failed = view.ended.error if view.ended is not None else None
+        if not plan.changes_nic and failed is None:
             return nic, []
         guard = self.book.guard(view.nic_id)
-        if not guard.may_write(view.now):
+        if failed is None and not guard.may_write(view.now):
             outcome.complete = False
             outcome.retry_in = guard.retry_in(view.now)
             return nic, []
         try:
+            if failed is not None and view.ended is not None:
+                plan = with_add_count(plan, view.ended)
+                raise failed
             if plan.add_count:
-                return self._add(view, plan)
-            return self._remove(view, plan), []
+                self._add(view, plan)
+            else:
+                self._remove(view, plan)
+            outcome.complete = False
+            return nic, []
         except (SubnetFullError, LimitExceededError) as error:
             self._on_capacity_error(view, plan, outcome, error)
         except NotFoundError as error:
@@ -454,27 +501,20 @@ class NodeNetworkConfigReconciler:
         except CloudError:
             return nic, []
 
-    def _add(self, view: _View, plan: AllocationPlan) -> tuple[NicInfo, list[str]]:
+    def _add(self, view: _View, plan: AllocationPlan) -> None:
         names = [self._new_name() for _ in range(plan.add_count)]
         prefix = BLOCK_PREFIX_LENGTH if self.settings.prefix_blocks else None
-        nic = self._network.add_secondary_ip_configurations(view.nic_id, names, view.subnet_id, prefix)
-        self.book.remember(view.nic_id, nic, view.now)
-        self.book.set_guard(view.nic_id, self.book.guard(view.nic_id).after_success(added=len(names)))
-        log.info("Added IPs", node=view.name, added=len(names))
-        return nic, names
+        if self._writes.add(view.name, view.nic_id, names, view.subnet_id, prefix, view.now):
+            log.info("Started adding IPs", node=view.name, added=len(names))
 
-    def _remove(self, view: _View, plan: AllocationPlan) -> NicInfo:
-        nic = self._network.remove_secondary_ip_configurations(view.nic_id, list(plan.removals))
-        self.book.remember(view.nic_id, nic, view.now)
-        self.book.set_guard(view.nic_id, self.book.guard(view.nic_id).after_success(added=0))
-        if plan.release:
-            message = f"Released {len(plan.release)} IPs listed in ipsNotInUse"
-            self._events.event(view.raw, "Normal", "ReleasedIPs", message)
-        if plan.collected:
-            message = f"Released {len(plan.collected)} unaccounted IP configurations"
-            self._events.event(view.raw, "Normal", "CollectedLeakedIPs", message)
-        log.info("Released IPs", node=view.name, released=len(plan.release), collected=len(plan.collected))
-        return nic
+    def _remove(self, view: _View, plan: AllocationPlan) -> None:
+        if self._writes.remove(view.name, view.nic_id, plan.release, plan.collected, view.now):
+            log.info(
+                "Started releasing IPs",
+                node=view.name,
+                released=len(plan.release),
+                collected=len(plan.collected),
+            )
 
     def _on_capacity_error(
         self, view: _View, plan: AllocationPlan, outcome: Outcome, error: CloudError
@@ -572,6 +612,10 @@ class NodeNetworkConfigReconciler:
             dues.append(min(self.book.settling_until(view.nic_id, pending, settle), default=view.now))
         delays += [max(due - view.now, PENDING_REQUEUE_SECONDS) for due in dues if due is not None]
         return min(delays)
+
+
+def _ignore(request: Request) -> None:
+    del request
 
 
 _UNSELECTED: Object = {"metadata": {"name": ""}}
