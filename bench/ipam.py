@@ -54,7 +54,8 @@ from nodewright.cloud.emulator import ArmEmulator
 from nodewright.cloud.emulator.request_log import RecordedRequest
 from nodewright.controllers.node_network_config import NODE_NETWORK_CONFIG, NodeNetworkConfigSettings, install
 from nodewright.controllers.node_network_config.cloud import MachineNicLocator
-from nodewright.devenv.cns_nodesubnet import NodeSubnetConsumer, nic_addresses_in_emulator
+from nodewright.devenv.cns_nodesubnet import NodeSubnetConsumer
+from nodewright.devenv.cns_nodesubnet_nmagent import answers_in_emulator
 from nodewright.devenv.crds import install_crds
 from nodewright.devenv.nodesim import SIMULATED_LABEL, NodeSimulator, machines_in_emulator
 from nodewright.ipam import PoolScaler, address_count
@@ -253,7 +254,6 @@ def _settings(scenario: Scenario, namespace: str, owner: str) -> NodeNetworkConf
     return dataclasses.replace(
         base,
         consumer="nodesubnet" if scenario.consumer == "nodesubnet" else "crd",
-        release="idle" if scenario.release == "idle" else "never",
         discovery_headroom_ips=scenario.headroom,
         scale_down_delay_seconds=scenario.scale_down_delay,
         prefix_blocks=scenario.prefix,
@@ -293,7 +293,7 @@ def _build(scenario: Scenario, path: str, emulator: ArmEmulator) -> _Rig:
     consumer: Consumer
     if scenario.consumer == "nodesubnet":
         consumer = NodeSubnetConsumer(
-            client, nic_addresses_in_emulator(emulator.state), pod_namespace=namespace
+            client, answers_in_emulator(emulator.state), node_selector=f"{SIMULATED_LABEL}={owner}", seed=1
         )
     else:
         consumer = PodAddressAgent(client, node_network_config_namespace=namespace, pod_namespace=namespace)
@@ -384,7 +384,8 @@ def _figures(rig: _Rig, scenario: Scenario) -> dict[str, Any]:
     churn_requests = [r for r in churn_requests if r.monotonic <= rig.churn_ended]
     everything = rig.emulator.requests.entries()
     writes = [r for r in churn_requests if r.method in WRITE_METHODS]
-    starved = {p: w for p, w in rig.consumer.starvation().items() if p in rig.churn_names}
+    starved = {_name(p): w for p, w in rig.consumer.starvation().items() if _name(p) in rig.churn_names}
+    assigned = {_name(p) for p in rig.consumer.assigned_at}
     pool_waits = [*starved.values(), *([0.0] * (len(rig.churn_names) - len(starved)))]
     seconds = max(1e-9, rig.churn_ended - rig.churn_started)
     figures: dict[str, Any] = {
@@ -395,7 +396,7 @@ def _figures(rig: _Rig, scenario: Scenario) -> dict[str, Any]:
         "pool_wait_p99": percentile(pool_waits, 0.99),
         "pool_wait_max": max(pool_waits, default=0.0),
         "starved_pods": len(starved),
-        "unassigned_at_end": len([p for p in rig.alive if p not in rig.consumer.assigned_at]),
+        "unassigned_at_end": len([p for p in rig.alive if p not in assigned]),
         "arm_writes": len(writes),
         "arm_requests": len(churn_requests),
         "arm_writes_per_pod_start": len(writes) / max(1, len(rig.churn_names)),
@@ -413,6 +414,11 @@ def _figures(rig: _Rig, scenario: Scenario) -> dict[str, Any]:
         figures["stale_handouts"] = rig.consumer.stale_handouts
         figures["refused_updates"] = rig.consumer.refused_updates()
     return figures
+
+
+def _name(key: str) -> str:
+    """A pod's name from a consumer's key (``namespace/name`` for the CNS stand-in)."""
+    return key.rsplit("/", 1)[-1]
 
 
 def _clean_up(rig: _Rig) -> None:
@@ -500,7 +506,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--full", action="store_true", help="10 minutes of churn instead of 30 s")
     parser.add_argument("--churn-seconds", type=float, help="churn duration (overrides --full)")
     parser.add_argument("--headroom", type=int, default=0, help="discoveryHeadroomIPs")
-    parser.add_argument("--release", choices=("never", "idle"), default="never")
+    parser.add_argument(
+        "--release", choices=("never",), default="never", help="idle is refused (docs/ipam.md)"
+    )
     parser.add_argument("--prefix", action="store_true", help="experimental /28 blocks (standalone VMs)")
     parser.add_argument("--vms", action="store_true", help="standalone VMs instead of a scale set")
     parser.add_argument(

@@ -49,7 +49,8 @@ from nodewright.controllers.identity.options import (
     AZURE_IDENTITY_BINDING,
 )
 from nodewright.controllers.node_network_config import NODE_NETWORK_CONFIG
-from nodewright.devenv.cns_nodesubnet import NodeSubnetConsumer, nic_addresses_in_emulator
+from nodewright.devenv.cns_nodesubnet import NodeSubnetConsumer
+from nodewright.devenv.cns_nodesubnet_nmagent import answers_in_emulator
 from nodewright.devenv.crds import install_crds
 from nodewright.devenv.nodesim import SIMULATED_LABEL, NodeSimulator, machines_in_emulator
 from nodewright.runtime.client import Client
@@ -314,7 +315,7 @@ def run(
     world.read_nodes()
     emulator.faults.add_latency(LATENCY)
     consumer = NodeSubnetConsumer(
-        client, nic_addresses_in_emulator(emulator.state), pod_namespace=world.namespace
+        client, answers_in_emulator(emulator.state), node_selector=f"{SIMULATED_LABEL}={world.namespace}"
     )
     consumer.start()
     manager = _manager(world, kubeconfig)

@@ -1,16 +1,16 @@
-"""``make manifests``: writes config/crd/ from the CRD models in ``nodewright.api`` and
-config/rbac/ from the RBAC rules the framework and each built-in reconciler declare.
+"""``make manifests``: writes config/crd/ from the CRD models in ``nodewright.api`` and config/rbac/
+from the RBAC rules the framework and each built-in reconciler declare.
 
 CRDs: one file per kind (``config/crd/bases/<group>_<plural>.yaml``) plus the kustomization that
 lists them. RBAC: config/rbac/role.yaml holds the framework's own ClusterRole
-(``nodewright.runtime.rbac.RUNTIME_RULES``); each reconciler gets a kustomize Component,
-``config/rbac/reconcilers/<name>/``, with a ClusterRole for its cluster-wide rules
-(``RBAC_RULES`` beside its code) and a Role per namespace its namespaced rules name, each bound
-to the manager's ServiceAccount. config/default lists the components of the reconcilers
-config/manager enables (tests/config/test_rbac.py holds the two together). The Helm chart
-under charts/nodewright is generated from the same files (``hack/chart.py``). ``--check`` writes
-nothing and exits 1 naming each stale or missing file, so CI
-fails when someone edits a model or a rule without regenerating.
+(``nodewright.runtime.rbac.RUNTIME_RULES`` and ``server_fence.SERVER_FENCE_RULES``); each
+reconciler gets a kustomize Component, ``config/rbac/reconcilers/<name>/``, with a ClusterRole for
+its cluster-wide rules (``RBAC_RULES`` beside its code) and a Role per namespace its namespaced
+rules name, each bound to the manager's ServiceAccount. config/default lists the components of the
+reconcilers config/manager enables (tests/config/test_rbac.py holds the two together). The Helm
+chart under charts/nodewright is generated from the same files (``hack/chart.py``). ``--check``
+writes nothing and exits 1 naming each stale or missing file, so CI fails when someone edits a
+model or a rule without regenerating.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from hack.chart import existing_files as existing_chart_files
 from nodewright.api import RESOURCES
 from nodewright.controllers.main import BUILT_IN_RECONCILERS
 from nodewright.runtime.rbac import RUNTIME_RULES, PolicyRule, merge_rules
+from nodewright.runtime.server_fence import SERVER_FENCE_RULES
 
 ROOT = Path(__file__).resolve().parents[1]
 CRD_DIR = ROOT / "config" / "crd"
@@ -92,8 +93,9 @@ def reconciler_documents(name: str, rules: list[PolicyRule]) -> list[dict[str, o
 
 
 def rbac_documents() -> list[dict[str, object]]:
-    """The least-privilege ClusterRole (and binding) of the runtime itself."""
-    return _role_and_binding("runtime", list(RUNTIME_RULES))
+    """The least-privilege ClusterRole (and binding) of the runtime itself: its Events and the
+    start check's read of the server-side fence (by name)."""
+    return _role_and_binding("runtime", [*RUNTIME_RULES, *SERVER_FENCE_RULES])
 
 
 def component_files() -> dict[Path, str]:

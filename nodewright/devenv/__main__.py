@@ -5,6 +5,11 @@ CRDs, the samples and the manager (see ``demo.LocalEnvironment``), prints where 
 progress line as the reconcilers work, and tears everything down on Ctrl-C (or SIGTERM). The work
 directory is locked for the run (``worklock``): a second ``up`` on it exits 1 with "already
 running (pid N, work dir ...)" and touches nothing.
+
+The lock is taken before anything heavy is imported: this module and the packages above it import
+only the standard library until the lock is held, and ``demo`` (the control plane, the ARM
+emulator, the Azure SDK, the manager) is imported after, so a second run refuses at once instead
+of after the seconds those imports take on a loaded machine.
 """
 
 from __future__ import annotations
@@ -17,17 +22,14 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from nodewright.devenv.controlplane import DEFAULT_CACHE
-from nodewright.devenv.demo import REPOSITORY, WORKLOAD, LocalEnvironment
+from nodewright.devenv.paths import DEFAULT_WORK_DIR
 from nodewright.devenv.worklock import WorkDirBusyError, lock_work_dir
-
-SEED = REPOSITORY / "config" / "emulator" / "seed-sample.yaml"
-SAMPLES = REPOSITORY / "config" / "samples"
 
 __all__ = ["main"]
 
 
-def _up(work_dir: Path) -> int:
+def _stop_on_signals() -> threading.Event:
+    """An event set by Ctrl-C or SIGTERM (side effect: installs both handlers)."""
     stop = threading.Event()
 
     def on_signal(_signum: int, _frame: FrameType | None) -> None:
@@ -35,7 +37,19 @@ def _up(work_dir: Path) -> int:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    environment = LocalEnvironment(work_dir, seed=SEED, samples=SAMPLES)
+    return stop
+
+
+def _up(work_dir: Path) -> int:
+    # Imported only once the work directory is ours: seconds of imports (the Azure SDK among them).
+    from nodewright.devenv.demo import REPOSITORY, WORKLOAD, LocalEnvironment  # noqa: PLC0415
+
+    stop = _stop_on_signals()
+    environment = LocalEnvironment(
+        work_dir,
+        seed=REPOSITORY / "config" / "emulator" / "seed-sample.yaml",
+        samples=REPOSITORY / "config" / "samples",
+    )
     started = time.monotonic()
     try:
         environment.start(lambda message: print(message, flush=True))
@@ -92,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument(
         "--work-dir",
         type=Path,
-        default=DEFAULT_CACHE / "run",
+        default=DEFAULT_WORK_DIR,
         help="where certificates, etcd data, logs and the kubeconfig go (default: %(default)s)",
     )
     arguments = parser.parse_args(argv)

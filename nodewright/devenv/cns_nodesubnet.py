@@ -1,153 +1,109 @@
-"""A simulated Azure CNS in NodeSubnet mode: the real consumer of NIC secondary IPs, for tests,
-benchmarks and ``make run``.
+"""A stand-in for Azure CNS in NodeSubnet mode (v1.6.48), the real consumer of NIC secondary IPs,
+for tests, benchmarks and ``make run``; true to CNS on every point where it differs from an
+optimistic reading (docs/ipam.md, "Simulating CNS NodeSubnet", maps each to CNS's source).
 
-What it models, from azure-container-networking (``cns/nodesubnet``, ``cns/restserver``):
+Owns ``NodeSubnetConsumer``: one CNS per selected Node, from the moment the Node exists.
 
-- **Discovery by polling.** Per node, CNS fetches the NIC's secondary IPs from NMAgent (here:
-  read straight from the ARM emulator's state, which is not an ARM call and uses no ARM budget),
-  first at start, then 4 s apart; each fetch that returns the same list as the previous one
-  doubles the interval, up to 1,024 s; a fetch that differs resets it to 4 s
-  (``FetchSchedule``). New IPs are therefore usable only after the next fetch: up to 1,024 s
-  after a quiet period.
-- **Its own pool.** Each fetch becomes one network container (version 0) whose IPs are Available
-  at once. An IP missing from a fetch is dropped from the pool, unless a pod holds it (CNS's
-  ``Assigned`` state): then CNS refuses the whole update (``InconsistentIPConfigState``) and
-  keeps its previous pool, new IPs included *out*, until that pod is gone.
-- **Handing out.** Pods on the node without an address get a free address from the pool,
-  written to ``status.podIP(s)`` as the CNI plugin would. A pod that finds no free address
-  waits and is counted (``starved_since``), which is the wait a pod sees, discovery included.
-- **Prefix blocks** (experimental): a configuration holding a /28 block counts as its 16
-  addresses (an assumption: how NMAgent reports a block to CNS is not known here).
-- **The danger it measures.** ``stale_handouts`` counts addresses handed out that were no
-  longer on the NIC at that moment (CNS did not know yet): such a pod would have no working
-  network. The release rule of nodewright's NodeSubnet mode must keep this at zero.
+- **NMAgent.** Each CNS fetches its node's interfaces from a ``LaggedNMAgent`` (ARM's state as
+  it was ``nmagent_lag`` seconds ago; ``cns_nodesubnet_nmagent``) on CNS's schedule
+  (``FetchSchedule``: at start, then 4 s, doubling to 1,024 s while the answer stays the same);
+  a failed fetch changes nothing; a fetch can hang for good (no timeout): that node's pool is
+  then frozen. An answer with no interfaces is cached but applies nothing.
+- **The pool.** Each answer handed on becomes an update of CNS's IP state (``CnsNodeState``),
+  refused as a whole when it drops an Assigned address; a refused update's dropped addresses
+  stay Available for good (stranded) and its new ones wait for the next different answer.
+- **CNI ADD/DEL, cluster-wide.** Every pod bound to a served node (any namespace, not host
+  network, not being deleted, not finished, no address yet) is an ADD: it gets any Available
+  address, written to ``status.podIP``/``podIPs`` as the CNI does, or waits (``starved_since``);
+  nothing is served before CNS's first successful update (no CNI config yet). A pod that is gone
+  or finished is a DEL: its address becomes Available. "Assigned" is this bookkeeping alone,
+  never read back from pod status.
+- **Restart** (``restart(node)``): memory lost, endpoint state kept (``CnsNodeState.restart``).
+- **What it counts.** ``stale_handouts``: addresses handed out that ARM no longer had on the NIC
+  at that moment (such a pod has no working network); ``refused_updates()``; ``stranded(node)``.
 
-``NodeSubnetConsumer.sync_once(now)`` is one pass; ``start``/``stop`` run passes in a thread.
+``sync_once()`` is one pass; ``start``/``stop`` run passes in a thread.
 Side effects: pod status patches through the runtime Client; reads of the emulator's state.
 """
 
 from __future__ import annotations
 
 import contextlib
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from nodewright.cloud.emulator import EmulatorState
-from nodewright.cloud.emulator.network import instance_network_interfaces
+from nodewright.devenv.cns_nodesubnet_nmagent import (
+    DEFAULT_NMAGENT_LAG_SECONDS,
+    AnswerSource,
+    Interfaces,
+    LaggedNMAgent,
+    NMAgentUnavailableError,
+)
+from nodewright.devenv.cns_nodesubnet_state import (
+    MAX_FETCH_INTERVAL_SECONDS,
+    MIN_FETCH_INTERVAL_SECONDS,
+    CnsNodeState,
+    FetchSchedule,
+    apply_fetch,
+)
 from nodewright.devenv.periodic import PeriodicThread
-from nodewright.ipam import addresses_of
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
-from nodewright.runtime.kinds import POD
+from nodewright.runtime.kinds import NODE, POD
 from nodewright.runtime.logs import get_logger
 
-__all__ = [
-    "MAX_FETCH_INTERVAL_SECONDS",
-    "MIN_FETCH_INTERVAL_SECONDS",
-    "FetchSchedule",
-    "NicAddressSource",
-    "NodeSubnetConsumer",
-    "nic_addresses_in_emulator",
-]
+__all__ = ["FetchHungError", "NodeSubnetConsumer"]
 
 log = get_logger("nodewright.devenv.cns_nodesubnet")
-
-MIN_FETCH_INTERVAL_SECONDS = 4.0
-MAX_FETCH_INTERVAL_SECONDS = 1024.0
-
-NicAddressSource = Callable[[str], list[str] | None]
-"""Node name -> the secondary addresses of its primary NIC (None: no such node or NIC)."""
+Object = dict[str, Any]
+FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
 
 
-@dataclass
-class FetchSchedule:
-    """CNS's fetch interval: reset to the minimum on change, doubled (to the maximum) otherwise."""
-
-    minimum: float = MIN_FETCH_INTERVAL_SECONDS
-    maximum: float = MAX_FETCH_INTERVAL_SECONDS
-    interval: float = MIN_FETCH_INTERVAL_SECONDS
-
-    def after_fetch(self, changed: bool) -> float:
-        """The interval until the next fetch, given whether this fetch differed from the last."""
-        self.interval = self.minimum if changed else min(self.interval * 2, self.maximum)
-        return self.interval
+class FetchHungError(Exception):
+    """Raised by an NMAgent stand-in to say the fetch never returns (CNS sets no timeout)."""
 
 
 @dataclass
-class _NodePool:
+class _NodeCns:
     schedule: FetchSchedule
-    next_fetch: float
-    last_fetch: tuple[str, ...] | None = None
-    pool: set[str] = field(default_factory=set)
-    refused_updates: int = 0
+    state: CnsNodeState = field(default_factory=CnsNodeState)
+    hung: bool = False
 
 
-def nic_addresses_in_emulator(state: EmulatorState) -> NicAddressSource:
-    """What NMAgent would report for a node: the secondary addresses of its machine's primary NIC
-    (scale-set instances and standalone VMs of the in-process emulator)."""
-
-    def addresses(node_name: str) -> list[str] | None:
-        with state.locked():
-            for scale_set in state.scale_sets.values():
-                for instance in scale_set.instances.values():
-                    if _computer_name(instance.document) == node_name:
-                        nics = instance_network_interfaces(state, scale_set, instance)
-                        return _secondary_addresses(nics)
-            for machine in state.virtual_machines.values():
-                if _computer_name(machine.document) == node_name:
-                    references = (machine.properties.get("networkProfile") or {}).get(
-                        "networkInterfaces"
-                    ) or []
-                    nics = [state.render(str(r.get("id", ""))) or {} for r in references]
-                    return _secondary_addresses(nics)
-        return None
-
-    return addresses
-
-
-def _computer_name(document: dict[str, Any]) -> str:
-    properties = document.get("properties") or {}
-    return str((properties.get("osProfile") or {}).get("computerName") or document.get("name", "")).lower()
-
-
-def _secondary_addresses(nics: list[dict[str, Any]]) -> list[str] | None:
-    if not nics:
-        return None
-    primary = next((n for n in nics if (n.get("properties") or {}).get("primary")), nics[0])
-    found = []
-    for configuration in (primary.get("properties") or {}).get("ipConfigurations") or []:
-        properties = configuration.get("properties") or {}
-        if not properties.get("primary") and properties.get("privateIPAddress"):
-            found.extend(addresses_of(str(properties["privateIPAddress"])))
-    return found
+def pod_key(pod: Object) -> str:
+    """``namespace/name``: how the stand-in's figures name a pod."""
+    return f"{pod['metadata'].get('namespace', '')}/{pod['metadata']['name']}"
 
 
 class NodeSubnetConsumer:
-    """Plays CNS NodeSubnet on every node that has pods in ``pod_namespace`` (module docstring)."""
+    """Plays CNS NodeSubnet on every Node matching ``node_selector`` (module docstring)."""
 
     def __init__(
         self,
         client: Client,
-        addresses: NicAddressSource,
+        answers: AnswerSource,
         *,
-        pod_namespace: str,
+        node_selector: str = "",
+        nmagent_lag: float = DEFAULT_NMAGENT_LAG_SECONDS,
         interval: float = 0.05,
         minimum: float = MIN_FETCH_INTERVAL_SECONDS,
         maximum: float = MAX_FETCH_INTERVAL_SECONDS,
+        seed: int | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._client = client
-        self._addresses = addresses
-        self._namespace = pod_namespace
+        self.nmagent = LaggedNMAgent(answers, lag=nmagent_lag, sample_seconds=min(0.2, interval * 4))
+        self._node_selector = node_selector or None
         self.interval = interval
-        self._minimum, self._maximum = minimum, maximum
+        self._minimum, self._maximum = minimum, max(minimum, maximum)
         self._clock = clock
-        self._nodes: dict[str, _NodePool] = {}
+        self._random = random.Random(seed)  # noqa: S311 - which free address CNS takes: no secret
+        self._nodes: dict[str, _NodeCns] = {}
         self.first_seen: dict[str, float] = {}
         self.assigned_at: dict[str, float] = {}
-        self.assigned: dict[str, str] = {}
         self.starved_since: dict[str, float] = {}
         self.stale_handouts = 0
         self.fetches = 0
@@ -156,20 +112,38 @@ class NodeSubnetConsumer:
             "cns-nodesubnet", self.sync_once, lambda: self.interval, on_error=self.errors.append
         )
 
-    # -- what tests and benchmarks read -----------------------------------------------------------
+    # -- what tests, benchmarks and the demo read -------------------------------------------------
 
     def starvation(self) -> dict[str, float]:
         """Pods that found no free IP at some pass -> how long until they got one (inf: never)."""
         return {n: self.assigned_at.get(n, float("inf")) - s for n, s in self.starved_since.items()}
 
     def refused_updates(self) -> int:
-        """Fetches whose update CNS refused because a vanished IP was still assigned to a pod."""
-        return sum(pool.refused_updates for pool in self._nodes.values())
+        """Updates CNS refused because an address it had Assigned was missing from the answer."""
+        return sum(cns.state.refused_updates for cns in self._nodes.values())
 
     def known(self, node: str) -> set[str]:
-        """The addresses the consumer currently holds for ``node`` (what it can hand out)."""
-        pool = self._nodes.get(node)
-        return set(pool.pool) if pool else set()
+        """Every address CNS holds for ``node`` (Available or Assigned)."""
+        cns = self._nodes.get(node)
+        return set(cns.state.addresses) if cns else set()
+
+    def assigned(self, node: str) -> dict[str, str]:
+        """``namespace/name`` -> address: the pods CNS has Assigned an address on ``node``."""
+        cns = self._nodes.get(node)
+        return {key.split("|", 1)[1]: a for key, a in cns.state.endpoints.items()} if cns else {}
+
+    def stranded(self, node: str) -> set[str]:
+        """Addresses on ``node`` that no later update can delete (see ``CnsNodeState``)."""
+        cns = self._nodes.get(node)
+        return cns.state.stranded() if cns else set()
+
+    def node_state(self, node: str) -> CnsNodeState | None:
+        cns = self._nodes.get(node)
+        return cns.state if cns else None
+
+    def schedule(self, node: str) -> FetchSchedule | None:
+        cns = self._nodes.get(node)
+        return cns.schedule if cns else None
 
     # -- running ----------------------------------------------------------------------------------
 
@@ -179,74 +153,112 @@ class NodeSubnetConsumer:
     def stop(self) -> None:
         self._loop.stop()
 
+    def restart(self, node: str) -> None:
+        """CNS on ``node`` restarts: it keeps only its endpoint state and fetches again at once."""
+        cns = self._nodes.get(node)
+        if cns is not None:
+            cns.state.restart()
+            cns.schedule = FetchSchedule(
+                self._minimum, self._maximum, self._minimum, next_fetch=self._clock()
+            )
+            cns.hung = False
+
     def sync_once(self) -> int:
-        """One pass: fetch for the nodes that are due, then hand out addresses; returns how many
-        pods got one."""
-        pods = self._client.list(POD, self._namespace).items
+        """One pass: start CNS on new nodes, run the fetches that are due, then CNI DEL for pods
+        gone and ADD for pods waiting; returns how many pods got an address."""
         now = self._clock()
-        by_node: dict[str, list[dict[str, Any]]] = {}
-        for pod in pods:
-            node = (pod.get("spec") or {}).get("nodeName")
-            if node and not (pod.get("spec") or {}).get("hostNetwork"):
-                by_node.setdefault(str(node), []).append(pod)
+        self.nmagent.sample(now)
+        for node in self._client.list(NODE, label_selector=self._node_selector).items:
+            name = str(node["metadata"]["name"])
+            cns = self._nodes.setdefault(name, _NodeCns(self._new_schedule(now)))
+            if not cns.hung and now >= cns.schedule.next_fetch:
+                self._fetch(name, cns, now)
+        by_node: dict[str, list[Object]] = {}
+        for pod in self._client.list(POD).items:
+            node_name = (pod.get("spec") or {}).get("nodeName")
+            if node_name in self._nodes and not (pod.get("spec") or {}).get("hostNetwork"):
+                by_node.setdefault(str(node_name), []).append(pod)
         given = 0
-        for node, node_pods in by_node.items():
-            used = {
-                str((p.get("status") or {}).get("podIP"))
-                for p in node_pods
-                if (p.get("status") or {}).get("podIP")
-            }
-            self._fetch_if_due(node, used, now)
-            given += self._hand_out(node, node_pods, used, now)
+        for name, cns in self._nodes.items():
+            pods = by_node.get(name, [])
+            self._cni_delete(cns.state, pods)
+            given += self._cni_add(name, cns.state, pods, now)
         return given
 
-    def _fetch_if_due(self, node: str, used: set[str], now: float) -> None:
-        pool = self._nodes.get(node)
-        if pool is None:
-            pool = _NodePool(FetchSchedule(self._minimum, self._maximum, self._minimum), next_fetch=now)
-            self._nodes[node] = pool
-        if now < pool.next_fetch:
-            return
-        fetched = self._addresses(node)
-        self.fetches += 1
-        current = tuple(sorted(fetched or []))
-        changed = pool.last_fetch is not None and current != pool.last_fetch
-        pool.next_fetch = now + pool.schedule.after_fetch(changed or pool.last_fetch is None)
-        pool.last_fetch = current
-        vanished_in_use = (pool.pool - set(current)) & used
-        if vanished_in_use:
-            pool.refused_updates += 1
-            log.info("Refused an IP update: assigned IPs vanished", node=node, count=len(vanished_in_use))
-            return
-        pool.pool = set(current)
+    def _new_schedule(self, now: float) -> FetchSchedule:
+        return FetchSchedule(self._minimum, self._maximum, self._minimum, next_fetch=now)
 
-    def _hand_out(self, node: str, node_pods: list[dict[str, Any]], used: set[str], now: float) -> int:
-        pool = self._nodes[node]
-        free = sorted(pool.pool - used)
+    def _fetch(self, node: str, cns: _NodeCns, now: float) -> None:
+        """One fetch from NMAgent and, when the schedule hands it on, one update of the pool."""
+        self.fetches += 1
+        answer: Interfaces | None
+        try:
+            answer = self.nmagent.answer(node, now)
+        except FetchHungError:
+            cns.hung = True
+            log.info("Fetch from NMAgent hung; the IP pool stays as it is", node=node)
+            return
+        except NMAgentUnavailableError:
+            answer = None
+        if apply_fetch(cns.schedule, cns.state, answer, now) == "refused":
+            log.info(
+                "Refused an IP update: an assigned IP was missing from NMAgent's answer",
+                node=node,
+                stranded=len(cns.state.stranded()),
+            )
+
+    def _cni_delete(self, state: CnsNodeState, pods: list[Object]) -> None:
+        """CNI DEL for every endpoint whose pod is gone or finished."""
+        live = {
+            f"{p['metadata'].get('uid', '')}|{pod_key(p)}"
+            for p in pods
+            if (p.get("status") or {}).get("phase") not in FINISHED_PHASES
+        }
+        for key in [k for k in state.endpoints if k not in live]:
+            state.release(key)
+
+    def _cni_add(self, node: str, state: CnsNodeState, pods: list[Object], now: float) -> int:
+        """CNI ADD for every pod waiting for an address; returns how many got one."""
         given = 0
-        on_nic: set[str] | None = None
-        for pod in node_pods:
-            name = pod["metadata"]["name"]
-            if (pod.get("status") or {}).get("podIP") or pod["metadata"].get("deletionTimestamp"):
+        arm_now: set[str] | None = None
+        for pod in pods:
+            key = f"{pod['metadata'].get('uid', '')}|{pod_key(pod)}"
+            status = pod.get("status") or {}
+            if key in state.endpoints or status.get("podIP") or status.get("phase") in FINISHED_PHASES:
                 continue
+            if pod["metadata"].get("deletionTimestamp"):
+                continue
+            name = pod_key(pod)
             self.first_seen.setdefault(name, now)
-            if not free:
+            address = state.assign(key, self._random.choice)
+            if address is None:
                 self.starved_since.setdefault(name, now)
                 continue
-            address = free.pop(0)
-            if on_nic is None:
-                on_nic = set(self._addresses(node) or [])
-            if address not in on_nic:
+            if arm_now is None:
+                arm_now = self._arm_now(node)
+            if address not in arm_now:
                 self.stale_handouts += 1
-            with contextlib.suppress(errors.NotFound):
-                self._client.patch(
-                    POD,
-                    name,
-                    {"status": {"podIP": address, "podIPs": [{"ip": address}]}},
-                    self._namespace,
-                    subresource="status",
-                )
-                self.assigned[name] = address
+            if self._write_address(pod, address):
                 self.assigned_at[name] = self._clock()
                 given += 1
+            else:
+                state.release(key)
         return given
+
+    def _arm_now(self, node: str) -> set[str]:
+        """The secondary addresses ARM holds for ``node`` right now (not NMAgent's lagged view)."""
+        self.nmagent.sample(self._clock(), force=True)
+        return self.nmagent.current(node)
+
+    def _write_address(self, pod: Object, address: str) -> bool:
+        """Write the address into the pod's status as the CNI does; False if the pod is gone."""
+        with contextlib.suppress(errors.NotFound):
+            self._client.patch(
+                POD,
+                pod["metadata"]["name"],
+                {"status": {"podIP": address, "podIPs": [{"ip": address}]}},
+                pod["metadata"].get("namespace"),
+                subresource="status",
+            )
+            return True
+        return False

@@ -34,10 +34,10 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from nodewright.cloud.emulator.pki import CertificateAuthority, KeyPair, private_key_pem, public_key_pem
 from nodewright.devenv.components import Component, grant_kwok, kubeconfig_document, prepare_components
+from nodewright.devenv.paths import DEFAULT_CACHE
 
 __all__ = ["ControlPlane", "ControlPlaneError", "find_binaries"]
 
-DEFAULT_CACHE = Path(os.environ.get("NODEWRIGHT_CACHE", Path.home() / ".cache" / "nodewright"))
 START_TIMEOUT = 60.0
 SERVICE_CIDR = "10.96.0.0/16"
 

@@ -4,10 +4,12 @@ Owns ``LocalEnvironment``: the real control plane (API server, controller manage
 kwok as the kubelets), the ARM emulator seeded with a small estate
 (config/emulator/seed-sample.yaml), the node simulator, the CRDs generated from
 ``nodewright.api``, the samples under config/samples, a Deployment with a PodDisruptionBudget on
-the user pool (``WORKLOAD``, whose pods move to the new-image nodes as the NodeImage rolls), and
-the manager itself as a child process (``nodewright run``) configured for the emulator; plus a
-progress line that tells a newcomer what the reconcilers are doing. Everything is torn down by
-``stop``.
+the user pool (``WORKLOAD``, whose pods move to the new-image nodes as the NodeImage rolls), the
+Azure CNS NodeSubnet stand-in (``cns_nodesubnet``) handing pods addresses from their node's NIC
+pool, which the manager's ``node-network-config`` (consumer ``nodesubnet``) sizes, and the
+manager itself as a child process (``nodewright run``) configured for the emulator; plus a
+progress line that tells a newcomer what the reconcilers are doing and how many of the
+Deployment's pods have an address from their node's pool. Everything is torn down by ``stop``.
 
 Side effects: processes, loopback ports, files under the work directory.
 """
@@ -28,9 +30,14 @@ import yaml
 from nodewright.api import RESOURCES
 from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION, ArmEmulator
 from nodewright.controllers.status import read_view, summary
-from nodewright.devenv.controlplane import DEFAULT_CACHE, ControlPlane, free_port
+from nodewright.devenv.cns_nodesubnet import NodeSubnetConsumer
+from nodewright.devenv.cns_nodesubnet_nmagent import answers_in_emulator
+from nodewright.devenv.controlplane import ControlPlane, free_port
 from nodewright.devenv.crds import install_crds
-from nodewright.devenv.nodesim import NodeSimulator, machines_in_emulator
+from nodewright.devenv.kwok import POD_IP_SOURCE_LABEL
+from nodewright.devenv.nodesim import SIMULATED_LABEL, NodeSimulator, machines_in_emulator
+from nodewright.devenv.paths import DEFAULT_CACHE
+from nodewright.ipam import addresses_of
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
 from nodewright.runtime.kinds import Kind
@@ -70,7 +77,7 @@ def manager_config(
 
 DEMO_RECONCILERS: dict[str, dict[str, Any]] = {
     "identity-assignment": {"repairInterval": 60},
-    "node-network-config": {"namespace": "kube-system", "nicRefreshSeconds": 5},
+    "node-network-config": {"namespace": "kube-system", "nicRefreshSeconds": 5, "consumer": "nodesubnet"},
     "node-image": {"nodeLabelSelector": "kubernetes.azure.com/agentpool=vmss-user"},
 }
 """Reconciler name -> its options in the demo, besides the shared ``cloud`` block."""
@@ -80,6 +87,8 @@ AZURE_ASSIGNED_IDENTITY = Kind("aadpodidentity.k8s.io/v1", "AzureAssignedIdentit
 
 
 NODE_IMAGE = Kind("nodewright.io/v1alpha1", "NodeImage", "nodeimages", namespaced=False)
+NODE_NETWORK_CONFIG = Kind("acn.azure.com/v1alpha", "NodeNetworkConfig", "nodenetworkconfigs")
+SIMULATOR_OWNER = "demo"
 DEPLOYMENT = Kind("apps/v1", "Deployment", "deployments")
 POD = Kind("v1", "Pod", "pods")
 POD_DISRUPTION_BUDGET = Kind("policy/v1", "PodDisruptionBudget", "poddisruptionbudgets")
@@ -89,8 +98,23 @@ WORKLOAD = "shop"
 sample rolls: its pods move to the new-image nodes (``kubectl get pods -o wide``)."""
 
 
+def pool_addresses(client: Client) -> dict[str, set[str]]:
+    """Node name -> the addresses its NodeNetworkConfig records on the NIC (kube-system)."""
+    pools: dict[str, set[str]] = {}
+    for config in client.list(NODE_NETWORK_CONFIG, "kube-system").items:
+        containers = (config.get("status") or {}).get("networkContainers") or []
+        pools[config["metadata"]["name"]] = {
+            address
+            for container in containers
+            for assignment in container.get("ipAssignments") or []
+            for address in addresses_of(str(assignment.get("ip", "")))
+        }
+    return pools
+
+
 def workload_progress(client: Client) -> str:
-    """How many of the demo Deployment's pods are Ready, and how many on the new image."""
+    """How many of the demo Deployment's pods are Ready, how many on the new image, and how
+    many have an address from their node's NIC pool."""
     images = {str((i.get("spec") or {}).get("image", "")).lower() for i in client.list(NODE_IMAGE).items}
     node_images = {
         n["metadata"]["name"]: str(
@@ -105,7 +129,16 @@ def workload_progress(client: Client) -> str:
     ]
     ready = [p for p in pods if _pod_ready(p)]
     moved = [p for p in ready if node_images.get(p["spec"].get("nodeName", "")) in images]
-    return f"{WORKLOAD} {len(ready)}/{len(pods)} pods ready, {len(moved)}/{len(pods)} on the new image"
+    pools = pool_addresses(client)
+    pooled = [
+        p
+        for p in pods
+        if (p.get("status") or {}).get("podIP") in pools.get(p["spec"].get("nodeName", ""), set())
+    ]
+    return (
+        f"{WORKLOAD} {len(ready)}/{len(pods)} pods ready, {len(moved)}/{len(pods)} on the new image, "
+        f"{len(pooled)}/{len(pods)} with a pool IP"
+    )
 
 
 def _pod_ready(pod: dict[str, Any]) -> bool:
@@ -117,7 +150,7 @@ def workload_objects() -> list[tuple[Kind, dict[str, Any]]]:
     """The demo's Deployment and its PodDisruptionBudget (see ``WORKLOAD``)."""
     labels = {"app": WORKLOAD}
     template = {
-        "metadata": {"labels": labels},
+        "metadata": {"labels": {**labels, POD_IP_SOURCE_LABEL: "node-pool"}},
         "spec": {
             "nodeSelector": {"kubernetes.azure.com/agentpool": "vmss-user"},
             "containers": [{"name": WORKLOAD, "image": "mcr.microsoft.com/azuredocs/aks-helloworld:v1"}],
@@ -150,6 +183,7 @@ class LocalEnvironment:
         self.plane: ControlPlane | None = None
         self.emulator: ArmEmulator | None = None
         self.simulator: NodeSimulator | None = None
+        self.cns: NodeSubnetConsumer | None = None
         self.manager: subprocess.Popen[bytes] | None = None
         self.client: Client | None = None
         self.metrics_port = free_port()
@@ -173,9 +207,20 @@ class LocalEnvironment:
         self.emulator.estate.apply_file(self.seed)
         say("Starting the node simulator (emulated machines become Nodes) ...")
         self.simulator = NodeSimulator(
-            self.client, machines_in_emulator(self.emulator.state), join_delay=self.join_delay, owner="demo"
+            self.client,
+            machines_in_emulator(self.emulator.state),
+            join_delay=self.join_delay,
+            owner=SIMULATOR_OWNER,
         )
         self.simulator.start()
+        say("Starting Azure CNS NodeSubnet (a stand-in) on every node: pods get IPs from their NIC ...")
+        self.cns = NodeSubnetConsumer(
+            self.client,
+            answers_in_emulator(self.emulator.state),
+            node_selector=f"{SIMULATED_LABEL}={SIMULATOR_OWNER}",
+            interval=0.5,
+        )
+        self.cns.start()
         say(f"Installing {len(RESOURCES)} CRDs ...")
         install_crds(self.client)
         self.client.create(
@@ -261,6 +306,8 @@ class LocalEnvironment:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(self.manager.pid, 9)
                 self.manager.wait(timeout=10)
+        if self.cns is not None:
+            self.cns.stop()
         if self.simulator is not None:
             self.simulator.stop()
         if self.emulator is not None:

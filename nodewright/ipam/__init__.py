@@ -7,6 +7,8 @@
 - ``leaks``: first-seen times and the grace period for leaked IP configurations.
 - ``backoff``: per-NIC batch halving on capacity errors and exponential backoff.
 - ``subnet``: subnet exhaustion with hysteresis.
+- ``incoming``: sizing a pool for pods about to arrive (a heir before its donor is drained),
+  and the free IPs to wait for, agreeing by construction.
 - ``blocks``: /28 prefix blocks (experimental): addresses per entry, blocks in use.
 
 Imports nothing internal (enforced by import-linter). The node_network_config reconciler in
@@ -31,6 +33,7 @@ from nodewright.ipam.blocks import (
     blocks_for,
     blocks_in_use,
 )
+from nodewright.ipam.incoming import IncomingNeed, demand_with_incoming, incoming_need, spare_ips
 from nodewright.ipam.leaks import DEFAULT_LEAK_GRACE_SECONDS, LeakTracker
 from nodewright.ipam.release import choose_ips_to_release
 from nodewright.ipam.request import PoolRequest, compute_request
@@ -51,6 +54,7 @@ __all__ = [
     "MAX_IP_CONFIGURATIONS_PER_NIC",
     "MAX_SECONDARY_IPS_PER_NIC",
     "AllocationPlan",
+    "IncomingNeed",
     "LeakTracker",
     "NicGuard",
     "NicIpConfiguration",
@@ -65,8 +69,11 @@ __all__ = [
     "blocks_in_use",
     "choose_ips_to_release",
     "compute_request",
+    "demand_with_incoming",
+    "incoming_need",
     "plan_allocation",
     "pool_target",
+    "spare_ips",
     "status_assignments",
     "subnet_exhausted",
     "validate_requested_count",

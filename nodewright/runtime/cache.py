@@ -2,7 +2,8 @@
 controller, and cached reads served from them.
 
 Owns ``Cache``, the built-in ``namespace`` index, ``field_indexer`` for indexes on a dotted
-field path such as ``spec.nodeName``, and a small label-selector matcher for cached lists.
+field path such as ``spec.nodeName``, and a small label-selector matcher for cached lists (which
+also refuses keys and values no label can have, through ``labels``).
 The manager creates one cache and starts it before the controllers; controllers ask it for
 informers (to register event handlers) and read through it. Writes go to the ``Client``.
 
@@ -21,6 +22,7 @@ from nodewright.runtime import errors
 from nodewright.runtime.client import Client
 from nodewright.runtime.informer import IndexFunc, Informer, Transform, default_transform
 from nodewright.runtime.kinds import Kind
+from nodewright.runtime.labels import label_key_problem, label_value_problem, shown
 from nodewright.runtime.logs import get_logger
 
 __all__ = ["NAMESPACE_INDEX", "Cache", "field_indexer", "label_selector_matcher", "namespace_index"]
@@ -83,14 +85,28 @@ def _split_requirements(selector: str) -> list[str]:
     return parts
 
 
+def _check_labels(text: str, key: str, values: Iterable[str]) -> None:
+    """Raise ValueError when a requirement names a key or value no label can have (too long,
+    non-ASCII): the API server refuses such a selector, and it could never match."""
+    requirement = f"label selector requirement {shown(text.strip())}"
+    problem = label_key_problem(key)
+    if problem is not None:
+        raise ValueError(f"{requirement}: key {shown(key)} {problem}")
+    for value in values:
+        problem = label_value_problem(value)
+        if problem is not None:
+            raise ValueError(f"{requirement}: value {shown(value)} {problem}")
+
+
 def label_selector_matcher(selector: str | None) -> Any:
     """A predicate ``labels -> bool`` for a label selector string (=, ==, !=, in, notin,
-    exists, !exists). Raises ValueError for a selector it cannot parse."""
+    exists, !exists). Raises ValueError for a selector it cannot parse or whose keys and values
+    no label can have (longer than Kubernetes allows, or not ASCII)."""
     requirements: list[tuple[str, str, set[str]]] = []
     for text in _split_requirements(selector or ""):
         match = _REQUIREMENT.match(text)
         if not match:
-            raise ValueError(f"cannot parse label selector requirement {text!r}")
+            raise ValueError(f"cannot parse label selector requirement {shown(text)}")
         key, raw_op, raw_value = match["key"], (match["op"] or "").strip(), match["value"] or ""
         if match["not"]:
             if raw_op:
@@ -103,6 +119,7 @@ def label_selector_matcher(selector: str | None) -> Any:
             requirements.append((key, raw_op, values))
         else:
             requirements.append((key, "!=" if raw_op == "!=" else "=", {raw_value}))
+        _check_labels(text, key, requirements[-1][2])
 
     def matches(labels: dict[str, str]) -> bool:
         for key, op, values in requirements:

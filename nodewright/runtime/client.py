@@ -18,6 +18,9 @@ nothing: ``fence.is_mutating``) first passes the client's ``WriteFence``
 ``with_fence`` gives a fenced view and makes the transport's connections check the fence again
 right before the bytes go out; the manager hands that view to reconcilers, and the Lease itself
 is written through ``with_own_connections``, a client with a pool the fence does not guard.
+A write the API server's own leader fence denies (the ValidatingAdmissionPolicy of
+config/fence, ``fence.is_server_fence_refusal``) raises ``FencedWriteError`` too (``by="server"``),
+counted and logged by the client's fence, so reconcilers treat both refusals alike.
 
 Side effects: network I/O to the API server.
 """
@@ -40,7 +43,7 @@ import urllib3
 
 from nodewright.runtime import errors
 from nodewright.runtime.credentials import in_cluster_config
-from nodewright.runtime.fence import WriteFence, is_mutating
+from nodewright.runtime.fence import WriteFence, is_mutating, is_server_fence_refusal
 from nodewright.runtime.kinds import Kind
 from nodewright.runtime.list_pager import prefetched_pages
 from nodewright.runtime.transport import Response, Transport
@@ -222,7 +225,12 @@ class Client:
         )
         response = self.transport.fetch(method, target, body=data, headers=headers, timeout=bound)
         if response.status_code >= 400:
-            errors.raise_for_status(response)
+            try:
+                errors.raise_for_status(response)
+            except errors.ApiError as error:
+                if self.fence is not None and is_server_fence_refusal(error.code, error.message):
+                    raise self.fence.refused_by_server(f"{method} {path}", error.message) from None
+                raise
         return response
 
     def _send(

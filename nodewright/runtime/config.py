@@ -82,7 +82,9 @@ class LeaderElectionConfig:
     namespace: str = "default"
     name: str = "nodewright-leader"
     identity: str = ""
-    """This candidate's name in the Lease; empty means hostname plus a random suffix."""
+    """This candidate's name in the Lease; empty means the pod's name from ``$POD_NAME`` (set by
+    config/manager from the downward API; the server-side fence needs it), else the hostname plus
+    a random suffix."""
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0

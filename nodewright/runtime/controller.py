@@ -33,6 +33,7 @@ from typing import Any, Generic
 
 from opentelemetry.trace import INVALID_SPAN, Span, Status, StatusCode
 
+from nodewright.runtime import errors
 from nodewright.runtime.fence import FencedWriteError
 from nodewright.runtime.handlers import Handler
 from nodewright.runtime.informer import Informer
@@ -266,11 +267,12 @@ class Controller(Generic[K]):
             self.queue.add_rate_limited(request)
         if panic:
             self.metrics.reconcile_panics.add(1, self._attributes)
-        if panic or not _log_expected_failure(error, self.queue.num_requeues(request)):
+        retries = self.queue.num_requeues(request)
+        if panic or not (_log_transient_failure(error, retries) or _log_expected_failure(error, retries)):
             log.error(
                 "Reconcile panicked" if panic else "Reconcile failed",
                 exc_info=True,  # called from the except block: the traceback is current
-                retries=self.queue.num_requeues(request),
+                retries=retries,
             )
         return "error"
 
@@ -292,6 +294,16 @@ def _retry_hint(error: BaseException) -> float | None:
 
 class _ContractViolationError(Exception):
     """A reconciler broke its contract (returned something other than a ``Result``)."""
+
+
+def _log_transient_failure(error: BaseException, retries: int) -> bool:
+    """Log a passing API failure (``errors.is_transient``: the connection lost while the API
+    server restarts, 429, 5xx, Conflict) as one warning without a traceback; False if ``error``
+    is not one. Its traceback would only show our client's call stack, the same every time."""
+    if not errors.is_transient(error):
+        return False
+    log.warning("Reconcile failed", retries=retries, error=str(error))
+    return True
 
 
 def _log_expected_failure(error: BaseException, retries: int) -> bool:

@@ -3,9 +3,10 @@
 Owns ``ApiError`` and its subclasses, chosen from the ``reason`` of the ``Status`` object the
 server returns (``NotFound``, ``AlreadyExists``, ``Conflict``, ``Expired``...) and only from the
 HTTP code when the body carries no reason. Two 409s differ by reason: ``AlreadyExists`` is not a
-``Conflict``, so ``retry_on_conflict`` never retries a create. The client (``client.py``) raises
-these for every failed request; the reflector (``informer.py``) raises them for ``ERROR`` watch
-events, which arrive as a ``Status`` inside a 200 stream.
+``Conflict``, so ``retry_on_conflict`` never retries a create. ``is_transient`` names the ones
+that are expected and pass (connection lost, server restarting or busy, Conflict). The client
+(``client.py``) raises these for every failed request; the reflector (``informer.py``) raises
+them for ``ERROR`` watch events, which arrive as a ``Status`` inside a 200 stream.
 """
 
 # ruff: noqa: N818 - the names mirror the Kubernetes Status reasons (k8s.io/apimachinery errors)
@@ -35,6 +36,7 @@ __all__ = [
     "Unauthorized",
     "error_from_status",
     "is_resource_version_too_large",
+    "is_transient",
     "raise_for_status",
 ]
 
@@ -281,3 +283,14 @@ class ConnectionFailed(ApiError):
     """
 
     default_code = 0
+
+
+def is_transient(error: BaseException) -> bool:
+    """Whether ``error`` is an expected, passing failure that retrying later cures and whose
+    traceback would say nothing: no answer (``ConnectionFailed``: refused or reset while the API
+    server restarts), a busy or failing server (429, any 5xx, such as "apiserver is shutting
+    down"), or a write that lost an optimistic-concurrency race (``Conflict``). Callers log these
+    in one line, without a traceback."""
+    if isinstance(error, ConnectionFailed | TooManyRequests | Conflict):
+        return True
+    return isinstance(error, ApiError) and error.code >= 500

@@ -8,8 +8,8 @@ given up. Every mutating call asks ``check(target, operation)`` first: the API c
 ``kubernetes``, and the Azure SDK pipeline (a policy in ``cloud/write_guard.py``, wired by the
 controllers package) with target ``arm``. ``check`` raises ``FencedWriteError`` (and nothing is
 sent) unless the last successful renew is younger than ``renew_deadline - margin`` on this
-process's monotonic clock. Each refusal is counted in ``nodewright_fenced_writes_total{target}``
-and logged as one line, without a traceback.
+process's monotonic clock. Each refusal is counted in
+``nodewright_fenced_writes_total{target, by="client"}`` and logged as one line, without a traceback.
 
 Why the margin bounds what a deposed leader can do
 --------------------------------------------------
@@ -36,9 +36,32 @@ last moment, in the HTTP connection itself, before each chunk of a mutating requ
 the socket (``guard_pool_manager``: the API client's pool and, through ``guard_session``, wired
 by the controllers, the ARM transport's session). What is left is the handful of interpreter
 steps between that last check and the ``sendall`` system call; a pause that lands there still
-sends one request on resume. Making the API server itself reject stale writers would need a
-fencing token checked server-side (a precondition on a resourceVersion that the new leader
-bumps), which Kubernetes Leases do not offer for arbitrary objects.
+sends one request on resume.
+
+The server closes what the client cannot, for Kubernetes writes
+------------------------------------------------------------------
+config/fence installs a ValidatingAdmissionPolicy (``SERVER_FENCE_POLICY``) whose param is the
+leader Lease: the API server refuses every write of the manager's identity unless its sender (the
+pod-name claim of the pod-bound token, which is the elector's identity, or else the user name)
+is the Lease's ``holderIdentity``. The check is made where the write is admitted, so a request
+that left a deposed leader before it lost the Lease, however late it lands, is refused once the
+new leader's Lease write is visible to the policy. The client maps that refusal to
+``FencedWriteError`` with ``by="server"`` (``refused_by_server``): counted with
+``by="server"``, one log line, handled by reconcilers like a refusal of this fence.
+
+The window that remains is the API server's propagation of the Lease to the policy: the policy
+reads its param from the API server's own informer on Leases, not from storage. A late write
+admitted after the takeover was committed to etcd but before that informer saw it is still
+judged against the old holder and passes. On one API server this is the watch latency
+(milliseconds; tests/controllers/test_server_fence.py measures the other side of it, the new
+leader's first writes refused because the policy did not yet see its takeover). Behind several
+API servers each has its own informer, so the window is the slowest one's watch lag, and a lagging
+API server is exactly where a held request may land. The takeover itself can only happen
+``lease_duration`` after our last renew, by which time every informer has normally caught up;
+what it does not cover is an informer stuck far behind. Two more limits: the policy identifies
+pods, not processes, so a container restarted in the same pod is the same sender (the process it
+replaced is dead by then, but its requests still in the network are judged as the new one's);
+and ARM has no such fence, so ARM writes rely on this module alone.
 
 Side effects: metrics and log lines on refusal; ``guard_pool_manager`` and ``guard_session``
 replace the connection pools they are given.
@@ -62,12 +85,15 @@ from nodewright.runtime.metrics import Metrics, get_meter
 
 __all__ = [
     "DEFAULT_MARGIN",
+    "SERVER_FENCE_POLICY",
     "FenceTarget",
     "FencedWriteError",
+    "RefusedBy",
     "WriteFence",
     "guard_pool_manager",
     "guard_session",
     "is_mutating",
+    "is_server_fence_refusal",
 ]
 
 log = get_logger(__name__)
@@ -76,6 +102,10 @@ DEFAULT_MARGIN = 2.0
 """Seconds cut from renew_deadline: the fence closes this long before the elector gives up."""
 
 FenceTarget = Literal["kubernetes", "arm"]
+RefusedBy = Literal["client", "server"]
+
+SERVER_FENCE_POLICY = "nodewright-leader-fence"
+"""The ValidatingAdmissionPolicy (and its binding) of the server-side fence (config/fence)."""
 
 
 class FencedWriteError(Exception):
@@ -85,12 +115,21 @@ class FencedWriteError(Exception):
     failures does not swallow it, and the controller treats it as "stop, retry later".
     """
 
-    def __init__(self, target: str, operation: str, renew_age: float | None) -> None:
-        age = "never renewed" if renew_age is None else f"last renew {renew_age:.3f} s ago"
-        super().__init__(f"refused {target} write {operation}: not leading ({age})")
+    def __init__(
+        self, target: str, operation: str, renew_age: float | None, *, by: RefusedBy = "client"
+    ) -> None:
+        if by == "server":
+            message = f"refused {target} write {operation}: the server's leader fence denied it"
+        else:
+            age = "never renewed" if renew_age is None else f"last renew {renew_age:.3f} s ago"
+            message = f"refused {target} write {operation}: not leading ({age})"
+        super().__init__(message)
         self.target = target
         self.operation = operation
         self.renew_age = renew_age
+        self.by = by
+        """``client``: this fence refused it, nothing was sent; ``server``: the API server's
+        ValidatingAdmissionPolicy denied it (it was sent, nothing was stored)."""
 
 
 class WriteFence:
@@ -168,7 +207,7 @@ class WriteFence:
         if self.is_open():
             return
         age = self.renew_age()
-        self._refused.add(1, {"target": target})
+        self._refused.add(1, {"target": target, "by": "client"})
         log.warning(
             "Refused write without leadership",
             target=target,
@@ -177,6 +216,20 @@ class WriteFence:
             validity=self.validity,
         )
         raise FencedWriteError(target, operation, age)
+
+    def refused_by_server(self, operation: str, message: str) -> FencedWriteError:
+        """The error to raise for a write the API server's leader fence denied (side effect:
+        one counter increment, by="server", and one log line without a traceback)."""
+        self._refused.add(1, {"target": "kubernetes", "by": "server"})
+        age = self.renew_age()
+        log.warning(
+            "Refused write by the server's leader fence",
+            target="kubernetes",
+            operation=operation,
+            renew_age=None if age is None else round(age, 3),
+            answer=message,
+        )
+        return FencedWriteError("kubernetes", operation, age, by="server")
 
     def guard(self, target: FenceTarget) -> Callable[[str], None]:
         """``check`` bound to ``target``: the callable a cloud write guard is given."""
@@ -196,6 +249,12 @@ _REVIEW_RESOURCES = (
     "/selfsubjectrulesreviews",
     "/selfsubjectreviews",
 )
+
+
+def is_server_fence_refusal(code: int, message: str) -> bool:
+    """Whether an API error (its HTTP code and message) is the denial of the server-side fence:
+    the API server names the policy in every denial it makes for it."""
+    return code in (403, 422) and f"'{SERVER_FENCE_POLICY}'" in message and "denied request" in message
 
 
 def is_mutating(method: str, path: str) -> bool:

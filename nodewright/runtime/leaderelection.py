@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import os
 import random
 import socket
 import threading
@@ -44,7 +45,7 @@ from nodewright.runtime.logs import get_logger
 from nodewright.runtime.metrics import Metrics
 from nodewright.runtime.times import format_micro_time
 
-__all__ = ["LeaderElector", "default_identity"]
+__all__ = ["POD_NAME_VARIABLE", "LeaderElector", "default_identity"]
 
 log = get_logger(__name__)
 
@@ -52,9 +53,22 @@ JITTER = 1.2
 """Retries wait retry_period x [1, 1.2) so that candidates do not move in lock step."""
 
 
+POD_NAME_VARIABLE = "POD_NAME"
+"""Set from the downward API (config/manager): the pod's name is then this candidate's identity."""
+
+
 def default_identity() -> str:
-    """Hostname plus a random suffix: unique even for two processes on one host."""
-    return f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+    """The pod's name (``$POD_NAME``) in a pod; elsewhere the hostname plus a random suffix,
+    unique even for two processes on one host.
+
+    The pod name is what the server-side fence (config/fence) compares with the Lease's
+    holder: the API server knows it from the pod-bound ServiceAccount token
+    (``authentication.kubernetes.io/pod-name``). A container restarted in the same pod keeps
+    it, so a restart of a leader that crashed renews its own Lease at once instead of waiting
+    for it to expire; the process it replaces is dead by then.
+    """
+    pod_name = os.environ.get(POD_NAME_VARIABLE, "").strip()
+    return pod_name or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
 
 
 Outcome = Literal["held", "failed", "taken"]

@@ -17,7 +17,8 @@ which the elector opens on every renew; the elector alone writes the Lease, thro
 unfenced client. Losing the Lease revokes the fence, cancels every controller at once (no
 graceful drain: running reconciles' writes are refused and their results discarded), stops the
 manager and makes ``run`` raise ``LeadershipLostError``, so the process exits non-zero and
-restarts as a standby, as controller-runtime does.
+restarts as a standby, as controller-runtime does. Before it stands for election it checks once
+that the server-side fence (``server_fence.py``) is installed and warns if it is not.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from nodewright.runtime.metrics import HttpServer, Metrics
 from nodewright.runtime.metrics_server import serve_metrics
 from nodewright.runtime.reconcile import K, Request
 from nodewright.runtime.registry import ReconcilerRegistry
+from nodewright.runtime.server_fence import check_server_fence
 
 __all__ = ["CacheSyncTimeoutError", "LeadershipLostError", "Manager", "ManagerError"]
 
@@ -218,6 +220,7 @@ class Manager:
                 return
             election = self.config.leader_election
             if election.enabled:
+                check_server_fence(self.client, election.namespace, election.name)
                 self.elector = LeaderElector(
                     self._lease_client,
                     namespace=election.namespace,

@@ -18,6 +18,7 @@ turned off.
 from __future__ import annotations
 
 import ssl
+import sys
 import threading
 import weakref
 from collections.abc import Callable
@@ -264,6 +265,29 @@ def parse_address(address: str) -> tuple[str, int]:
     return host or "0.0.0.0", int(port)  # noqa: S104 - serving on all interfaces is the default
 
 
+class _ThreadingServer(ThreadingHTTPServer):
+    """The standard threaded server, but a failed request is one log line: a client that hung
+    up (a scrape that timed out, a probe that gave up: BrokenPipeError, ConnectionResetError, a
+    TLS handshake cut short) at info level without a traceback; anything else with its traceback.
+    socketserver's own ``handle_error`` printed a traceback to stderr for each."""
+
+    daemon_threads = True
+    server_label = "http"
+
+    def handle_error(self, request: Any, client_address: Any) -> None:  # noqa: ARG002 - the socketserver API
+        error = sys.exc_info()[1]
+        client = ":".join(str(part) for part in client_address) if isinstance(client_address, tuple) else ""
+        if isinstance(error, ConnectionError | TimeoutError | ssl.SSLError):
+            log.info(
+                "Lost connection to HTTP client",
+                server=self.server_label,
+                client=client,
+                error=f"{type(error).__name__}: {error}",
+            )
+            return
+        log.exception("Failed to serve HTTP request", server=self.server_label, client=client)
+
+
 class HttpServer:
     """A threaded HTTP server running in a daemon thread until ``stop``."""
 
@@ -274,8 +298,8 @@ class HttpServer:
         name: str,
         tls: ssl.SSLContext | None = None,
     ) -> None:
-        self._server = ThreadingHTTPServer(parse_address(address), handler)
-        self._server.daemon_threads = True
+        self._server = _ThreadingServer(parse_address(address), handler)
+        self._server.server_label = name
         if tls is not None:  # the handshake runs in the request's thread, never in accept()
             self._server.socket = tls.wrap_socket(
                 self._server.socket, server_side=True, do_handshake_on_connect=False

@@ -18,6 +18,7 @@ import yaml
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
 from nodewright.runtime.kinds import Kind
+from nodewright.runtime.server_fence import VALIDATING_ADMISSION_POLICY, VALIDATING_ADMISSION_POLICY_BINDING
 from tests.config.test_rbac import ALL_RECONCILERS, RBAC_KINDS, SYSTEM_NAMESPACE, rendered
 from tests.conftest import Cluster
 
@@ -26,6 +27,7 @@ CHART = PROJECT / "charts" / "nodewright"
 BIN = Path(os.environ.get("NODEWRIGHT_CACHE", Path.home() / ".cache" / "nodewright")) / "bin"
 HELM = BIN / "helm"
 HASH_SUFFIX = re.compile(r"-[a-z0-9]{10}$")
+FENCE_KINDS = {kind.kind: kind for kind in (VALIDATING_ADMISSION_POLICY, VALIDATING_ADMISSION_POLICY_BINDING)}
 
 
 def helm(*arguments: str, kubeconfig: Path | None = None) -> str:
@@ -118,7 +120,11 @@ def test_helm_install_creates_the_objects_of_config_default(cluster: Cluster) ->
                 continue
             where = release_namespace if namespace == SYSTEM_NAMESPACE else namespace
             plural = {"ConfigMap": "configmaps", "Service": "services", "Deployment": "deployments"}
-            resource = RBAC_KINDS.get(kind) or Kind(document["apiVersion"], kind, plural.get(kind, ""))
+            resource = (
+                RBAC_KINDS.get(kind)
+                or FENCE_KINDS.get(kind)
+                or Kind(document["apiVersion"], kind, plural[kind])
+            )
             live = admin.get(resource, name, where or None)  # raises NotFound if missing
             if kind in ("ClusterRole", "Role"):
                 assert live["rules"] == document["rules"], name

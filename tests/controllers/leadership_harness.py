@@ -5,7 +5,9 @@
   request log names it); pause, resume, kill, scrape its metrics.
 - ``TcpProxy``: forwards loopback TCP to the API server; ``freeze()`` black-holes it (bytes in
   either direction are read and dropped, as a network that loses packets); ``thaw()`` closes the
-  connections that lived through the freeze and forwards new ones again.
+  connections that lived through the freeze and forwards new ones again. ``hold()`` holds back
+  what the client sends instead (a partition that delays packets) and ``release()`` delivers it
+  late, even for a client that has gone meanwhile: the issue's late write.
 - ``Writes``: mutating requests from the audit log and the emulator log, by user or token, with
   wall-clock times (API server, emulator and test share one host clock).
 """
@@ -22,6 +24,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -39,6 +42,8 @@ from tests.waiting import wait_for
 REPOSITORY = Path(__file__).resolve().parents[2]
 MUTATING_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 LEASE, RENEW, RETRY, MARGIN = 3.0, 2.0, 0.5, 0.5
+LINGER = 5.0
+"""Seconds the proxy keeps a connection whose client has gone, after delivering its held bytes."""
 
 AUDIT_POLICY = """\
 apiVersion: audit.k8s.io/v1
@@ -210,6 +215,7 @@ class TcpProxy:
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = int(self._listener.getsockname()[1])
         self._frozen = threading.Event()
+        self._holding = threading.Event()
         self._closed = threading.Event()
         self._lock = threading.Lock()
         self._pairs: list[tuple[socket.socket, socket.socket]] = []
@@ -217,6 +223,14 @@ class TcpProxy:
 
     def freeze(self) -> None:
         self._frozen.set()
+
+    def hold(self) -> None:
+        """Keep what clients send from here on, and send nothing back, until ``release``."""
+        self._holding.set()
+
+    def release(self) -> None:
+        """Deliver what was held, on the connections it was sent on, and forward again."""
+        self._holding.clear()
 
     def thaw(self) -> None:
         with self._lock:
@@ -248,22 +262,53 @@ class TcpProxy:
             threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
 
     def _pump(self, client: socket.socket, upstream: socket.socket) -> None:
-        peers = {client: upstream, upstream: client}
+        held = bytearray()  # what the client sent while held, for upstream
+        client_gone_at: float | None = None  # the client closed; upstream still gets what it sent
         try:
             while True:
-                readable, _, _ = select.select(list(peers), [], [], 0.5)
+                watched = [upstream] if client_gone_at is not None else [client, upstream]
+                readable, _, _ = select.select(watched, [], [], 0.1)
+                if held and not self._holding.is_set():
+                    upstream.sendall(held)
+                    held.clear()
+                    client_gone_at = time.monotonic() if client_gone_at is not None else None
+                if client_gone_at is not None and not held and time.monotonic() - client_gone_at > LINGER:
+                    return
                 for sock in readable:
-                    data = sock.recv(65536)
-                    if not data:
-                        return
-                    if not self._frozen.is_set():
-                        peers[sock].sendall(data)
+                    if not self._forward(sock, sock is client, client, upstream, held):
+                        if sock is upstream or not (held or self._holding.is_set()):
+                            return
+                        client_gone_at = time.monotonic()  # keep upstream: the held bytes go out
         except (OSError, ValueError):
             return
         finally:
-            for sock in peers:
+            for sock in (client, upstream):
                 with contextlib.suppress(OSError):
                     sock.close()
+
+    def _forward(
+        self,
+        sock: socket.socket,
+        from_client: bool,
+        client: socket.socket,
+        upstream: socket.socket,
+        held: bytearray,
+    ) -> bool:
+        """Move one read's bytes on (or hold or drop them); False at end of stream."""
+        data = sock.recv(65536)
+        if not data:
+            return False
+        if self._frozen.is_set():
+            return True
+        if from_client:
+            if self._holding.is_set() or held:
+                held.extend(data)
+            else:
+                upstream.sendall(data)
+        elif not self._holding.is_set():
+            with contextlib.suppress(OSError):  # the client may be gone: its answer is lost
+                client.sendall(data)
+        return True
 
 
 def _epoch(stamp: str) -> float:

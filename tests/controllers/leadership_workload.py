@@ -3,8 +3,12 @@
 Every ConfigMap labelled ``fence-workload`` in ``options.namespace`` is reconciled again and
 again (every ``options.periodSeconds``): a value ``api`` patches the ConfigMap itself, a value
 ``arm`` tags the scale set ``options.scaleSet`` through the real Azure SDK (the process-wide
-shared Cloud, so the manager's write fence guards it). API and ARM writes are kept in separate
-objects so that a worker stuck on an unreachable API server does not stop the ARM writes.
+shared Cloud, so the manager's write fence guards it). A value ``api-unfenced`` patches the
+ConfigMap through a client that skips this process's fence (its own connections and an
+always-open fence, which still reports the server's refusals): a stand-in for every write that
+slips past the client-side fence, so that only the server-side fence stands in its way. API and
+ARM writes are kept in separate objects so that a worker stuck on an unreachable API server does
+not stop the ARM writes.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from typing import Any
 from azure.mgmt.compute.models import VirtualMachineScaleSetUpdate
 
 from nodewright.controllers.cloud_access import cloud_from_options
+from nodewright.runtime.client import Client
+from nodewright.runtime.fence import WriteFence
 from nodewright.runtime.kinds import CONFIG_MAP
 from nodewright.runtime.manager import Manager
 from nodewright.runtime.reconcile import Request, Result
@@ -32,6 +38,9 @@ def setup(manager: Manager, options: Mapping[str, Any]) -> None:
     scale_sets = cloud_from_options(options).clients.compute.virtual_machine_scale_sets
     config_maps = manager.cache.informer(CONFIG_MAP, namespace=namespace, label_selector=LABEL)
     me = f"{os.getpid()}"
+    unfenced = Client(
+        manager.client.with_own_connections().transport, fence=WriteFence.always_open(manager.metrics)
+    )
 
     def reconcile(request: Request) -> Result:
         config_map = config_maps.store.get(request.key)
@@ -42,7 +51,8 @@ def setup(manager: Manager, options: Mapping[str, Any]) -> None:
             update = VirtualMachineScaleSetUpdate(tags={request.name: stamp})
             scale_sets.begin_update(group, scale_set, update).result()
         else:
-            manager.client.patch(CONFIG_MAP, request.name, {"data": {"stamp": stamp}}, request.namespace)
+            client = unfenced if config_map["metadata"]["labels"][LABEL] == "api-unfenced" else manager.client
+            client.patch(CONFIG_MAP, request.name, {"data": {"stamp": stamp}}, request.namespace)
         return Result(requeue_after=period)
 
     workers = int(options.get("workers", 4))

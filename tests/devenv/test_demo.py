@@ -15,6 +15,7 @@ import pytest
 
 PROJECT = Path(__file__).resolve().parents[2]
 FRACTION = re.compile(r"(\d+)/(\d+)")
+POOL_IPS = re.compile(r"(\d+)/(\d+) with a pool IP")
 
 
 def processes_mentioning(text: str) -> list[int]:
@@ -40,8 +41,10 @@ def all_reconciled(line: str) -> bool:
 
 @pytest.mark.slow
 def test_demo_reaches_steady_state_and_ctrl_c_cleans_up(tmp_path: Path) -> None:
-    """`python -m nodewright.devenv up` reconciles every sample within 2 minutes; SIGINT stops it
-    with exit code 0 and no etcd, kube-apiserver or manager process left."""
+    """`python -m nodewright.devenv up` reconciles every sample within 2 minutes, the demo
+    Deployment's pods all holding an address from their node's NIC pool (handed out by the CNS
+    NodeSubnet stand-in); SIGINT stops it with exit code 0 and no etcd, kube-apiserver or manager
+    process left."""
     work_dir = tmp_path / "demo"
     environment = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
     demo = subprocess.Popen(
@@ -65,7 +68,11 @@ def test_demo_reaches_steady_state_and_ctrl_c_cleans_up(tmp_path: Path) -> None:
                 break
         else:
             pytest.fail("no steady state within 2 minutes:\n" + "".join(output))
-        assert any(line.startswith("[") and all_reconciled(line) for line in output), "".join(output)
+        steady = [line for line in output if line.startswith("[") and all_reconciled(line)]
+        assert steady, "".join(output)
+        pooled = POOL_IPS.search(steady[-1])
+        assert pooled, steady[-1]
+        assert int(pooled[1]) == int(pooled[2]) > 0, steady[-1]
         assert processes_mentioning(str(work_dir)), "the demo's processes should be running"
     finally:
         demo.send_signal(signal.SIGINT)

@@ -1,14 +1,16 @@
 """`make run` twice on one work directory: the second exits 1 naming the first, touches nothing,
-and the first keeps running; a lock whose holder died is free again."""
+before importing anything heavy, and the first keeps running; a lock whose holder died is free
+again."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,13 @@ from nodewright.devenv.worklock import LOCK_FILE, WorkDirBusyError, lock_work_di
 
 ROOT = Path(__file__).resolve().parents[2]
 UP = [sys.executable, "-m", "nodewright.devenv", "up", "--work-dir"]
+HEAVY_PACKAGES = ("azure", "pykube", "yaml", "cryptography", "urllib3", "opentelemetry", "prometheus_client")
+HEAVY_MODULES = (
+    "nodewright.runtime",
+    "nodewright.cloud",
+    "nodewright.devenv.controlplane",
+    "nodewright.devenv.demo",
+)
 
 
 def wait_for(condition: Callable[[], bool], timeout: float, message: str) -> None:
@@ -26,8 +35,9 @@ def wait_for(condition: Callable[[], bool], timeout: float, message: str) -> Non
         time.sleep(0.2)
 
 
-def test_second_holder_is_refused_with_the_first_ones_pid(tmp_path: Path) -> None:
-    """While one process holds the directory, another gets WorkDirBusyError with its pid."""
+@contextlib.contextmanager
+def held_by_another_process(work_dir: Path) -> Iterator[subprocess.Popen[str]]:
+    """A live process holding ``work_dir``'s lock for the block (killed after it)."""
     holder = subprocess.Popen(
         [
             sys.executable,
@@ -35,7 +45,7 @@ def test_second_holder_is_refused_with_the_first_ones_pid(tmp_path: Path) -> Non
             "import sys, time; from pathlib import Path\n"
             "from nodewright.devenv.worklock import lock_work_dir\n"
             "with lock_work_dir(Path(sys.argv[1])):\n    print('locked', flush=True); time.sleep(600)",
-            str(tmp_path),
+            str(work_dir),
         ],
         cwd=ROOT,
         stdout=subprocess.PIPE,
@@ -44,16 +54,55 @@ def test_second_holder_is_refused_with_the_first_ones_pid(tmp_path: Path) -> Non
     try:
         assert holder.stdout is not None
         assert holder.stdout.readline().strip() == "locked"
-        with pytest.raises(WorkDirBusyError) as busy, lock_work_dir(tmp_path):
-            pytest.fail("took a lock another process holds")
-        assert str(busy.value) == f"already running (pid {holder.pid}, work dir {tmp_path})"
+        yield holder
     finally:
         holder.kill()
         holder.wait(10)
         assert holder.stdout is not None
         holder.stdout.close()
+
+
+def imported_modules(importtime_report: str) -> set[str]:
+    """The modules named by ``python -X importtime``'s report (its lines on stderr)."""
+    return {
+        line.rsplit("|", 1)[1].strip()
+        for line in importtime_report.splitlines()
+        if line.startswith("import time:")
+    } - {"package"}  # the report's header line
+
+
+def test_second_holder_is_refused_with_the_first_ones_pid(tmp_path: Path) -> None:
+    """While one process holds the directory, another gets WorkDirBusyError with its pid."""
+    with held_by_another_process(tmp_path) as holder:
+        with pytest.raises(WorkDirBusyError) as busy, lock_work_dir(tmp_path):
+            pytest.fail("took a lock another process holds")
+        assert str(busy.value) == f"already running (pid {holder.pid}, work dir {tmp_path})"
     with lock_work_dir(tmp_path):  # the kernel released the dead holder's lock
         assert (tmp_path / LOCK_FILE).read_text() == f"{os.getpid()}\n"
+
+
+def test_second_up_refuses_before_any_heavy_import(tmp_path: Path) -> None:
+    """A second `python -m nodewright.devenv up` on a held work dir exits 1 with "already
+    running" having imported only the standard library and the lock: no Azure SDK, no
+    Kubernetes client, no runtime or cloud layer, no control plane (imports are what took it
+    20-48 s on a loaded machine before it refused)."""
+    with held_by_another_process(tmp_path) as holder:
+        second = subprocess.run(
+            [sys.executable, "-X", "importtime", *UP[1:], str(tmp_path)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert second.returncode == 1, second.stderr
+    assert f"already running (pid {holder.pid}, work dir {tmp_path})" in second.stderr
+    imported = imported_modules(second.stderr)
+    assert "nodewright.devenv.worklock" in imported, "the report lists our own modules"
+    heavy = sorted(
+        name for name in imported if name.split(".")[0] in HEAVY_PACKAGES or name.startswith(HEAVY_MODULES)
+    )
+    assert heavy == []
 
 
 @pytest.mark.timeout(420)

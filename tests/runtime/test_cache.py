@@ -98,3 +98,28 @@ def test_label_selector_matcher(selector: str, labels: dict[str, str], expected:
 def test_label_selector_matcher_rejects_garbage() -> None:
     with pytest.raises(ValueError, match="cannot parse"):
         label_selector_matcher("a b c")
+
+
+@pytest.mark.parametrize(
+    ("selector", "complaint"),
+    [
+        pytest.param("pool=" + "a" * 300, "300 characters long", id="value-of-300-characters"),
+        pytest.param("pool=" + "a" * 64, "64 characters long", id="value-of-64-characters"),
+        pytest.param("pool in (web, wéb)", "not a label value", id="non-ascii-value-in-set"),
+        pytest.param("tier=web,pool!=-edge", "not a label value", id="value-starting-with-dash"),
+        pytest.param("k" * 64 + "=x", "name part of 64 characters", id="key-name-of-64-characters"),
+        pytest.param("Example.COM/pool=x", "not a DNS subdomain", id="key-prefix-in-capitals"),
+        pytest.param("/pool", "not a DNS subdomain", id="key-with-empty-prefix"),
+    ],
+)
+def test_label_selector_matcher_refuses_what_no_label_can_hold(selector: str, complaint: str) -> None:
+    """A selector naming a key or value the API server would refuse on any object (too long, not
+    ASCII) is refused when parsed, with the reason: it could never match."""
+    with pytest.raises(ValueError, match=complaint) as refused:
+        label_selector_matcher(selector)
+    assert len(str(refused.value)) < 250, "the message shows a long selector cut short"
+
+
+def test_label_selector_matcher_takes_the_longest_valid_labels() -> None:
+    selector = f"{'p' * 253}/{'k' * 63}={'v' * 63},app in (web, {'d' * 63})"
+    assert label_selector_matcher(selector)({f"{'p' * 253}/{'k' * 63}": "v" * 63, "app": "d" * 63})

@@ -1,34 +1,37 @@
 """The AzureIdentityBinding reconciler: says on each binding whether the AzureIdentity it names
-exists and is usable (condition IdentityFound, a Warning Event when not), so a binding to a
-missing or invalid identity is visible where users look instead of only in a log.
+exists and is usable (condition IdentityFound) and whether its selector is a label value a pod can
+carry (condition SelectorValid), with a Warning Event when one turns false, so a binding that can
+never work is visible where users look instead of only in a log.
 
 A pass reads the binding and the identities of its namespace from the cache, asks
-``decisions.validate`` and writes the condition when it changed. Side effects: a status merge
-patch and Events.
+``validation.validate`` (through the pure ``binding_conditions``) and writes the conditions when
+they changed. Side effects: a status merge patch and Events.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from nodewright.api.aadpodidentity.v1 import CONDITION_IDENTITY_FOUND, AzureIdentity, AzureIdentityBinding
+from nodewright.api.aadpodidentity.v1 import (
+    CONDITION_IDENTITY_FOUND,
+    CONDITION_SELECTOR_VALID,
+    AzureIdentity,
+    AzureIdentityBinding,
+)
 from nodewright.api.base import ValidationError
-from nodewright.controllers.identity.conditions import (
-    with_condition,
-)
+from nodewright.controllers.identity.conditions import ConditionStatus, with_condition
 from nodewright.controllers.identity.options import AZURE_IDENTITY, AZURE_IDENTITY_BINDING
-from nodewright.controllers.identity.validation import (
-    validate,
-)
+from nodewright.controllers.identity.validation import INVALID_SELECTOR, validate
 from nodewright.runtime import errors
 from nodewright.runtime.cache import Cache
 from nodewright.runtime.client import Client
 from nodewright.runtime.events import EventRecorder
 from nodewright.runtime.reconcile import Request, Result, TerminalError
 
-__all__ = ["AzureIdentityBindingReconciler", "bindings_naming"]
+__all__ = ["AzureIdentityBindingReconciler", "BindingCondition", "binding_conditions", "bindings_naming"]
 
 
 def _now() -> datetime:
@@ -46,8 +49,43 @@ def bindings_naming(bindings: list[dict[str, Any]], identity: dict[str, Any]) ->
     ]
 
 
+@dataclass(frozen=True, slots=True)
+class BindingCondition:
+    """One condition a binding should carry."""
+
+    type: str
+    status: ConditionStatus
+    reason: str
+    message: str
+
+
+def binding_conditions(
+    binding: AzureIdentityBinding, identities: Iterable[AzureIdentity]
+) -> list[BindingCondition]:
+    """The IdentityFound and SelectorValid conditions ``binding`` should carry, given the
+    identities of its namespace. Pure."""
+    problems = [p for p in validate(identities, [binding]) if p.kind == "AzureIdentityBinding"]
+    identity = next((p for p in problems if p.reason != INVALID_SELECTOR), None)
+    selector = next((p for p in problems if p.reason == INVALID_SELECTOR), None)
+    return [
+        BindingCondition(CONDITION_IDENTITY_FOUND, "False", identity.reason, identity.message)
+        if identity is not None
+        else BindingCondition(
+            CONDITION_IDENTITY_FOUND,
+            "True",
+            "Found",
+            f"AzureIdentity {binding.namespace}/{binding.spec.azure_identity} exists",
+        ),
+        BindingCondition(CONDITION_SELECTOR_VALID, "False", selector.reason, selector.message)
+        if selector is not None
+        else BindingCondition(
+            CONDITION_SELECTOR_VALID, "True", "Valid", "spec.selector is a label value pods can carry"
+        ),
+    ]
+
+
 class AzureIdentityBindingReconciler:
-    """Keeps each binding's IdentityFound condition true to what exists."""
+    """Keeps each binding's IdentityFound and SelectorValid conditions true to what exists."""
 
     def __init__(
         self, client: Client, cache: Cache, recorder: EventRecorder, *, clock: Callable[[], datetime] = _now
@@ -76,31 +114,25 @@ class AzureIdentityBindingReconciler:
                 identities.append(AzureIdentity.from_object(candidate))
             except ValidationError:
                 continue
-        problems = [p for p in validate(identities, [binding]) if p.kind == "AzureIdentityBinding"]
-        if problems:
-            status, reason, message = "False", problems[0].reason, problems[0].message
-        else:
-            status, reason, message = (
-                "True",
-                "Found",
-                f"AzureIdentity {binding.namespace}/{binding.spec.azure_identity} exists",
-            )
-        previous = next((c for c in binding.status.conditions if c.type == CONDITION_IDENTITY_FOUND), None)
-        if previous is not None and (previous.status, previous.reason, previous.message) == (
-            status,
-            reason,
-            message,
-        ):
+        current = {c.type: (c.status, c.reason, c.message) for c in binding.status.conditions}
+        changed = [
+            wanted
+            for wanted in binding_conditions(binding, identities)
+            if current.get(wanted.type) != (wanted.status, wanted.reason, wanted.message)
+        ]
+        if not changed:
             return Result()
-        conditions = with_condition(
-            binding.status.conditions,
-            CONDITION_IDENTITY_FOUND,
-            status="True" if status == "True" else "False",
-            reason=reason,
-            message=message,
-            now=self.clock(),
-            observed_generation=int(binding.metadata.get("generation") or 0) or None,
-        )
+        conditions = binding.status.conditions
+        for wanted in changed:
+            conditions = with_condition(
+                conditions,
+                wanted.type,
+                status=wanted.status,
+                reason=wanted.reason,
+                message=wanted.message,
+                now=self.clock(),
+                observed_generation=int(binding.metadata.get("generation") or 0) or None,
+            )
         try:
             self.client.patch(
                 AZURE_IDENTITY_BINDING,
@@ -111,6 +143,7 @@ class AzureIdentityBindingReconciler:
             )
         except errors.NotFound:
             return Result()
-        if status == "False":
-            self.recorder.event(obj, "Warning", reason, message)
+        for wanted in changed:
+            if wanted.status == "False":
+                self.recorder.event(obj, "Warning", wanted.reason, wanted.message)
         return Result()

@@ -51,6 +51,7 @@ from nodewright.controllers.node_image.resources import (
 from nodewright.controllers.node_image.scaling_group import ScalingGroupCloud, ScalingGroupReconciler
 from nodewright.controllers.node_image.standalone import StandaloneCloud
 from nodewright.runtime.handlers import request_for
+from nodewright.runtime.informer import Store
 from nodewright.runtime.kinds import NODE, POD_DISRUPTION_BUDGET
 from nodewright.runtime.manager import Manager
 from nodewright.runtime.objects import condition_is_true
@@ -136,6 +137,13 @@ autoscaling_changed: Predicate = predicate(
 )
 
 
+def _sharing_group_id(store: Store, obj: Object) -> list[Object]:
+    """The ScalingGroups in ``store`` naming the scale set ``obj`` names (itself included when
+    cached): a ScalingGroup created or deleted there may move the claim (``targeting``)."""
+    group_id = str((obj.get("spec") or {}).get("groupID") or "").lower()
+    return [g for g in store.list() if str((g.get("spec") or {}).get("groupID") or "").lower() == group_id]
+
+
 def _stores(manager: Manager, settings: NodeImageSettings) -> NodeImageStores:
     """The informers the three reconcilers read (the NodeNetworkConfig and AzureAssignedIdentity
     ones only when the heir IP-pool and identity gates are on)."""
@@ -195,9 +203,13 @@ def _wire_rollouts(wiring: _Wiring) -> None:
         names: list[str] = stores.node_images.keys()
         return [Request("", name) for name in names]
 
-    def node_image_of_scaling_group(obj: Object) -> list[Request]:
-        name = (obj.get("spec") or {}).get("nodeImage")
-        return [Request("", str(name))] if name else []
+    def node_images_sharing_scale_set(obj: Object) -> list[Request]:
+        """Its NodeImage, and those of the other ScalingGroups naming its scale set."""
+        names = {
+            (g.get("spec") or {}).get("nodeImage")
+            for g in [obj, *_sharing_group_id(stores.scaling_groups, obj)]
+        }
+        return [Request("", str(name)) for name in sorted(n for n in names if n)]
 
     rollout = NodeImageReconciler(wiring.collaborators, stores=stores)
     (
@@ -207,7 +219,7 @@ def _wire_rollouts(wiring: _Wiring) -> None:
         .watches(
             NODE, all_node_images, predicate=node_changed, label_selector=wiring.settings.node_label_selector
         )
-        .watches(SCALING_GROUP, node_image_of_scaling_group, predicate=scaling_group_changed)
+        .watches(SCALING_GROUP, node_images_sharing_scale_set, predicate=scaling_group_changed)
         .watches(AUTOSCALING_STRATEGY, all_node_images, predicate=autoscaling_changed)
         .complete(rollout)
     )
@@ -225,6 +237,14 @@ def _wire_scaling_groups(wiring: _Wiring) -> None:
             if (group.get("spec") or {}).get("nodeImage") == name
         ]
 
+    def others_sharing_scale_set(obj: Object) -> list[Request]:
+        name = (obj.get("metadata") or {}).get("name")
+        return [
+            request_for(group)
+            for group in _sharing_group_id(stores.scaling_groups, obj)
+            if (group.get("metadata") or {}).get("name") != name
+        ]
+
     images = ScalingGroupReconciler(
         wiring.collaborators, scaling_groups=stores.scaling_groups, node_images=stores.node_images
     )
@@ -232,6 +252,7 @@ def _wire_scaling_groups(wiring: _Wiring) -> None:
         wiring.manager.controller("scalinggroup")
         .for_(SCALING_GROUP, predicate=generation_changed)
         .watches(NODE_IMAGE, scaling_groups_of_node_image, predicate=node_image_target_changed)
+        .watches(SCALING_GROUP, others_sharing_scale_set, predicate=generation_changed)
         .complete(images)
     )
 

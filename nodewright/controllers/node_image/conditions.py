@@ -103,6 +103,7 @@ def rollout_conditions(
     steps: Iterable[ReplacementStep] = (),
     scale_out: ScaleOutPlan | None = None,
     stuck_drains: Sequence[str] = (),
+    stuck_heir_networks: Sequence[str] = (),
 ) -> list[ConditionState]:
     """UpToDate, Progressing and Degraded for the NodeImage, worded for a human.
 
@@ -111,7 +112,8 @@ def rollout_conditions(
     else JoiningNodes, LeavingNodes, CreatingNodes, a wait (ScalingGroupImageNotApplied,
     AutoscalerRunning, WaitingForControlPlane), WaitingForBudget; Blocked when nothing can move.
     Degraded names the first problem needing a human: InvalidImageReference, a scale-out blocker
-    in ``BLOCKING_PROBLEMS``, DrainStuck, InvalidNodes.
+    in ``BLOCKING_PROBLEMS``, DrainStuck, HeirSubnetFull (heirs whose IP pool is short while their
+    subnet is full: the wait cannot end by itself), InvalidNodes.
     """
     if image_error is not None:
         return [
@@ -135,7 +137,7 @@ def rollout_conditions(
             _outdated_condition(groups, joins, leaves, image),
             _progressing_condition(groups, joins, leaves, steps, scale_out),
         ]
-    conditions.append(_degraded_condition(groups, blockers, stuck_drains))
+    conditions.append(_degraded_condition(groups, blockers, stuck_drains, stuck_heir_networks))
     return conditions
 
 
@@ -198,7 +200,10 @@ def _progressing_condition(
 
 
 def _degraded_condition(
-    groups: NodeGroups, blockers: Sequence[ScaleOutBlocker], stuck_drains: Sequence[str]
+    groups: NodeGroups,
+    blockers: Sequence[ScaleOutBlocker],
+    stuck_drains: Sequence[str],
+    stuck_heir_networks: Sequence[str] = (),
 ) -> ConditionState:
     """Degraded: the first problem needing a human, with every problem in the message."""
     problems: list[tuple[str, str]] = []
@@ -209,6 +214,9 @@ def _degraded_condition(
             )
     if stuck_drains:
         problems.append(("DrainStuck", "Drain not finished in time on " + ", ".join(sorted(stuck_drains))))
+    if stuck_heir_networks:
+        names = ", ".join(sorted(stuck_heir_networks))
+        problems.append(("HeirSubnetFull", f"IP pools of heirs short while their subnet is full: {names}"))
     if groups.invalid:
         names = ", ".join(node.name for node in groups.invalid)
         problems.append(("InvalidNodes", f"Nodes without providerID or unknown to the cloud: {names}"))

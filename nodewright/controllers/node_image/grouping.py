@@ -1,7 +1,8 @@
 """Names on the wire, images, and sorting nodes into the rollout's groups (pure).
 
 Owns the node annotations the rollout writes, ``ClusterNode`` (what the rollout knows of a Node),
-``NodeGroups`` and ``group_nodes``, the surge arithmetic (``extra_nodes``, ``new_node_budget``)
+``NodeGroups`` and ``group_nodes``, which Join PendingNodes are done or stale (``settled_joins``,
+``stale_joins``), the surge arithmetic (``extra_nodes``, ``new_node_budget``)
 and ``rollout_in_progress``. No I/O. Neighbours: ``pairing``, ``scale_out``, ``conditions``.
 """
 
@@ -35,11 +36,13 @@ __all__ = [
     "OBSOLETE_ANNOTATION",
     "RESERVED_LABEL_PATTERN",
     "SCALING_GROUP_ANNOTATION",
+    "SERVED_AS_HEIR_ANNOTATION",
     "ClusterNode",
     "InvalidImageError",
     "Mint",
     "NodeGroups",
     "RolloutTimeouts",
+    "StaleJoin",
     "extra_nodes",
     "group_nodes",
     "new_node_budget",
@@ -47,6 +50,7 @@ __all__ = [
     "rollout_in_progress",
     "same_image",
     "settled_joins",
+    "stale_joins",
 ]
 
 # ---- names on the wire ------------------------------------------------------------------------
@@ -59,6 +63,11 @@ DONOR_ANNOTATION = "nodewright.io/donor"
 """On a heir: the name of the outdated node it replaces."""
 HEIR_ANNOTATION = "nodewright.io/heir"
 """On a donor: the name of the new node replacing it."""
+SERVED_AS_HEIR_ANNOTATION = "nodewright.io/served-as-heir"
+"""On a node paired as a heir: the donor it was paired with. Written with the donor annotation
+and kept once the replacement is done (the donor annotation is not), so the cluster itself says
+that the node is no longer new: it is never paired again, and a Join PendingNode naming it (a
+late write from a deposed leader, or a record a restart left) is stale."""
 OBSOLETE_ANNOTATION = "nodewright.io/obsolete"
 """On a new node that was not needed (value ``true``): it is drained and removed."""
 DRAIN_STARTED_ANNOTATION = "nodewright.io/drain-started"
@@ -173,6 +182,12 @@ class ClusterNode:
         return self.annotations.get(HEIR_ANNOTATION, "")
 
     @property
+    def served_as_heir(self) -> str:
+        """The donor this node was paired with as its heir ("" if it never was): the durable mark,
+        or the donor annotation of a heir paired before the mark existed."""
+        return self.annotations.get(SERVED_AS_HEIR_ANNOTATION, "") or self.donor
+
+    @property
     def obsolete(self) -> bool:
         return self.annotations.get(OBSOLETE_ANNOTATION, "").lower() == "true"
 
@@ -232,6 +247,14 @@ def _joins(pending_nodes: Iterable[PendingNode]) -> list[PendingNode]:
     return [p for p in pending_nodes if p.spec.goal is PendingNodeGoal.JOIN]
 
 
+def _joining(node: ClusterNode, joins: Iterable[PendingNode]) -> PendingNode | None:
+    """The Join PendingNode that makes ``node`` new, if any. A node that served as a heir is
+    not new whatever a Join says: such a Join is stale (``stale_joins``)."""
+    if node.served_as_heir:
+        return None
+    return next((p for p in joins if _same_machine(node, p)), None)
+
+
 def group_nodes(
     nodes: Iterable[ClusterNode],
     pending_nodes: Iterable[PendingNode],
@@ -251,6 +274,9 @@ def group_nodes(
     5. donor annotation -> heir;
     6. named by a Join PendingNode -> mint;
     7. otherwise up to date.
+    A Join naming a node that already served as a heir (``ClusterNode.served_as_heir``) is
+    ignored by rules 4 and 6: that node is not new, so it is neither made obsolete nor paired
+    again (``stale_joins`` lists such Joins).
     Then an outdated node that was the heir of a donor now on ``desired_image`` is obsolete.
     Each list is sorted by node name.
     """
@@ -268,13 +294,13 @@ def group_nodes(
         elif not same_image(node.image, desired_image):
             if node.heir:
                 groups.donors.append(node)
-            elif any(_same_machine(node, p) for p in joins):
+            elif _joining(node, joins) is not None:
                 groups.obsolete.append(node)
             else:
                 groups.outdated.append(node)
         elif node.donor:
             groups.heirs.append(node)
-        elif (join := next((p for p in joins if _same_machine(node, p)), None)) is not None:
+        elif (join := _joining(node, joins)) is not None:
             groups.mints.append(Mint(node=node, pending_node=join))
         else:
             groups.up_to_date.append(node)
@@ -302,14 +328,41 @@ def _joins_without_node(groups: NodeGroups, pending_nodes: Iterable[PendingNode]
     return [p for p in _joins(pending_nodes) if not any(_same_machine(node, p) for node in nodes)]
 
 
+@dataclass(frozen=True)
+class StaleJoin:
+    """A Join PendingNode naming ``node``, which already served as a heir."""
+
+    pending_node: PendingNode
+    node: ClusterNode
+
+
+def stale_joins(groups: NodeGroups, pending_nodes: Iterable[PendingNode]) -> list[StaleJoin]:
+    """Join PendingNodes naming a node that already served as a heir: a create from a leader
+    deposed before its write landed, or the record of a heir that a restart kept from being
+    deleted after pairing. The node is not new; the Join is ignored (grouping never lets it make
+    a mint or an obsolete node), reported, and should be deleted."""
+    served = [node for node in groups.all_nodes() if node.served_as_heir]
+    return [
+        StaleJoin(pending_node=join, node=node)
+        for join in _joins(pending_nodes)
+        if (node := next((n for n in served if _same_machine(n, join)), None)) is not None
+    ]
+
+
 def settled_joins(groups: NodeGroups, pending_nodes: Iterable[PendingNode]) -> list[PendingNode]:
-    """Join PendingNodes whose node exists but is no longer a mint: a heir whose record was not
-    deleted before a restart, or a node that came up outdated because the image changed while it
-    joined and has been marked obsolete (the mark is written first, so a restart still knows it).
-    They are done and should be deleted, or they would hold the surge forever."""
+    """Join PendingNodes whose node exists but is no longer a mint, other than ``stale_joins``: a
+    node that came up outdated because the image changed while it joined and has been marked
+    obsolete (the mark is written first, so a restart still knows it), or a node that is up to
+    date or outdated without having been paired. They are done and should be deleted, or they
+    would hold the surge forever."""
     marked = [node for node in groups.obsolete if node.obsolete]
     settled_nodes = [*groups.outdated, *groups.donors, *groups.heirs, *groups.up_to_date, *marked]
-    return [p for p in _joins(pending_nodes) if any(_same_machine(node, p) for node in settled_nodes)]
+    stale = {stale.pending_node.name for stale in stale_joins(groups, pending_nodes)}
+    return [
+        p
+        for p in _joins(pending_nodes)
+        if p.name not in stale and any(_same_machine(node, p) for node in settled_nodes)
+    ]
 
 
 def extra_nodes(groups: NodeGroups, pending_nodes: Iterable[PendingNode]) -> int:

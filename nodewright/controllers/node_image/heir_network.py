@@ -2,21 +2,39 @@
 IPAM side publishes (their ``status``), never from IPAM code.
 
 A donor whose NodeNetworkConfig does not exist is not on pod-subnet networking: nothing to wait
-for. Otherwise the heir's pool (the IPs in its NodeNetworkConfig's ``status.networkContainers``)
-less the IPs its own pods hold must cover the donor's pods that will move (not DaemonSet, mirror,
-finished or host-network pods) plus the buffer its scaler keeps spare (``batchSize`` times
-``requestThresholdPercent``). Until it does, the donor is not cordoned. Neighbour: ``node_image``.
+for. Otherwise the donor's pods that will move (``incoming_pods``: not DaemonSet, mirror,
+finished, host-network or already terminating pods) are what the heir is told to expect (the
+``nodewright.io/incoming-pods`` annotation, which the IPAM side sizes the heir's pool from) and
+what the gate waits for: one count for both. The heir's pool (the IPs in its NodeNetworkConfig's
+``status.networkContainers``) less the IPs its own pods hold must cover them plus the spare its
+scaler keeps (``status.scaler``); both sides take that rule from ``nodewright.ipam.incoming``, so
+a pool sized for the heir's pods and the incoming ones always passes the gate. Until it does, the
+donor is not cordoned.
+
+Two waits that could never end by themselves are not silent: a heir that cannot hold the pods at
+all under its maximum needs only a full pool and the donor goes with ``short`` said (the rest find
+room elsewhere); a pool short while its subnet is full is ``stuck`` (a Degraded condition).
+Neighbour: ``replacement``.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from nodewright.api.acn.v1alpha import NETWORK_CONTAINER_STATUS_SUBNET_FULL
 from nodewright.controllers.node_image.grouping import MIRROR_POD_ANNOTATION
+from nodewright.ipam import PoolScaler, address_count, incoming_need
 
-__all__ = ["heir_pool_shortfall", "pods_needing_addresses", "pool_size"]
+__all__ = [
+    "HeirPoolVerdict",
+    "heir_pool_shortfall",
+    "heir_pool_verdict",
+    "incoming_pods",
+    "pods_needing_addresses",
+    "pool_size",
+]
 
 
 def _holds_address(pod: Mapping[str, Any]) -> bool:
@@ -27,7 +45,7 @@ def _holds_address(pod: Mapping[str, Any]) -> bool:
 
 def pods_needing_addresses(pods: Iterable[Mapping[str, Any]], *, moving: bool) -> int:
     """Pods that hold a pod-network IP; with ``moving``, only those a drain moves (not DaemonSet or
-    mirror pods, which stay with their node)."""
+    mirror pods, which stay with their node, nor pods already terminating, which go nowhere)."""
     count = 0
     for pod in pods:
         if not _holds_address(pod):
@@ -36,6 +54,8 @@ def pods_needing_addresses(pods: Iterable[Mapping[str, Any]], *, moving: bool) -
         if moving:
             if MIRROR_POD_ANNOTATION in (metadata.get("annotations") or {}):
                 continue
+            if metadata.get("deletionTimestamp"):
+                continue
             owners = metadata.get("ownerReferences") or []
             if any(o.get("kind") == "DaemonSet" and o.get("controller") for o in owners):
                 continue
@@ -43,17 +63,87 @@ def pods_needing_addresses(pods: Iterable[Mapping[str, Any]], *, moving: bool) -
     return count
 
 
+def incoming_pods(donor_pods: Iterable[Mapping[str, Any]]) -> int:
+    """The donor's pods a drain will move to its heir: what the heir expects and the gate needs."""
+    return pods_needing_addresses(donor_pods, moving=True)
+
+
 def pool_size(node_network_config: Mapping[str, Any]) -> int:
-    """The IPs a NodeNetworkConfig's status says the node holds."""
+    """The IPs a NodeNetworkConfig's status says the node holds (a /28 block counts 16)."""
     containers = (node_network_config.get("status") or {}).get("networkContainers") or []
-    return sum(len(container.get("ipAssignments") or []) for container in containers)
+    entries = [
+        str(assignment.get("ip") or "")
+        for container in containers
+        for assignment in container.get("ipAssignments") or []
+    ]
+    try:
+        return address_count(entry for entry in entries if entry)
+    except ValueError:
+        return len(entries)  # an address that does not parse still names one IP configuration
 
 
-def _buffer(node_network_config: Mapping[str, Any]) -> int:
+def _scaler(node_network_config: Mapping[str, Any]) -> PoolScaler:
+    """The pool's scaler as its status publishes it (normalised as Azure CNS reads it)."""
     scaler = (node_network_config.get("status") or {}).get("scaler") or {}
-    batch = int(scaler.get("batchSize") or 0)
-    threshold = int(scaler.get("requestThresholdPercent") or 0)
-    return math.ceil(batch * threshold / 100)
+
+    def number(key: str) -> int:
+        value = scaler.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+    return PoolScaler.normalized(
+        batch_size=number("batchSize"),
+        request_threshold_percent=number("requestThresholdPercent"),
+        max_ip_count=number("maxIPCount"),
+    )
+
+
+def _subnet_full(node_network_config: Mapping[str, Any]) -> bool:
+    containers = (node_network_config.get("status") or {}).get("networkContainers") or []
+    return any(c.get("status") == NETWORK_CONTAINER_STATUS_SUBNET_FULL for c in containers)
+
+
+@dataclass(frozen=True)
+class HeirPoolVerdict:
+    """What the gate says of one pair (see the module docstring)."""
+
+    waits: str | None = None
+    """Why the donor waits for its heir's pool; ``None``: it may be cordoned."""
+    short: str | None = None
+    """The heir cannot hold every pod that moves, even with a full pool (said once it goes)."""
+    stuck: bool = False
+    """The wait cannot end by itself (the heir's subnet is full): it needs a human."""
+
+
+def heir_pool_verdict(
+    donor_config: Mapping[str, Any] | None,
+    heir_config: Mapping[str, Any] | None,
+    *,
+    incoming: int,
+    resident: int,
+) -> HeirPoolVerdict:
+    """The gate for ``incoming`` pods moving to a heir whose own pods hold ``resident`` IPs."""
+    if donor_config is None:
+        return HeirPoolVerdict()
+    if heir_config is None:
+        return HeirPoolVerdict(waits=f"no NodeNetworkConfig for the heir yet ({incoming} pods to move)")
+    need = incoming_need(resident=resident, incoming=incoming, scaler=_scaler(heir_config))
+    short = None
+    if not need.fits:
+        short = (
+            f"the heir holds at most {need.capacity} IPs: {resident} used on it, {incoming} pods to move; "
+            "the rest must find room elsewhere"
+        )
+    held = pool_size(heir_config)
+    if held >= need.pool:
+        return HeirPoolVerdict(short=short)
+    free = max(held - resident, 0)
+    why = f"the heir's pool has {free} free IPs, {need.free} needed ({incoming} pods plus the buffer)"
+    if not need.fits:
+        why += f", capped at its maximum of {need.capacity}"
+    stuck = _subnet_full(heir_config)
+    if stuck:
+        why += "; the heir's subnet is full"
+    return HeirPoolVerdict(waits=why, short=short, stuck=stuck)
 
 
 def heir_pool_shortfall(
@@ -63,15 +153,11 @@ def heir_pool_shortfall(
     donor_pods: Iterable[Mapping[str, Any]],
     heir_pods: Iterable[Mapping[str, Any]],
 ) -> str | None:
-    """Why the heir cannot take the donor's pods yet, or ``None`` when it can (see the module
-    docstring)."""
-    if donor_config is None:
-        return None
-    moving = pods_needing_addresses(donor_pods, moving=True)
-    if heir_config is None:
-        return f"no NodeNetworkConfig for the heir yet ({moving} pods to move)"
-    needed = moving + _buffer(heir_config)
-    free = pool_size(heir_config) - pods_needing_addresses(heir_pods, moving=False)
-    if free < needed:
-        return f"the heir's pool has {max(free, 0)} free IPs, {needed} needed ({moving} pods plus the buffer)"
-    return None
+    """Why the heir cannot take the donor's pods yet, or ``None`` when it can (the pods read)."""
+    verdict = heir_pool_verdict(
+        donor_config,
+        heir_config,
+        incoming=incoming_pods(donor_pods),
+        resident=pods_needing_addresses(heir_pods, moving=False),
+    )
+    return verdict.waits

@@ -7,13 +7,16 @@ asks the cloud only what it cannot know (a new node's image), calls the pure fun
 ``grouping``, ``pairing``, ``scale_out``, ``draining``, ``targeting`` and ``rollout_state`` and
 writes what they say, each write idempotent and named by a checkpoint:
 
-1. claim the scale sets of this NodeImage's ScalingGroups (a scale set another NodeImage claimed
-   first is a Conflict); annotate their nodes with scale set and image (a VM node's scale set,
-   Flexible orchestration, is read from the cloud once; a VM in none belongs to its resource
-   group's group of standalone VMs, if one is claimed); adopt machines a restart
-   left without a Join PendingNode (a scale-out is recorded on its ScalingGroup before it is made);
+1. claim the scale sets of this NodeImage's ScalingGroups (``targeting``: a scale set another
+   ScalingGroup claimed first is a Conflict, with one Warning Event; a claim counts once settled,
+   and before the writes of steps 3-6 it is confirmed from a fresh list, ``claim_checks``);
+   annotate their nodes with scale set and image (a VM node's scale set, Flexible orchestration,
+   is read from the cloud once; a VM in none belongs to its resource group's group of standalone
+   VMs, if one is claimed); adopt machines a restart left without a Join PendingNode (a
+   scale-out is recorded on its ScalingGroup before it is made);
 2. group the claimed nodes against the desired image (the previous image while rolling back);
-   delete Join PendingNodes that are done; decide the rollout state (canary, soak, health gates,
+   delete Join PendingNodes that are done, and those naming a node that already served as a heir
+   (stale: a Warning Event and a log line); decide the rollout state (canary, soak, health gates,
    rollback; ``rollout_state``); compute the budget;
 3. pair new nodes with outdated ones (heir annotation first, then donor, then the Join record
    goes), mark unneeded and abandoned new nodes obsolete, release stale annotations, and uncordon
@@ -64,6 +67,8 @@ from nodewright.cloud.resource_ids import (
     parse_provider_id,
     parse_scale_set_id,
 )
+from nodewright.controllers.node_image.claim_checks import ClaimChecks
+from nodewright.controllers.node_image.collaborators import Collaborators
 from nodewright.controllers.node_image.conditions import ConditionState, node_image_status, rollout_conditions
 from nodewright.controllers.node_image.evicted_pods import EvictedPodsVerdict, EvictionCheck
 from nodewright.controllers.node_image.grouping import (
@@ -78,6 +83,7 @@ from nodewright.controllers.node_image.grouping import (
     parse_desired_image,
     rollout_in_progress,
     settled_joins,
+    stale_joins,
 )
 from nodewright.controllers.node_image.pairing import (
     PairingPlan,
@@ -111,7 +117,12 @@ from nodewright.controllers.node_image.scale_out import (
     cap_scale_out,
     plan_scale_out,
 )
-from nodewright.controllers.node_image.targeting import Claims, claim_scaling_groups, nodes_claimed
+from nodewright.controllers.node_image.targeting import (
+    Claims,
+    claim_scaling_groups,
+    nodes_claimed,
+    parse_scaling_groups,
+)
 from nodewright.controllers.node_image.unavailable import (
     InvalidMaxUnavailableError,
     parse_max_unavailable,
@@ -184,6 +195,10 @@ class _View:
 class NodeImageReconciler(NodeReplacement):
     """Drives the nodes towards the NodeImage's image (see the module docstring)."""
 
+    def __init__(self, collaborators: Collaborators[NodeImageCloud], *, stores: NodeImageStores) -> None:
+        super().__init__(collaborators, stores=stores)
+        self._claim_checks = ClaimChecks(collaborators.client, collaborators.events, collaborators.clock)
+
     # ---- the reconcile ------------------------------------------------------------------------
 
     def reconcile(self, request: Request) -> Result:
@@ -226,7 +241,7 @@ class NodeImageReconciler(NodeReplacement):
     ) -> _View:
         """Steps 1 and 2: the claimed scale sets, PendingNodes (adopting recorded scale-outs), the
         claimed nodes annotated and grouped, settled joins deleted."""
-        claims = claim_scaling_groups(self._all_scaling_groups(), node_image.name)
+        claims = claim_scaling_groups(self._all_scaling_groups(), node_image.name, now=self._clock())
         pending = self._pending_nodes(str(obj["metadata"]["uid"]))
         pending += self._adopt_recorded_scale_outs(obj, claims.scaling_groups, pending)
         nodes, invalid = self._annotated_nodes(claims)
@@ -234,14 +249,22 @@ class NodeImageReconciler(NodeReplacement):
         for join in settled_joins(groups, pending):
             self._delete_pending_node(join, "delete-settled-join")
             pending.remove(join)
+        for stale in stale_joins(groups, pending):
+            self._ignore_stale_join(obj, stale)
+            pending.remove(stale.pending_node)
         current = {node.name: node for node in groups.all_nodes()}
         evictions = self._check_evicted_pods(current.values(), node_image.spec.evicted_pods_ready_deadline)
         return _View(obj, node_image, memory, desired, claims, pending, groups, current, evictions)
 
     def _roll_out(self, view: _View) -> Result:
+        if view.claims.settles_at is not None:  # nothing said or done until every claim counts
+            return Result(requeue_after=max(0.1, (view.claims.settles_at - self._clock()).total_seconds()))
         decision = self._decide(view)
         if decision.started_rollback:
             return self._start_rollback(view, decision)
+        may_write = view.in_flight or bool(view.groups.outdated)
+        if may_write and not self._claim_checks.still_held(view.node_image.name, view.claims.scale_set_ids):
+            return Result(requeue_after=self._settings.drain_poll_seconds)  # the cache catches up
         budget = new_node_budget(view.node_image.spec.max_surge, view.groups, view.pending)
         pairing = pair_nodes(view.groups)
         gated = decision.memory.state in (RolloutState.CANARY, RolloutState.SOAKING, RolloutState.ROLLING)
@@ -309,6 +332,7 @@ class NodeImageReconciler(NodeReplacement):
             failure=failure,
             now=self._clock(),
             canary_placed=canary_placed(view.groups, view.pending, max(spec.canary, 1)),
+            quarantined=bool(view.groups.quarantined),
         )
 
     def _start_rollback(self, view: _View, decision: RolloutDecision) -> Result:
@@ -415,6 +439,7 @@ class NodeImageReconciler(NodeReplacement):
             steps=progress.steps,
             scale_out=plan,
             stuck_drains=progress.stuck_drains,
+            stuck_heir_networks=progress.heir_networks_stuck,
         )
         broken = [
             f"ScalingGroup {group.name}: {condition.reason}: {condition.message}"
@@ -428,7 +453,9 @@ class NodeImageReconciler(NodeReplacement):
             conflicts=view.claims.conflicts,
             broken_groups=broken,
             evicted_pods_waiting=ReplacementStep.WAIT_FOR_EVICTED_PODS in progress.steps,
+            quarantined=[node.name for node in groups.quarantined],
         )
+        self._claim_checks.report_conflict(view.obj, view.claims.conflicts)
         self._write_status(view.obj, status.to_dict(), conditions)
         self._metrics.rollout_state(view.node_image.name, memory.state)
         log.info(
@@ -447,13 +474,7 @@ class NodeImageReconciler(NodeReplacement):
     # ---- reads --------------------------------------------------------------------------------
 
     def _all_scaling_groups(self) -> list[ScalingGroup]:
-        found: list[ScalingGroup] = []
-        for cached in self._stores.scaling_groups.list():
-            try:
-                found.append(ScalingGroup.from_object(copy.deepcopy(cached)))
-            except ValidationError:
-                continue  # the ScalingGroup reconciler reports it
-        return found
+        return parse_scaling_groups(self._stores.scaling_groups.list())
 
     def _node_image_objects(self) -> list[tuple[str, dict[str, Any]]]:
         return [(str(o["metadata"]["name"]), o) for o in self._stores.node_images.list()]

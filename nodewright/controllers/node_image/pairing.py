@@ -81,6 +81,9 @@ def pair_nodes(groups: NodeGroups) -> PairingPlan:
       their heir annotation cleared and become outdated again.
     - Each mint, by name, takes the first outdated node of its scaling group, by name; a mint with
       none left is not needed and becomes obsolete (it is removed like any other node).
+    - A node that already served as a heir is never paired again: a heir completes a half-written
+      pair only with the donor its mark names, and a mint carrying the mark (``group_nodes`` never
+      makes one) is neither paired nor made obsolete.
     """
     plan = PairingPlan()
     donors_by_name = {node.name: node for node in groups.donors}
@@ -96,6 +99,7 @@ def pair_nodes(groups: NodeGroups) -> PairingPlan:
         outdated = outdated_by_name.get(heir.donor)
         if (
             outdated is not None
+            and heir.served_as_heir == outdated.name
             and outdated.name not in taken_outdated
             and _same_group(outdated.scaling_group_id, heir.scaling_group_id)
         ):
@@ -106,6 +110,8 @@ def pair_nodes(groups: NodeGroups) -> PairingPlan:
     plan.clear_heir_annotation = [donor for donor in groups.donors if donor.name not in paired_donors]
     available = [node for node in groups.outdated if node.name not in taken_outdated]
     for mint in groups.mints:
+        if mint.node.served_as_heir:
+            continue
         match = next(
             (
                 node

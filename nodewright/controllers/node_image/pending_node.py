@@ -6,7 +6,9 @@ status, and acts as ``pending_node_decisions.decide_pending_node`` says: a join 
 machine failed) becomes a Leave first and has its machine deleted next, so a restart between the
 two still deletes it; a leave deletes the machine (again, past its deadline) and, once the cloud
 says Terminated, the Node (if it still names that machine) and then the record. A VM of a group of
-standalone VMs is deleted with its NIC and OS disk (``standalone``). Each write is
+standalone VMs is deleted with its NIC and OS disk (``standalone``). A Join naming a node that
+already served as a heir is stale and left alone (never given up, which would delete a heir's
+machine); the NodeImage reconciler deletes it. Each write is
 named by a checkpoint and idempotent. Neighbours: ``node_image`` (creates and owns the records;
 deletes a Join once its node is paired), ``cloud.compute`` through ``PendingNodeCloud``.
 """
@@ -27,6 +29,7 @@ from nodewright.cloud.resource_ids import (
     parse_provider_id,
 )
 from nodewright.controllers.node_image.collaborators import Collaborators, WithCollaborators
+from nodewright.controllers.node_image.grouping import ClusterNode
 from nodewright.controllers.node_image.pending_node_decisions import (
     PendingNodeAction,
     PendingNodeDecision,
@@ -89,7 +92,12 @@ class PendingNodeReconciler(WithCollaborators[PendingNodeCloud]):
         node = self._node_of(pending)
         now = self._clock()
         decision = decide_pending_node(
-            pending, state, node_exists=node is not None, now=now, timeouts=self._settings.timeouts
+            pending,
+            state,
+            node_exists=node is not None,
+            now=now,
+            timeouts=self._settings.timeouts,
+            node_served_as_heir=node is not None and bool(ClusterNode.from_object(node).served_as_heir),
         )
         self._write_status(obj, decision.cloud_state.value, decision.reached_goal)
         action = decision.action

@@ -64,13 +64,16 @@ def decide_pending_node(
     node_exists: bool,
     now: datetime,
     timeouts: RolloutTimeouts,
+    node_served_as_heir: bool = False,
 ) -> PendingNodeDecision:
     """What the PendingNode reconciler does with one record.
 
     Join: reached when the machine is Ready at the cloud and its Node exists (the record is then
     kept for the NodeImage reconciler to pair). A machine that Failed, or a join past its
     deadline, is given up: the machine is deleted and the record becomes a Leave due
-    ``timeouts.leave`` from now. A machine already gone ends the record.
+    ``timeouts.leave`` from now. A machine already gone ends the record. A Join naming a node
+    that already served as a heir (``node_served_as_heir``) is stale: nothing is done to its
+    machine or Node, whatever its deadline (the NodeImage reconciler reports and deletes it).
     Leave: reached when the machine is Terminated, which ends the record. While the machine is
     still alive its deletion is requested (idempotent, so a restart between creating the record
     and deleting the machine loses nothing); past the deadline the deletion is requested again
@@ -81,6 +84,10 @@ def decide_pending_node(
     overdue = deadline is not None and now >= deadline
     wait = timeouts.poll if deadline is None or overdue else min(timeouts.poll, deadline - now)
     if pending_node.spec.goal is PendingNodeGoal.JOIN:
+        if node_served_as_heir:
+            return PendingNodeDecision(
+                state, False, PendingNodeAction.WAIT, "StaleJoin", requeue_after=timeouts.poll
+            )
         if cloud_state is NodeState.TERMINATED:
             return PendingNodeDecision(state, False, PendingNodeAction.DELETE_RECORD, "MachineGone")
         if cloud_state is NodeState.READY and node_exists:

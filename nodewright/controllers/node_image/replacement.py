@@ -1,17 +1,20 @@
 """Replacing and removing nodes, one pair at a time: the writes of steps 3 and 4 of the NodeImage
 reconcile (see ``node_image``).
 
-Pairing marks are written heir first, then donor; stale marks are released and nodes an abandoned
-replacement left cordoned are made schedulable again. Per pair: labels are copied, the heir must
-be Ready, then the heir's IP pool must be able to take the donor's pods (``heir_network``, read
-from the NodeNetworkConfigs' status) and the heir's machine must hold the identities the donor's
-pods use (``heir_identity``, read from the AzureAssignedIdentities' status); only then is the
-donor cordoned and drained (Eviction API, PodDisruptionBudgets respected, never forced; the pods
-about to be evicted are first recorded on the heir for the evicted-pods health gate,
-``evicted_pods``) and handed to a Leave PendingNode, once a fresh read of the heir (not the
-cache) still shows it Ready. A drain not done within the reconciler's
-``drainTimeoutSeconds`` is reported (Degraded DrainStuck); one not done within the NodeImage's
-``drainTimeout`` meets ``undrainableNodeBehavior``: under ``Cordon`` the donor is labelled
+Pairing marks are written heir first (its donor annotation with the lasting served-as-heir mark,
+in one patch), then donor; stale marks are released (a released heir keeps its served-as-heir
+mark) and nodes an abandoned replacement left cordoned are made schedulable again. Per pair:
+labels are copied, the heir must be Ready, then the heir's IP pool must be able to take the
+donor's pods (``heir_network``, read from the NodeNetworkConfigs' status; while the donor holds
+pods bound for the heir, the heir carries the ``nodewright.io/incoming-pods`` annotation so IPAM
+sizes its pool for them first) and the heir's machine must hold the identities the donor's pods
+use (``heir_identity``, read from the AzureAssignedIdentities' status); only then is the donor
+cordoned and drained (Eviction API, PodDisruptionBudgets respected, never forced; the pods about
+to be evicted are first recorded on the heir for the evicted-pods health gate, ``evicted_pods``)
+and handed to a Leave PendingNode, once a fresh read of the heir (not the cache) still shows it
+Ready. A drain not done within the reconciler's ``drainTimeoutSeconds`` is reported (Degraded
+DrainStuck); one not done within the NodeImage's ``drainTimeout`` meets
+``undrainableNodeBehavior``: under ``Cordon`` the donor is labelled
 ``nodewright.io/upgrade-status=Quarantined``, stays cordoned and its heir is released (at most
 ``maxBlockedNodes``); otherwise the rollout fails. New-image nodes get the ready-seen mark the
 health gate reads. Side effects: Node patches, evictions, PendingNode creates, Events, metrics.
@@ -24,7 +27,13 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from nodewright.api.nodewright.v1alpha1 import QUARANTINE_LABEL, PendingNodeGoal, PendingNodeSpec
+from nodewright.api.nodewright.v1alpha1 import (
+    INCOMING_PODS_ANNOTATION,
+    QUARANTINE_LABEL,
+    IncomingPods,
+    PendingNodeGoal,
+    PendingNodeSpec,
+)
 from nodewright.cloud.resource_ids import InvalidResourceIdError, ScaleSetInstanceId, parse_provider_id
 from nodewright.controllers.node_image.draining import DrainPlan, PodKey, plan_drain
 from nodewright.controllers.node_image.evicted_pods import (
@@ -41,10 +50,16 @@ from nodewright.controllers.node_image.grouping import (
     DRAIN_STARTED_ANNOTATION,
     HEIR_ANNOTATION,
     OBSOLETE_ANNOTATION,
+    SERVED_AS_HEIR_ANNOTATION,
     ClusterNode,
+    StaleJoin,
 )
 from nodewright.controllers.node_image.heir_identity import heir_identities_missing
-from nodewright.controllers.node_image.heir_network import heir_pool_shortfall
+from nodewright.controllers.node_image.heir_network import (
+    heir_pool_verdict,
+    incoming_pods,
+    pods_needing_addresses,
+)
 from nodewright.controllers.node_image.pairing import (
     PairingPlan,
     ReplacementPair,
@@ -64,6 +79,10 @@ __all__ = ["QUARANTINED", "NodeReplacement", "RemovalContext", "ReplacementPass"
 
 log = get_logger(__name__)
 
+INCOMING_PODS_LIFETIME = timedelta(minutes=10)
+"""How long a heir's incoming-pods expectation holds unless refreshed (at half of it, by a pass
+that still sees the donor's pods): a rollout that crashed or was abandoned lets it lapse."""
+
 QUARANTINED = "Quarantined"
 """The value of ``nodewright.io/upgrade-status`` on a node that could not be drained in time."""
 
@@ -76,6 +95,8 @@ class ReplacementPass:
     stuck_drains: list[str] = field(default_factory=list)
     waiting_for_pods: bool = False
     heirs_short_of_addresses: list[str] = field(default_factory=list)
+    heir_networks_stuck: list[str] = field(default_factory=list)
+    """Heirs whose pool is short while their subnet is full (``heir_network``: Degraded)."""
     heirs_short_of_identities: list[str] = field(default_factory=list)
     overdue_drains: list[str] = field(default_factory=list)
     """Drains not done within the NodeImage's drainTimeout (undrainableNodeBehavior applies)."""
@@ -104,7 +125,8 @@ class NodeReplacement(RolloutWrites):
 
     def _apply_pairing(self, pairing: PairingPlan, current: dict[str, ClusterNode]) -> None:
         for pair in pairing.to_annotate:
-            self._annotate(current, pair.heir.name, {DONOR_ANNOTATION: pair.donor.name}, "pair-heir")
+            mark = {DONOR_ANNOTATION: pair.donor.name, SERVED_AS_HEIR_ANNOTATION: pair.donor.name}
+            self._annotate(current, pair.heir.name, mark, "pair-heir")
             self._annotate(current, pair.donor.name, {HEIR_ANNOTATION: pair.heir.name}, "pair-donor")
             if pair.pending_node is not None:
                 self._delete_pending_node(pair.pending_node, "delete-mint-record")
@@ -113,9 +135,31 @@ class NodeReplacement(RolloutWrites):
             self._annotate(current, mint.node.name, {OBSOLETE_ANNOTATION: "true"}, "mark-obsolete")
             self._delete_pending_node(mint.pending_node, "delete-mint-record")
         for heir in pairing.clear_donor_annotation:
-            self._annotate(current, heir.name, {DONOR_ANNOTATION: None}, "release-heir")
+            released = {
+                DONOR_ANNOTATION: None,
+                INCOMING_PODS_ANNOTATION: None,
+                SERVED_AS_HEIR_ANNOTATION: heir.served_as_heir,
+            }
+            self._annotate(current, heir.name, released, "release-heir")
         for donor in pairing.clear_heir_annotation:
             self._annotate(current, donor.name, {HEIR_ANNOTATION: None}, "release-donor")
+
+    def _ignore_stale_join(self, owner: dict[str, Any], stale: StaleJoin) -> None:
+        """Delete a Join naming a node that already served as a heir, with one Warning Event on
+        the NodeImage and one log line (once: the record is gone after)."""
+        pending, node = stale.pending_node, stale.node
+        self._delete_pending_node(pending, "delete-stale-join")
+        message = (
+            f"Join PendingNode {pending.name} names {node.name}, which already served as heir of "
+            f"{node.served_as_heir}: ignored and deleted"
+        )
+        self._events.event(owner, "Warning", "StaleJoinIgnored", message)
+        log.info(
+            "Ignored stale Join PendingNode",
+            pending_node=pending.name,
+            node=node.name,
+            heir_of=node.served_as_heir,
+        )
 
     def _restore(self, current: dict[str, ClusterNode], node: ClusterNode) -> None:
         """Undo the marks of a replacement that will not happen (uncordon only what we cordoned)."""
@@ -155,11 +199,17 @@ class NodeReplacement(RolloutWrites):
             current[pair.heir.name] = ClusterNode.from_object(patched)
             pair = ReplacementPair(pair.donor, current[pair.heir.name])
             step = replacement_step(pair)
+        configs = self._node_network_configs(pair)
+        donor_pods = [] if configs is None else self._announce_incoming(pair, current)
         if step is ReplacementStep.WAIT_FOR_HEIR_READY:
             progress.steps.append(step)
             if not _may_drain_early(context, pair, progress):
                 return
-        elif step is ReplacementStep.CORDON and self._heir_short_of_addresses(pair):
+        elif (
+            step is ReplacementStep.CORDON
+            and configs is not None
+            and self._heir_short_of_addresses(context, pair, configs, donor_pods, progress)
+        ):
             progress.steps.append(ReplacementStep.WAIT_FOR_HEIR_NETWORK)
             progress.heirs_short_of_addresses.append(pair.heir.name)
             return
@@ -169,26 +219,73 @@ class NodeReplacement(RolloutWrites):
             return
         self._take_out(context, pair.donor, pair.heir, current, progress)
 
-    def _heir_short_of_addresses(self, pair: ReplacementPair) -> bool:
-        """Whether the heir's IP pool cannot take the donor's pods yet (logged with why)."""
+    def _node_network_configs(
+        self, pair: ReplacementPair
+    ) -> tuple[dict[str, Any], dict[str, Any] | None] | None:
+        """The donor's and the heir's NodeNetworkConfigs, as cached; ``None`` when the donor has
+        none (not on pod-subnet networking, or IPAM is not watched): no gate, nothing to announce."""
         store = self._stores.node_network_configs
         namespace = self._settings.node_network_config_namespace
         if store is None or not namespace:
-            return False
+            return None
         donor_config = store.get(f"{namespace}/{pair.donor.name}")
         if donor_config is None:
-            return False
-        shortfall = heir_pool_shortfall(
-            donor_config,
-            store.get(f"{namespace}/{pair.heir.name}"),
-            donor_pods=self._client.list(POD, field_selector=f"spec.nodeName={pair.donor.name}").items,
-            heir_pods=self._client.list(POD, field_selector=f"spec.nodeName={pair.heir.name}").items,
+            return None
+        return donor_config, store.get(f"{namespace}/{pair.heir.name}")
+
+    def _announce_incoming(
+        self, pair: ReplacementPair, current: dict[str, ClusterNode]
+    ) -> list[dict[str, Any]]:
+        """Tell IPAM how many of the donor's pods the heir is about to need IPs for (the
+        incoming-pods annotation on the heir; removed once none are left to move), so it sizes
+        the heir's pool before the gate asks for it. Returns the donor's pods, read fresh."""
+        pods = self._client.list(POD, field_selector=f"spec.nodeName={pair.donor.name}").items
+        count = incoming_pods(pods)
+        heir = current.get(pair.heir.name, pair.heir)
+        known = IncomingPods.parse(heir.annotations.get(INCOMING_PODS_ANNOTATION))
+        now = self._clock()
+        value: str | None = None
+        if count:
+            fresh = (
+                known is not None
+                and (known.donor, known.pods) == (pair.donor.name, count)
+                and known.expires - now > INCOMING_PODS_LIFETIME / 2
+            )
+            if fresh:
+                return pods
+            value = IncomingPods(pair.donor.name, count, now + INCOMING_PODS_LIFETIME).format()
+        elif INCOMING_PODS_ANNOTATION not in heir.annotations:
+            return pods
+        self._annotate(current, pair.heir.name, {INCOMING_PODS_ANNOTATION: value}, "announce-incoming")
+        log.info("Announced incoming pods", donor=pair.donor.name, heir=pair.heir.name, pods=count)
+        return pods
+
+    def _heir_short_of_addresses(
+        self,
+        context: RemovalContext,
+        pair: ReplacementPair,
+        configs: tuple[dict[str, Any], dict[str, Any] | None],
+        donor_pods: list[dict[str, Any]],
+        progress: ReplacementPass,
+    ) -> bool:
+        """Whether the heir's IP pool cannot take the donor's pods yet (logged with why; a pool
+        that cannot grow is reported, one that can never hold them all lets the donor go with a
+        Warning Event once it is full)."""
+        heir_pods = self._client.list(POD, field_selector=f"spec.nodeName={pair.heir.name}").items
+        verdict = heir_pool_verdict(
+            *configs,
+            incoming=incoming_pods(donor_pods),
+            resident=pods_needing_addresses(heir_pods, moving=False),
         )
-        if shortfall is None:
+        if verdict.waits is None:
+            if verdict.short is not None:
+                message = f"Heir {pair.heir.name} of {pair.donor.name}: {verdict.short}"
+                self._events.event(context.owner, "Warning", "HeirNetworkShort", message)
             return False
-        log.info(
-            "Donor waits for its heir's IP pool", donor=pair.donor.name, heir=pair.heir.name, why=shortfall
-        )
+        if verdict.stuck:
+            progress.heir_networks_stuck.append(pair.heir.name)
+        donor, heir = pair.donor.name, pair.heir.name
+        log.info("Donor waits for its heir's IP pool", donor=donor, heir=heir, why=verdict.waits)
         return True
 
     def _heir_short_of_identities(self, context: RemovalContext, pair: ReplacementPair) -> bool:

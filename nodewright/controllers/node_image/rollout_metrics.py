@@ -5,7 +5,7 @@
 - ``nodewright_node_replacement_duration_seconds``: from the heir's registration to its donor's
   hand-over (histogram);
 - ``nodewright_rollout_state{node_image}``: 0 Complete, 1 Canary, 2 Soaking, 3 Rolling,
-  4 RollingBack, 5 RolledBack, 6 Failed;
+  4 RollingBack, 5 RolledBack, 6 Failed, 7 Quarantined;
 - ``nodewright_rollbacks_total{node_image}``: rollouts turned into rollbacks by a failed gate.
 
 Side effect: records into the current manager's metrics. Neighbour: ``node_image``.
@@ -26,6 +26,7 @@ STATE_VALUES: dict[RolloutState, int] = {
     RolloutState.ROLLING_BACK: 4,
     RolloutState.ROLLED_BACK: 5,
     RolloutState.FAILED: 6,
+    RolloutState.QUARANTINED: 7,
 }
 
 

@@ -22,6 +22,9 @@ when ``spec.canary`` is 0), remembering the image most outdated nodes run as the
   ``spec.image`` changes). Without a previous image the rollout is ``Failed`` and stops. No I/O.
   Neighbours: ``node_image`` (reads the status and the nodes, writes what is decided),
   ``scaling_group`` (applies ``desired_image``).
+- Complete only when the pool is whole: while nodes that could not be drained in time are left
+  quarantined (``undrainableNodeBehavior: Cordon``), a rollout with nothing else to do is
+  ``Quarantined`` (not running: autoscaling comes back), and ``Complete`` once they are gone.
 """
 
 from __future__ import annotations
@@ -241,11 +244,13 @@ def decide_rollout(
     failure: GateFailure | None,
     now: datetime,
     canary_placed: bool = False,
+    quarantined: bool = False,
 ) -> RolloutDecision:
     """Where the rollout goes from ``memory`` (see the module docstring). ``outdated_images``: the
     images of the nodes not on the desired image (the rollback target of a new rollout);
     ``outdated_left``: some have no replacement yet; ``in_flight``: replacements are under way;
-    ``canary_placed``: every scale set already has its canary machines on the new image."""
+    ``canary_placed``: every scale set already has its canary machines on the new image;
+    ``quarantined``: nodes left quarantined after a drain timed out remain."""
     spec_image = node_image.spec.image
     if memory.state is None or not _same(memory.target_image, spec_image):
         memory = _start(node_image, outdated_images)
@@ -263,21 +268,31 @@ def decide_rollout(
         return _fail(memory, failure)
     settled = not memory.batch_in_flight and memory.state is not RolloutState.SOAKING
     if not outdated_left and not in_flight and settled:
-        return RolloutDecision(_complete(memory), spec_image)
+        return RolloutDecision(_complete(memory, quarantined), spec_image)
     if memory.state is RolloutState.CANARY and canary_placed and not in_flight:
         memory = replace(memory, batch_in_flight=True)  # its record was lost: the batch is there
-    return _advance(memory, node_image, in_flight=in_flight, outdated_left=outdated_left, now=now)
+    return _advance(
+        memory, node_image, in_flight=in_flight, outdated_left=outdated_left, now=now, quarantined=quarantined
+    )
 
 
-def _complete(memory: RolloutMemory) -> RolloutMemory:
-    return replace(memory, state=RolloutState.COMPLETE, batch_in_flight=False, soak_until=None)
+def _complete(memory: RolloutMemory, quarantined: bool) -> RolloutMemory:
+    """Nothing left to do: Complete, or Quarantined while quarantined nodes keep the pool unwhole."""
+    state = RolloutState.QUARANTINED if quarantined else RolloutState.COMPLETE
+    return replace(memory, state=state, batch_in_flight=False, soak_until=None)
 
 
 def _advance(
-    memory: RolloutMemory, node_image: NodeImage, *, in_flight: bool, outdated_left: bool, now: datetime
+    memory: RolloutMemory,
+    node_image: NodeImage,
+    *,
+    in_flight: bool,
+    outdated_left: bool,
+    now: datetime,
+    quarantined: bool,
 ) -> RolloutDecision:
     soak = node_image.spec.soak
-    if memory.state is RolloutState.COMPLETE:
+    if memory.state in (RolloutState.COMPLETE, RolloutState.QUARANTINED):
         memory = replace(memory, state=RolloutState.ROLLING)
     if in_flight:
         memory = replace(memory, batch_in_flight=True)
@@ -292,7 +307,7 @@ def _advance(
             return RolloutDecision(memory, node_image.spec.image, scale_out=False, requeue_at=until)
         memory = replace(memory, state=RolloutState.ROLLING, canary_passed=True, soak_until=None)
         if not outdated_left and not in_flight:
-            return RolloutDecision(_complete(memory), node_image.spec.image)
+            return RolloutDecision(_complete(memory, quarantined), node_image.spec.image)
     if memory.state is RolloutState.CANARY:
         return RolloutDecision(memory, node_image.spec.image, canary_cap=node_image.spec.canary)
     pipelined = soak <= timedelta(0)
@@ -322,9 +337,11 @@ def overlay_conditions(
     conflicts: Sequence[str] = (),
     broken_groups: Sequence[str] = (),
     evicted_pods_waiting: bool = False,
+    quarantined: Sequence[str] = (),
 ) -> list[ConditionState]:
     """The grouping's conditions with what the rollout state adds: Progressing says Soaking,
-    RollingBack, RolledBack or Failed; Degraded names the failed gate, else a ScalingGroup that
+    RollingBack, RolledBack, Failed or NodesQuarantined (naming ``quarantined``); Degraded names
+    the failed gate or the quarantined nodes, else a ScalingGroup that
     cannot apply the image (``broken_groups``) when nothing else is wrong; Conflict lists
     ScalingGroups whose scale set another NodeImage claims. While the pods evicted from a donor are
     not back (``evicted_pods_waiting``) and nothing else is said to progress, Progressing says
@@ -340,6 +357,19 @@ def overlay_conditions(
     if broken_groups and (degraded is None or degraded.status != "True"):
         problem = ConditionState(CONDITION_DEGRADED, "True", "ScalingGroupFailed", "; ".join(broken_groups))
         _replace_condition(result, problem)
+    _state_conditions(result, memory, quarantined)
+    if conflicts:
+        _replace_condition(result, ConditionState(CONFLICT, "True", "ScaleSetClaimed", "; ".join(conflicts)))
+    else:
+        _replace_condition(result, ConditionState(CONFLICT, "False", "NoConflict", "No scale set is shared"))
+    return result
+
+
+def _state_conditions(
+    result: list[ConditionState], memory: RolloutMemory, quarantined: Sequence[str]
+) -> None:
+    """Progressing and Degraded as the rollout state says (Soaking, RollingBack, RolledBack,
+    Failed, Quarantined); other states leave the grouping's conditions."""
     state = memory.state
     failure = f"{memory.failure_reason}: {memory.failure_message}"
     if state is RolloutState.SOAKING:
@@ -358,8 +388,10 @@ def overlay_conditions(
         message = f"Rollout stopped: {failure}"
         _replace_condition(result, ConditionState(CONDITION_PROGRESSING, "False", "Failed", message))
         _replace_condition(result, ConditionState(CONDITION_DEGRADED, "True", memory.failure_reason, message))
-    if conflicts:
-        _replace_condition(result, ConditionState(CONFLICT, "True", "ScaleSetClaimed", "; ".join(conflicts)))
-    else:
-        _replace_condition(result, ConditionState(CONFLICT, "False", "NoConflict", "No scale set is shared"))
-    return result
+    elif state is RolloutState.QUARANTINED:
+        names = ", ".join(quarantined) or "none left"
+        message = f"Every other node runs the image; left quarantined for a human to remove: {names}"
+        _replace_condition(
+            result, ConditionState(CONDITION_PROGRESSING, "False", "NodesQuarantined", message)
+        )
+        _replace_condition(result, ConditionState(CONDITION_DEGRADED, "True", "NodesQuarantined", message))

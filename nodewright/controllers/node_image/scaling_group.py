@@ -8,13 +8,20 @@ cloud, PATCHes the model when it differs (existing machines keep theirs; new one
 image), and reports the image in ``status.imageReference`` with an ``ImageApplied`` condition.
 A missing scale set, a missing NodeImage or an image reference that does not parse is a False
 condition and a Warning Event, and nothing is changed. The NodeImage reconciler creates machines
-in a scale set only once this status names the desired image. Neighbours: ``node_image`` (reads
-the status), ``cloud.compute`` through ``ScalingGroupCloud``.
+in a scale set only once this status names the desired image.
+
+Only the ScalingGroup holding the scale set's claim writes (``targeting``): one that another
+ScalingGroup's claim holds reads nothing at the cloud and gets ``ImageApplied=False`` reason
+``ClaimedByOther`` naming the holder's NodeImage and ScalingGroup, with one Warning Event; the
+holder asks again, from a fresh list of the API server, right before it PATCHes the model, and
+waits (without writing) while its claim has not settled. Neighbours: ``node_image`` (reads the
+status), ``targeting`` (the claim), ``cloud.compute`` through ``ScalingGroupCloud``.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable
 from typing import Any, Literal, Protocol
 
 from nodewright.api.base import ValidationError
@@ -31,6 +38,12 @@ from nodewright.controllers.node_image.collaborators import Collaborators, WithC
 from nodewright.controllers.node_image.grouping import InvalidImageError, parse_desired_image
 from nodewright.controllers.node_image.resources import SCALING_GROUP
 from nodewright.controllers.node_image.rollout_state import RolloutMemory, desired_image_of
+from nodewright.controllers.node_image.targeting import (
+    claim_holder,
+    claim_settles_at,
+    claimed_by_message,
+    parse_scaling_groups,
+)
 from nodewright.runtime.informer import Store
 from nodewright.runtime.logs import get_logger
 from nodewright.runtime.objects import replace_status, set_condition
@@ -75,6 +88,9 @@ class ScalingGroupReconciler(WithCollaborators[ScalingGroupCloud]):
             scaling_group = ScalingGroup.from_object(obj)
         except ValidationError as error:
             return self._refuse(obj, "InvalidSpec", str(error))
+        held_back = self._check_claim(obj, scaling_group, self._scaling_groups.list())
+        if held_back is not None:
+            return held_back
         node_image_object = self._node_images.get(scaling_group.spec.node_image)
         if node_image_object is None:
             return self._refuse(
@@ -104,6 +120,9 @@ class ScalingGroupReconciler(WithCollaborators[ScalingGroupCloud]):
             self._refuse(obj, "ScaleSetNotFound", f"No scale set {scaling_group.spec.group_id}")
             return Result(requeue_after=self._settings.scaling_group_resync_seconds)
         if current is None or not current.same_image(desired):
+            held_back = self._check_claim(obj, scaling_group, self._client.list(SCALING_GROUP).items)
+            if held_back is not None:
+                return held_back
             self._checkpoint("set-image")
             try:
                 self._cloud.set_scale_set_image(scale_set, desired)
@@ -149,6 +168,22 @@ class ScalingGroupReconciler(WithCollaborators[ScalingGroupCloud]):
         self._write_status(obj, "True", "Applied", f"New machines boot {desired}", image=desired)
         return resync
 
+    def _check_claim(
+        self, obj: dict[str, Any], scaling_group: ScalingGroup, objects: Iterable[dict[str, Any]]
+    ) -> Result | None:
+        """None when ``scaling_group`` holds a settled claim on its scale set among ``objects``
+        (the cache's ScalingGroups, or a fresh list right before a write); else what to return:
+        ClaimedByOther when another holds it, a wait while the claim settles, nothing once gone."""
+        holder = claim_holder(parse_scaling_groups(objects), scaling_group.spec.group_id)
+        if holder is None:
+            return Result()  # not in a fresh list: deleted meanwhile
+        if holder.name != scaling_group.name:
+            return self._refuse(obj, "ClaimedByOther", claimed_by_message(scaling_group, holder))
+        settles_at = claim_settles_at(holder)
+        if settles_at is not None and self._clock() < settles_at:
+            return Result(requeue_after=max(0.1, (settles_at - self._clock()).total_seconds()))
+        return None
+
     def _refuse(self, obj: dict[str, Any], reason: str, message: str) -> Result:
         """Report what keeps the image from being applied; nothing is changed at the cloud. The
         Warning Event goes out when the problem is new, not on every resync."""
@@ -166,6 +201,7 @@ class ScalingGroupReconciler(WithCollaborators[ScalingGroupCloud]):
             message,
         ):
             self._events.event(obj, "Warning", reason, message)
+            log.info("Refused to apply image", scaling_group=obj["metadata"]["name"], reason=reason)
         self._write_status(obj, "False", reason, message, image=None)
         return Result()
 

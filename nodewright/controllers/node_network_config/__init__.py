@@ -3,13 +3,14 @@ configurations (the control-plane half of Azure CNS's design, and optionally the
 
 The reconciler named ``node-network-config`` in the manager's config wires one controller,
 ``nodenetworkconfig``: it reconciles NodeNetworkConfigs in the configured namespace, keyed by node
-name, and is also woken by Nodes (selected by ``nodeSelector``) and by pods (mapped to their node
-through ``spec.nodeName``), and by the NIC watcher (``nic_watch``: a poller that lists NICs per
-scale set and enqueues the nodes whose NIC changed). ``reconciler`` holds the reconcile (read ->
-decide -> apply -> status) and composes ``lifecycle`` (create, adopt as controller, finalize),
-``demand`` (the spec per consumer mode: ``crd`` or ``nodesubnet``), ``operations`` (NIC writes
-that no worker waits for: the end of each enqueues its node), ``nic_book`` and ``subnets``
-(in-memory state, each behind its own lock), ``status`` and ``metrics`` (``nodewright_ipam_*``);
+name, and is also woken by Nodes (selected by ``nodeSelector``; their providerID and their
+``nodewright.io/incoming-pods`` announcement), by pods (mapped to their node through
+``spec.nodeName``) and by the NIC watcher (``nic_watch``: a poller that lists NICs per scale set
+and enqueues the nodes whose NIC changed). ``reconciler`` holds the reconcile (read -> decide ->
+apply -> status) and composes ``lifecycle`` (create, adopt as controller, finalize), ``demand``
+(the spec per consumer mode: ``crd`` or ``nodesubnet``), ``operations`` (NIC writes that no
+worker waits for: the end of each enqueues its node), ``nic_book`` and ``subnets`` (in-memory
+state, each behind its own lock), ``status`` and ``metrics`` (``nodewright_ipam_*``);
 ``nodewright.ipam`` holds the pure arithmetic; ``options`` the strict parsing of the options;
 ``cloud`` the narrow cloud protocols; ``resources`` the kinds, names and owner references.
 docs/ipam.md explains the consumer modes and the release rule. ``setup(manager, options)`` is
@@ -22,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from nodewright.api.nodewright.v1alpha1 import INCOMING_PODS_ANNOTATION
 from nodewright.controllers.cloud_access import cloud_from_options, parse_cloud_settings
 from nodewright.controllers.node_network_config.cloud import (
     MachineNicLocator,
@@ -114,8 +116,16 @@ def _pod_facts(pod: Object) -> tuple[Any, ...]:
 
 pod_changed: Predicate = predicate(update=lambda old, new: _pod_facts(old) != _pod_facts(new))
 """Pod updates that change a node's demand or the addresses in use."""
-node_changed: Predicate = predicate(update=lambda old, new: provider_id_of(old) != provider_id_of(new))
-"""Node updates that matter: the providerID (a node gets it after joining)."""
+
+
+def _node_facts(node: Object) -> tuple[str, str | None]:
+    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    return provider_id_of(node), annotations.get(INCOMING_PODS_ANNOTATION)
+
+
+node_changed: Predicate = predicate(update=lambda old, new: _node_facts(old) != _node_facts(new))
+"""Node updates that matter: the providerID (a node gets it after joining) and the pods announced
+as incoming (a heir's pool is sized for them)."""
 
 
 def install(

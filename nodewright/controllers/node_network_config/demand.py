@@ -8,32 +8,35 @@ Owns ``SpecDecision`` and ``DemandSide``:
   reads status): nodewright writes the spec from the node's pods (``ipam.compute_request``).
 - consumer ``nodesubnet``: nodewright sizes the NIC from the node's pods plus
   ``discoveryHeadroomIPs`` and writes the spec as its own record. The consumer (Azure CNS in
-  NodeSubnet mode) discovers IPs from the NIC and has no release handshake, so by default
-  nothing is ever marked for release (``release: never``). With ``release: idle`` an IP may be
-  marked only once its address has been in no pod's status.podIPs on the node for longer than
-  ``consumerDiscoveryMaxSeconds + idleGraceSeconds``; the allocation side re-checks it against
-  a fresh pod list right before the ARM call.
+  NodeSubnet mode) discovers IPs from the NIC and has no release handshake, so nothing is ever
+  marked for release (``release: never``; ``idle`` is refused at config validation).
 
-With ``prefixBlocks`` (experimental; nodesubnet with ``release: never`` only) the NIC's secondary
+With ``prefixBlocks`` (experimental; nodesubnet only) the NIC's secondary
 IP configurations are /28 blocks of 16 addresses; the request is counted in addresses.
 
-In both modes that compute demand, a surplus must have lasted ``scaleDownDelaySeconds`` before
-anything is marked (hysteresis). Side effects: spec patches (through the given ``patch``).
+In both modes that compute demand, the node's pods include those its ``nodewright.io/incoming-pods``
+annotation announces (``incoming_pods``): a heir's pool is sized for its donor's pods before the
+drain sends them, the rule the NodeImage reconciler's heir-network gate waits on
+(``ipam.incoming``); a lapsed or unreadable announcement counts for nothing. A surplus must have
+lasted ``scaleDownDelaySeconds`` before anything is marked (hysteresis).
+Side effects: spec patches (through the given ``patch``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from nodewright.api.acn.v1alpha import NodeNetworkConfig
+from nodewright.api.nodewright.v1alpha1 import INCOMING_PODS_ANNOTATION, IncomingPods
 from nodewright.controllers.node_network_config.nic_book import NicBook
 from nodewright.controllers.node_network_config.options import NodeNetworkConfigSettings
 from nodewright.ipam import PoolRequest, address_count, compute_request, pool_target
 from nodewright.runtime.logs import get_logger
 
-__all__ = ["DemandSide", "SpecDecision", "releasable_addresses"]
+__all__ = ["DemandSide", "SpecDecision", "incoming_pods", "releasable_addresses"]
 
 log = get_logger(__name__)
 Object = dict[str, Any]
@@ -50,24 +53,28 @@ class SpecDecision:
     """The listed names that may be released in this pass (settled)."""
 
 
+def incoming_pods(node: Mapping[str, Any], now: datetime | None) -> int:
+    """The pods the Node's incoming-pods annotation says are about to arrive (0 when it has none,
+    it does not parse, it has lapsed, or the time is unknown). Pure."""
+    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    announced = IncomingPods.parse(annotations.get(INCOMING_PODS_ANNOTATION))
+    if announced is None or now is None:
+        return 0
+    return announced.count_at(now)
+
+
 def releasable_addresses(
     *,
     settings: NodeNetworkConfigSettings,
     surplus_lasted: float,
-    free_addresses: Collection[str],
-    idle_addresses: Collection[str],
 ) -> Collection[str] | None:
     """Which free addresses a scale-down may mark now (None: any free one). Pure.
 
     Nothing before the surplus has lasted ``scale_down_delay_seconds``; for a NodeSubnet consumer
-    nothing unless ``release`` is ``idle``, and then only addresses idle for long enough."""
-    if surplus_lasted < settings.scale_down_delay_seconds:
+    nothing ever (it has no release handshake)."""
+    if surplus_lasted < settings.scale_down_delay_seconds or settings.nodesubnet:
         return ()
-    if not settings.nodesubnet:
-        return None
-    if settings.release != "idle":
-        return ()
-    return set(idle_addresses) & set(free_addresses)
+    return None
 
 
 class DemandSide:
@@ -154,15 +161,9 @@ class DemandSide:
         wanted = demand + (settings.discovery_headroom_ips if settings.nodesubnet else 0)
         pending = set(ips_not_in_use)
         retained = [address for name, address in assignments if name not in pending]
-        free = {address for address in retained if address not in in_use}
-        idle: Collection[str] = ()
-        if settings.nodesubnet and settings.release == "idle":
-            idle = self._book.observe_idle(nic_id, free, now)
         surplus = pool_target(wanted, settings.scaler, exhausted=exhausted) < len(retained)
         lasted = self._book.surplus_lasted(nic_id, surplus, now)
-        allowed = releasable_addresses(
-            settings=settings, surplus_lasted=lasted, free_addresses=free, idle_addresses=idle
-        )
+        allowed = releasable_addresses(settings=settings, surplus_lasted=lasted)
         return compute_request(
             demand=wanted,
             scaler=settings.scaler,

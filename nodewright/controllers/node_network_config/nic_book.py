@@ -2,15 +2,14 @@
 
 Per NIC (keyed by its ARM ID, lowercased): the last snapshot read from ARM and when, the write
 guard (``ipam.NicGuard``: backoff and batch halving), when each name was marked in ipsNotInUse,
-which names were released lately, since when a pool surplus has lasted (scale-down hysteresis), and
-first-seen times of unaccounted IP configurations (leaks) and of free addresses (idle IPs, for the
-NodeSubnet consumer's conservative release). Also which node owns each NIC (``track``), which the
-NIC watcher (``nic_watch``) lists, and whose snapshots it refreshes from its lists. And the NIC's
-write in flight (``operations.NicOperation``: started by a pass, ended by the cloud layer's
-operation tracker, settled by the next pass), at most one per NIC. Workers never
-touch these dicts directly: every read and change is one method call that holds the book's lock, so
-no caller can forget it. The work queue never runs one node's key twice at once, so a NIC's entries
-are changed by one worker at a time; the lock guards the dicts themselves. No I/O.
+which names were released lately, since when a pool surplus has lasted (scale-down hysteresis),
+and first-seen times of unaccounted IP configurations (leaks). Also which node owns each NIC
+(``track``), which the NIC watcher (``nic_watch``) lists, and whose snapshots it refreshes from
+its lists. And the NIC's write in flight (``operations.NicOperation``: started by a pass, ended
+by the cloud layer's operation tracker, settled by the next pass), at most one per NIC. Workers
+never touch these dicts directly: every read and change is one method call that holds the book's
+lock, so no caller can forget it. The work queue never runs one node's key twice at once, so a
+NIC's entries are changed by one worker at a time; the lock guards the dicts themselves. No I/O.
 """
 
 from __future__ import annotations
@@ -51,7 +50,6 @@ class NicBook:
         backoff_base_seconds: float,
         backoff_cap_seconds: float,
         leak_grace_seconds: float,
-        idle_seconds: float,
     ) -> None:
         self._lock = threading.Lock()
         self._base = backoff_base_seconds
@@ -59,7 +57,6 @@ class NicBook:
         self._entries: dict[str, _Entry] = {}
         self._owners: dict[str, str] = {}
         self._leaks = LeakTracker(leak_grace_seconds)
-        self._idle = LeakTracker(idle_seconds)
 
     def _entry(self, nic_id: str) -> _Entry:
         key = nic_id.lower()
@@ -212,7 +209,7 @@ class NicBook:
             since = self._entry(nic_id).surplus_since
             return None if since is None else since + delay_seconds
 
-    # -- leaks and idle addresses ---------------------------------------------------------------
+    # -- leaks ---------------------------------------------------------------------------------
 
     def observe_leaks(self, nic_id: str, unaccounted: Collection[str], now: float) -> tuple[str, ...]:
         with self._lock:
@@ -221,15 +218,6 @@ class NicBook:
     def next_leak_due(self, nic_id: str) -> float | None:
         with self._lock:
             return self._leaks.next_due(nic_id.lower())
-
-    def observe_idle(self, nic_id: str, free_addresses: Collection[str], now: float) -> tuple[str, ...]:
-        """Record the addresses no pod holds now; returns those free for at least the idle period."""
-        with self._lock:
-            return self._idle.observe(nic_id.lower(), free_addresses, now)
-
-    def next_idle_due(self, nic_id: str) -> float | None:
-        with self._lock:
-            return self._idle.next_due(nic_id.lower())
 
     # -- owners ---------------------------------------------------------------------------------
 
@@ -249,4 +237,3 @@ class NicBook:
             self._entries.pop(nic_id.lower(), None)
             self._owners.pop(nic_id.lower(), None)
             self._leaks.forget(nic_id.lower())
-            self._idle.forget(nic_id.lower())

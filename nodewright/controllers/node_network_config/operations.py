@@ -31,7 +31,7 @@ from nodewright.cloud.models import NicInfo
 from nodewright.cloud.operations import OperationOutcome
 from nodewright.controllers.node_network_config.cloud import NetworkOperations
 from nodewright.controllers.node_network_config.status import EventSink
-from nodewright.ipam import NicGuard
+from nodewright.ipam import AllocationPlan, NicGuard
 from nodewright.runtime.logs import get_logger
 from nodewright.runtime.reconcile import Request
 
@@ -103,18 +103,36 @@ class CompletionSource:
 class NicWrites:
     """Starts NIC writes and records how they end (see the module docstring)."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0917 - one call site
         self,
-        *,
         network: NetworkOperations,
         book: NicBookOperations,
         namespace: str,
         notify: Callable[[Request], None],
+        new_name: Callable[[], str],
+        prefix_length: int | None,
     ) -> None:
         self._network = network
         self._book = book
         self._namespace = namespace
         self._notify = notify
+        self._new_name = new_name
+        self._prefix_length = prefix_length
+
+    def start(self, owner: str, nic_id: str, plan: AllocationPlan, subnet_id: str | None, now: float) -> bool:
+        """Start the plan's one write: its additions (new names) if any, else its removals."""
+        if plan.add_count:
+            names = [self._new_name() for _ in range(plan.add_count)]
+            started = self.add(owner, nic_id, names, subnet_id, self._prefix_length, now)
+            if started:
+                log.info("Started adding IPs", node=owner, added=len(names))
+            return started
+        started = self.remove(owner, nic_id, plan.release, plan.collected, now)
+        if started:
+            log.info(
+                "Started releasing IPs", node=owner, released=len(plan.release), collected=len(plan.collected)
+            )
+        return started
 
     def add(  # noqa: PLR0917 - one call site, the write's parts
         self,
@@ -215,7 +233,7 @@ def landed(operation: NicOperation | None) -> frozenset[str]:
     return frozenset(operation.added)
 
 
-def with_add_count(plan: Any, operation: NicOperation) -> Any:
+def with_add_count(plan: AllocationPlan, operation: NicOperation) -> AllocationPlan:
     """``plan`` as if it had asked for the failed write's additions (for the capacity path)."""
     return dataclasses.replace(plan, add_count=len(operation.added))
 

@@ -11,12 +11,10 @@ out-of-range values raise ``ConfigError`` with one line naming the key. Example:
           nodeSelector: "kubernetes.azure.com/mode=user"   # nodes that get one ("" = all)
           consumer: crd                     # crd | nodesubnet: who hands the IPs to pods (README)
           demandFromPods: true              # crd only: false when Azure CNS writes the spec
-          release: never                    # nodesubnet only: never | idle (opt-in scale-down)
-          consumerDiscoveryMaxSeconds: 1024 # nodesubnet: the consumer's longest NIC fetch interval
-          idleGraceSeconds: 60              # nodesubnet + idle: grace on top of that interval
+          release: never                    # never (idle is refused: see RELEASE_IDLE_REFUSED)
           discoveryHeadroomIPs: 0           # pods a node may gain before the consumer sees new IPs
           scaleDownDelaySeconds: 60         # hysteresis: a surplus must last this long
-          prefixBlocks: false               # experimental, nodesubnet + release never: /28 blocks
+          prefixBlocks: false               # experimental, nodesubnet: /28 blocks
           scaler: {batchSize: 16, requestThresholdPercent: 50, releaseThresholdPercent: 150, maxIPCount: 250}
           leakGracePeriodSeconds: 600
           resyncPeriodSeconds: 600          # a pass per node at least this often (+-10 %)
@@ -41,14 +39,30 @@ from typing import Any, Literal
 
 from nodewright.ipam import DEFAULT_LEAK_GRACE_SECONDS, PoolScaler
 from nodewright.ipam.backoff import DEFAULT_BACKOFF_BASE_SECONDS, DEFAULT_BACKOFF_CAP_SECONDS
+from nodewright.runtime.cache import label_selector_matcher
 from nodewright.runtime.config import ConfigError
 
-__all__ = ["CONSUMER_CRD", "CONSUMER_NODESUBNET", "Consumer", "NodeNetworkConfigSettings", "parse_options"]
+__all__ = [
+    "CONSUMER_CRD",
+    "CONSUMER_NODESUBNET",
+    "RELEASE_IDLE_REFUSED",
+    "Consumer",
+    "NodeNetworkConfigSettings",
+    "parse_options",
+]
 
 Consumer = Literal["crd", "nodesubnet"]
 CONSUMER_CRD: Consumer = "crd"
 CONSUMER_NODESUBNET: Consumer = "nodesubnet"
-Release = Literal["never", "idle"]
+Release = Literal["never"]
+RELEASE_IDLE_REFUSED = (
+    "release: idle is refused: Azure CNS NodeSubnet has no release handshake, so nodewright "
+    "cannot know which addresses CNS has Assigned (a pod's IP is reported after CNS hands it "
+    "out) nor stop CNS handing out one it is removing; an update that drops an Assigned IP is "
+    "refused and the other IPs it dropped stay Available in CNS for good, though no longer on "
+    "the NIC (CNS v1.6.48; docs/ipam.md). Use release: never"
+)
+"""Why ``release: idle`` fails the config (the reconciler's only scale-down for NodeSubnet)."""
 
 
 @dataclass(frozen=True)
@@ -60,8 +74,6 @@ class NodeNetworkConfigSettings:
     demand_from_pods: bool = True
     consumer: Consumer = CONSUMER_CRD
     release: Release = "never"
-    consumer_discovery_max_seconds: float = 1024.0
-    idle_grace_seconds: float = 60.0
     discovery_headroom_ips: int = 0
     scale_down_delay_seconds: float = 60.0
     prefix_blocks: bool = False
@@ -90,11 +102,6 @@ class NodeNetworkConfigSettings:
         """Whether nodewright writes the spec from pod demand (else the node agent does)."""
         return self.nodesubnet or self.demand_from_pods
 
-    @property
-    def idle_release_seconds(self) -> float:
-        """How long an address must be in no pod's podIPs before an opt-in release may take it."""
-        return self.consumer_discovery_max_seconds + self.idle_grace_seconds
-
 
 _SECONDS = {
     "leakGracePeriodSeconds": "leak_grace_period_seconds",
@@ -106,13 +113,11 @@ _SECONDS = {
     "releaseSettleSeconds": "release_settle_seconds",
     "backoffBaseSeconds": "backoff_base_seconds",
     "backoffCapSeconds": "backoff_cap_seconds",
-    "consumerDiscoveryMaxSeconds": "consumer_discovery_max_seconds",
-    "idleGraceSeconds": "idle_grace_seconds",
     "scaleDownDelaySeconds": "scale_down_delay_seconds",
 }
 _CHOICES: dict[str, tuple[str, tuple[str, ...]]] = {
     "consumer": ("consumer", ("crd", "nodesubnet")),
-    "release": ("release", ("never", "idle")),
+    "release": ("release", ("never",)),
 }
 _SCALER = {
     "batchSize": "batch_size",
@@ -145,6 +150,10 @@ def _label_selector(value: str, path: str) -> str:
     for term in terms:
         if not _SELECTOR_TERM.match(term):
             raise ConfigError(f"{path}: not a label selector the API server accepts: {term.strip()!r}")
+    try:  # keys and values no label can hold (too long, not ASCII) would match no node
+        label_selector_matcher(value)
+    except ValueError as error:
+        raise ConfigError(f"{path}: {error}") from None
     return value
 
 
@@ -219,6 +228,8 @@ def parse_options(options: Mapping[str, Any], path: str = "options") -> NodeNetw
     for key, name in _SECONDS.items():
         if key in options:
             values[name] = _number(options[key], f"{path}.{key}")
+    if options.get("release") == "idle":
+        raise ConfigError(f"{path}.{RELEASE_IDLE_REFUSED}")
     for key, (name, allowed) in _CHOICES.items():
         if key in options:
             if options[key] not in allowed:
@@ -236,10 +247,8 @@ def parse_options(options: Mapping[str, Any], path: str = "options") -> NodeNetw
             raise ConfigError(f"{path}.prefixBlocks: expected true or false, got {options['prefixBlocks']!r}")
         values["prefix_blocks"] = options["prefixBlocks"]
     settings = NodeNetworkConfigSettings(**values)
-    if settings.prefix_blocks and (not settings.nodesubnet or settings.release != "never"):
-        raise ConfigError(f"{path}.prefixBlocks: needs consumer nodesubnet with release never")
-    if settings.release != "never" and not settings.nodesubnet:
-        raise ConfigError(f"{path}.release: applies to consumer nodesubnet only")
+    if settings.prefix_blocks and not settings.nodesubnet:
+        raise ConfigError(f"{path}.prefixBlocks: needs consumer nodesubnet")
     for key, value in (
         ("nicListPeriodSeconds", settings.nic_list_period_seconds),
         ("nicListReadsPerSecond", settings.nic_list_reads_per_second),

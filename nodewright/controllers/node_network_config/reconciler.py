@@ -7,7 +7,8 @@ A reconcile of ``<namespace>/<node>`` goes read -> decide -> apply -> status:
    Node as its controller: ``lifecycle``), the NIC (tracked in the book for the NIC watcher,
    ``nic_watch``, whose lists keep its snapshot fresh; read with a GET only when the snapshot is
    older than ``nicRefreshSeconds`` or a change is due), the subnet's usage (``subnets``) and the
-   node's pods (``spec.nodeName`` index).
+   node's pods (``spec.nodeName`` index), plus the pods the Node's ``nodewright.io/incoming-pods``
+   annotation says are about to arrive (a heir before its donor's drain: ``demand.incoming_pods``).
 2. Decide: the spec (``demand``: read from the node agent in consumer ``crd``, computed from the
    pods otherwise, with hysteresis and the NodeSubnet release rule) and the NIC changes
    (``ipam.plan_allocation``): releases only names in ipsNotInUse that no pod uses, checked
@@ -15,9 +16,7 @@ A reconcile of ``<namespace>/<node>`` goes read -> decide -> apply -> status:
    else released after the leak grace period; additions within 255 per NIC, halved on capacity
    errors; per-NIC backoff after failures.
 3. Apply: at most one NIC write per pass (additions first; removals wait for the next pass),
-   started and not waited for (``operations``): the pass returns while ARM works, the cloud
-   layer's operation tracker polls, and the operation's end enqueues the node; until then a pass
-   leaves that NIC alone, and the pass after it reads the NIC afresh and settles the outcome.
+   started, not waited for (``operations``: its end enqueues the node, whose next pass settles it).
    Every ARM write goes through the shared cloud's mutation token bucket (``cloud_access``), one
    write budget for all reconcilers.
 4. Status (``status``): networkContainers[0], assignedIPCount, the scaler, the reconcile status
@@ -58,7 +57,7 @@ from nodewright.cloud.errors import CloudError, LimitExceededError, NotFoundErro
 from nodewright.cloud.models import NicInfo, SubnetInfo
 from nodewright.cloud.resource_ids import InvalidResourceIdError, parse_provider_id
 from nodewright.controllers.node_network_config.cloud import NetworkOperations, NicLocator
-from nodewright.controllers.node_network_config.demand import DemandSide, SpecDecision
+from nodewright.controllers.node_network_config.demand import DemandSide, SpecDecision, incoming_pods
 from nodewright.controllers.node_network_config.lifecycle import Lifecycle
 from nodewright.controllers.node_network_config.metrics import IpamMetrics, NodeFigures, node_pool_of
 from nodewright.controllers.node_network_config.nic_book import NicBook
@@ -93,6 +92,7 @@ from nodewright.ipam import (
     addresses_of,
     blocks_for,
     blocks_in_use,
+    demand_with_incoming,
     plan_allocation,
     status_assignments,
 )
@@ -104,7 +104,7 @@ from nodewright.runtime.logs import get_logger
 from nodewright.runtime.objects import add_finalizer
 from nodewright.runtime.recent_writes import RecentWrites
 from nodewright.runtime.reconcile import Request, Result
-from nodewright.runtime.times import now_text
+from nodewright.runtime.times import now_text, parse_time
 
 __all__ = ["POD_NODE_INDEX", "EventSink", "NodeNetworkConfigReconciler", "NodeNetworkConfigStores"]
 
@@ -147,8 +147,7 @@ class _View:
     demand: int
     in_use: frozenset[str]
     now: float
-    ended: NicOperation | None = None
-    """The NIC write that ended since the last pass (this pass settles it)."""
+    ended: NicOperation | None = None  # the NIC write that ended since the last pass
 
     @property
     def name(self) -> str:
@@ -202,7 +201,7 @@ class NodeNetworkConfigReconciler:
         self._events = events
         self.settings = settings
         self._clock = clock
-        self._new_name = new_name
+        self._wall_clock = wall_clock
         self._jitter = jitter
         self._written = RecentWrites()
         """The server's answers to our NodeNetworkConfig writes, until the cache shows them."""
@@ -210,12 +209,11 @@ class NodeNetworkConfigReconciler:
             backoff_base_seconds=settings.backoff_base_seconds,
             backoff_cap_seconds=settings.backoff_cap_seconds,
             leak_grace_seconds=settings.leak_grace_period_seconds,
-            idle_seconds=settings.idle_release_seconds,
         )
+        prefix = BLOCK_PREFIX_LENGTH if settings.prefix_blocks else None
         self._writes = NicWrites(
-            network=network, book=self.book, namespace=settings.namespace, notify=notify or _ignore
+            network, self.book, settings.namespace, notify or (lambda _: None), new_name, prefix
         )
-        """Starts NIC writes; ``notify`` enqueues a node when its write ended."""
         self.subnets = SubnetBook(
             client=client,
             network=network,
@@ -329,7 +327,8 @@ class NodeNetworkConfigReconciler:
         subnet_id = primary_subnet_id(nic)
         subnet = self.subnets.usage(subnet_id, now) if subnet_id else None
         exhausted = self.subnets.exhausted(subnet_id) if subnet_id else False
-        demand, in_use = node_pods(self._stores.pods.by_index(POD_NODE_INDEX, config.name))
+        resident, in_use = node_pods(self._stores.pods.by_index(POD_NODE_INDEX, config.name))
+        demand = demand_with_incoming(resident, incoming_pods(node, parse_time(self._wall_clock())))
         return _View(
             raw,
             config,
@@ -462,10 +461,8 @@ class NodeNetworkConfigReconciler:
     def _apply(
         self, view: _View, nic: NicInfo, plan: AllocationPlan, outcome: Outcome
     ) -> tuple[NicInfo, list[str]]:
-        """Start the plan's NIC write (at most one, unless backed off), or take the failure of the
-        write that ended since the last pass as a write's failure; returns the NIC (as read after
-        a failure) and the names added now (none: a write started now lands in a later pass).
-        Additions go first: removals wait a pass."""
+        """Start the plan's one NIC write (unless backed off; additions first, removals wait a pass),
+        or take the failure of the write ended since the last pass; returns the NIC and no names."""
         failed = view.ended.error if view.ended is not None else None
         if not plan.changes_nic and failed is None:
             return nic, []
@@ -478,10 +475,7 @@ class NodeNetworkConfigReconciler:
             if failed is not None and view.ended is not None:
                 plan = with_add_count(plan, view.ended)
                 raise failed
-            if plan.add_count:
-                self._add(view, plan)
-            else:
-                self._remove(view, plan)
+            self._writes.start(view.name, view.nic_id, plan, view.subnet_id, view.now)
             outcome.complete = False
             return nic, []
         except (SubnetFullError, LimitExceededError) as error:
@@ -500,21 +494,6 @@ class NodeNetworkConfigReconciler:
             return self._nic(view.nic_id, view.now, fresh=True), []
         except CloudError:
             return nic, []
-
-    def _add(self, view: _View, plan: AllocationPlan) -> None:
-        names = [self._new_name() for _ in range(plan.add_count)]
-        prefix = BLOCK_PREFIX_LENGTH if self.settings.prefix_blocks else None
-        if self._writes.add(view.name, view.nic_id, names, view.subnet_id, prefix, view.now):
-            log.info("Started adding IPs", node=view.name, added=len(names))
-
-    def _remove(self, view: _View, plan: AllocationPlan) -> None:
-        if self._writes.remove(view.name, view.nic_id, plan.release, plan.collected, view.now):
-            log.info(
-                "Started releasing IPs",
-                node=view.name,
-                released=len(plan.release),
-                collected=len(plan.collected),
-            )
 
     def _on_capacity_error(
         self, view: _View, plan: AllocationPlan, outcome: Outcome, error: CloudError
@@ -602,20 +581,15 @@ class NodeNetworkConfigReconciler:
         present = dict(assignments)
         pending = [n for n in listed if n in present]
         settle = self.settings.release_settle_seconds
-        later = [
-            self.book.surplus_due(view.nic_id, self.settings.scale_down_delay_seconds),
-            self.book.next_idle_due(view.nic_id) if self.settings.release == "idle" else None,
-        ]
-        # A surplus or an idle address already past its time waits for demand to change.
-        dues = [self.book.next_leak_due(view.nic_id), *(due for due in later if due and due > view.now)]
+        surplus_due = self.book.surplus_due(view.nic_id, self.settings.scale_down_delay_seconds)
+        # A surplus already past its time waits for demand to change.
+        dues = [self.book.next_leak_due(view.nic_id)]
+        if surplus_due and surplus_due > view.now:
+            dues.append(surplus_due)
         if pending:
             dues.append(min(self.book.settling_until(view.nic_id, pending, settle), default=view.now))
         delays += [max(due - view.now, PENDING_REQUEUE_SECONDS) for due in dues if due is not None]
         return min(delays)
-
-
-def _ignore(request: Request) -> None:
-    del request
 
 
 _UNSELECTED: Object = {"metadata": {"name": ""}}

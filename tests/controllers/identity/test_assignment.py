@@ -16,6 +16,7 @@ from nodewright.api.aadpodidentity.v1 import (
     CONDITION_CLIENT_ID_CURRENT,
     CONDITION_IDENTITY_FOUND,
     CONDITION_RESOLVED,
+    CONDITION_SELECTOR_VALID,
     AzureAssignedIdentity,
     AzureIdentity,
     AzureIdentityBinding,
@@ -268,8 +269,9 @@ def parse_scale_set_id_sub(identity_id: str) -> str:
 
 
 def test_bad_input_is_reported_and_others_are_unaffected(world: World) -> None:
-    """Malformed resourceID, identity missing in Azure, binding to a missing identity, pod on a node
-    without providerID: each gets a clear status and a Warning Event; the good pod is Assigned."""
+    """Malformed resourceID, identity missing in Azure, binding to a missing identity, a selector
+    no pod label can carry (300 characters, non-ASCII), pod on a node without providerID: each
+    gets a clear status and a Warning Event; the good pod is Assigned."""
     group = world.resource_group("mc")
     good = world.identity(group, "good")
     scale_set = world.scale_set(group, "pool", capacity=1)
@@ -288,6 +290,8 @@ def test_bad_input_is_reported_and_others_are_unaffected(world: World) -> None:
     world.binding("good-binding", "good", "good")
     world.binding("malformed-binding", "malformed", "malformed")
     world.binding("ghost-binding", "ghost", "ghost")
+    world.binding("long-selector-binding", "good", "x" * 300)
+    world.binding("accented-selector-binding", "good", "wéb")
     world.pod("good", node, "good")
     world.pod("malformed", node, "malformed")
     world.pod("on-bare-node", bare_node, "good")
@@ -310,6 +314,18 @@ def test_bad_input_is_reported_and_others_are_unaffected(world: World) -> None:
         message="malformed binding",
     )
     eventually(lambda: binding_condition("good-binding") == ("True", "Found"), message="good binding")
+
+    def selector_condition(name: str) -> tuple[str, str]:
+        return condition(
+            AzureIdentityBinding.from_object(world.client.get(AZURE_IDENTITY_BINDING, name, world.namespace)),
+            CONDITION_SELECTOR_VALID,
+        )
+
+    invalid = ("False", "InvalidSelector")
+    eventually(lambda: selector_condition("long-selector-binding") == invalid, message="long selector")
+    eventually(lambda: selector_condition("accented-selector-binding") == invalid, message="accented")
+    assert selector_condition("good-binding") == ("True", "Valid")
+    assert binding_condition("long-selector-binding") == ("True", "Found"), "the identity is fine"
 
     def identity_condition(name: str) -> tuple[str, str]:
         return condition(
@@ -339,6 +355,12 @@ def test_bad_input_is_reported_and_others_are_unaffected(world: World) -> None:
     world.client.delete(NODE, bare_node)
     reasons = {e["reason"] for e in world.events()}
     assert {"IdentityNotFound", "InvalidResourceID", "binding apply error"} <= reasons
+    invalid_selector = world.events(reason="InvalidSelector")
+    assert sorted(e["involvedObject"]["name"] for e in invalid_selector) == [
+        "accented-selector-binding",
+        "long-selector-binding",
+    ], "one Event per binding"
+    assert all(e.get("count", 1) == 1 and "aadpodidbinding" in e["message"] for e in invalid_selector)
     assert world.identities_on(scale_set) == {good.lower()}
 
 

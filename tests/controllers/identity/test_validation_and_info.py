@@ -8,12 +8,15 @@ import pytest
 
 from nodewright.api.aadpodidentity.v1 import (
     CONDITION_CLIENT_ID_CURRENT,
+    CONDITION_IDENTITY_FOUND,
     CONDITION_RESOLVED,
+    CONDITION_SELECTOR_VALID,
     AzureIdentity,
     AzureIdentityBinding,
     AzureIdentityStatus,
 )
 from nodewright.api.meta import Condition
+from nodewright.controllers.identity.binding import binding_conditions
 from nodewright.controllers.identity.conditions import (
     with_condition,
 )
@@ -94,6 +97,41 @@ from tests.controllers.identity.decision_helpers import (
         ),
         pytest.param(
             [identity("id")],
+            [binding("b", "id", "a" * 300)],
+            [],
+            None,
+            [("AzureIdentityBinding", "b", "InvalidSelector")],
+            id="selector-of-300-characters",
+        ),
+        pytest.param(
+            [identity("id")],
+            [binding("b", "id", "wéb")],
+            [],
+            None,
+            [("AzureIdentityBinding", "b", "InvalidSelector")],
+            id="non-ascii-selector",
+        ),
+        pytest.param(
+            [],
+            [binding("b", "missing", "app ")],
+            [],
+            None,
+            [
+                ("AzureIdentityBinding", "b", "IdentityNotFound"),
+                ("AzureIdentityBinding", "b", "InvalidSelector"),
+            ],
+            id="missing-identity-and-selector-with-space",
+        ),
+        pytest.param(
+            [identity("id")],
+            [binding("b", "id", "a" * 63), binding("c", "id", "")],
+            [],
+            None,
+            [],
+            id="longest-and-empty-selectors-are-label-values",
+        ),
+        pytest.param(
+            [identity("id")],
             [binding("b", "id", "app")],
             [pod("p", node="gone")],
             {},
@@ -137,6 +175,25 @@ def test_validation_messages_name_the_fix() -> None:
     (missing,) = validate([], [binding("b", "nope", "app", "team")])
     assert "'nope'" in missing.message
     assert "team" in missing.message
+
+
+def test_an_invalid_selector_gets_its_own_condition_beside_identity_found() -> None:
+    """A binding whose selector no pod can carry says so in SelectorValid, with the length and
+    the rule (the selector cut short), and IdentityFound still speaks of the identity alone."""
+    conditions = binding_conditions(binding("b", "id", "a" * 300, "team"), [identity("id", namespace="team")])
+    assert [(c.type, c.status, c.reason) for c in conditions] == [
+        (CONDITION_IDENTITY_FOUND, "True", "Found"),
+        (CONDITION_SELECTOR_VALID, "False", "InvalidSelector"),
+    ]
+    message = conditions[1].message
+    assert "300 characters long" in message
+    assert "aadpodidbinding" in message
+    assert len(message) < 250
+    valid = binding_conditions(binding("b", "id", "app", "team"), [identity("id", namespace="team")])
+    assert [(c.type, c.status) for c in valid] == [
+        (CONDITION_IDENTITY_FOUND, "True"),
+        (CONDITION_SELECTOR_VALID, "True"),
+    ]
 
 
 # --- Identity info -----------------------------------------------------------------------------------

@@ -123,6 +123,9 @@ class RolloutBench:
     switch: CrashSwitch = field(default_factory=CrashSwitch)
     scale_sets: list[str] = field(default_factory=list)
     standalone_groups: list[str] = field(default_factory=list)
+    desired_capacity: dict[str, int] = field(default_factory=dict)
+    """Each pool's size (lowercased scale set or resource group ID): what a NodeImage reporting
+    Complete must have left it at (``invariants``). A test that resizes a pool on purpose says so here."""
     running: _RunningManager | None = None
     _cloud: Cloud | None = None
     _simulator: NodeSimulator | None = None
@@ -166,6 +169,7 @@ class RolloutBench:
             computer_name_prefix=f"{name}{self.suffix}",
         )
         self.scale_sets.append(scale_set)
+        self.desired_capacity[scale_set.lower()] = capacity
         return scale_set
 
     def add_standalone_machines(self, prefix: str, count: int, image: str = OLD_IMAGE) -> str:
@@ -178,6 +182,7 @@ class RolloutBench:
             )
         group = f"/subscriptions/{DEFAULT_SUBSCRIPTION}/resourceGroups/{RESOURCE_GROUP}"
         self.standalone_groups.append(group)
+        self.desired_capacity[group.lower()] = self.desired_capacity.get(group.lower(), 0) + count
         return group
 
     def create_standalone_scaling_group(
@@ -277,8 +282,11 @@ class RolloutBench:
         }
         return NodeImageSettings(timeouts=timeouts, **values)
 
-    def start(self, settings: NodeImageSettings | None = None) -> None:
-        """Run a fresh manager with the node-image reconcilers (a restart, if one ran before)."""
+    def start(
+        self, settings: NodeImageSettings | None = None, *, also: Callable[[Manager], object] | None = None
+    ) -> None:
+        """Run a fresh manager with the node-image reconcilers (a restart, if one ran before);
+        ``also`` wires more reconcilers into the same manager (such as IPAM's)."""
         assert self.running is None, "stop the running manager first"
         config = parse_config(
             {
@@ -299,6 +307,8 @@ class RolloutBench:
             self.cloud.standalone,
             checkpoint=self.switch,
         )
+        if also is not None:
+            also(manager)
         self.running = _RunningManager(manager)
 
     def stop(self) -> None:
@@ -310,6 +320,10 @@ class RolloutBench:
 
     def nodes(self) -> list[dict[str, Any]]:
         return self.client.list(NODE, label_selector=self.node_selector).items
+
+    def node_image_names(self) -> list[str]:
+        """The NodeImages this bench created."""
+        return [name for kind, name in self._created if kind == NODE_IMAGE]
 
     def node_image(self, name: str | None = None) -> NodeImage:
         return NodeImage.from_object(self.client.get(NODE_IMAGE, name or f"cluster-{self.suffix}"))
@@ -347,7 +361,7 @@ class RolloutBench:
                         }
                     )
             if self.standalone_groups:
-                found += _standalone_machines(self.emulator)
+                found += standalone_machines(self.emulator)
         return found
 
     def live_machines(self) -> list[dict[str, Any]]:
@@ -387,7 +401,7 @@ class RolloutBench:
             self._cloud.close()
 
 
-def _standalone_machines(emulator: ArmEmulator) -> list[dict[str, Any]]:
+def standalone_machines(emulator: ArmEmulator) -> list[dict[str, Any]]:
     """The emulator's VMs in no scale set, as ``RolloutBench.machines`` lists them (state locked)."""
     found: list[dict[str, Any]] = []
     for machine in emulator.state.virtual_machines.values():

@@ -62,6 +62,7 @@ from nodewright.controllers.node_image.grouping import (
     rollout_in_progress,
     same_image,
     settled_joins,
+    stale_joins,
 )
 from nodewright.controllers.node_image.pairing import (
     ReplacementPair,
@@ -366,9 +367,9 @@ def test_budget(
 
 
 def test_settled_joins_are_the_ones_whose_node_is_no_longer_a_mint() -> None:
-    """A join whose node became a heir is done; one whose node came up on an image no longer
-    desired makes it obsolete (removed, not replaced) and is done once the obsolete mark is
-    written; joins still in flight are not."""
+    """A join whose node came up on an image no longer desired makes it obsolete (removed, not
+    replaced) and is done once the obsolete mark is written; one whose node became a heir is not
+    settled but stale (reported, ``stale_joins``); joins still in flight are neither."""
     nodes = [
         node("heir", image=NEW, donor="x"),
         node("late", image=OLD),
@@ -379,7 +380,9 @@ def test_settled_joins_are_the_ones_whose_node_is_no_longer_a_mint() -> None:
     groups = group_nodes(nodes, pending_nodes, DESIRED)
     assert [n.name for n in groups.obsolete] == ["late", "marked"]
     assert not groups.outdated
-    assert [p.name for p in settled_joins(groups, pending_nodes)] == ["heir", "marked"]
+    assert [p.name for p in settled_joins(groups, pending_nodes)] == ["marked"]
+    stale = stale_joins(groups, pending_nodes)
+    assert [(s.pending_node.name, s.node.name) for s in stale] == [("heir", "heir")]
 
 
 @pytest.mark.parametrize(

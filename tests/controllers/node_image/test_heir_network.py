@@ -1,21 +1,32 @@
 """A heir is never drained into while its IP pool is short, against the real API server, the ARM
-emulator and the node simulator. The test plays the IPAM side: it publishes the NodeNetworkConfig
-status (the pool) that the node-network-config reconciler or Azure CNS would write. The donor
-keeps serving (not cordoned) while the heir has no NodeNetworkConfig, then while its pool is one
-IP short of the donor's pods plus the buffer; it is cordoned only after the pool is filled."""
+emulator and the node simulator. The first test plays the IPAM side: it publishes the
+NodeNetworkConfig status (the pool) that the node-network-config reconciler or Azure CNS would
+write. The donor keeps serving (not cordoned) while the heir has no NodeNetworkConfig, then while
+its pool is one IP short of the donor's pods plus the buffer; it is cordoned only after the pool
+is filled. The others run the node-network-config reconciler beside the NodeImage reconciler, no
+pool set by hand: IPAM must size the heir for the donor's pods before the gate asks (issue 32:
+with more than 8 pods on the donor the two waited on each other for ever)."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from typing import Any
 
 import pytest
 
+from nodewright.api.acn.v1alpha1 import RESOURCES as SUBNET_RESOURCES
+from nodewright.api.nodewright.v1alpha1 import INCOMING_PODS_ANNOTATION, IncomingPods
+from nodewright.controllers import node_network_config
 from nodewright.controllers.node_image.grouping import DONOR_ANNOTATION
+from nodewright.controllers.node_image.heir_network import pool_size
 from nodewright.controllers.node_image.resources import NODE_NETWORK_CONFIG
+from nodewright.controllers.node_network_config.cloud import MachineNicLocator
+from nodewright.devenv.crds import install_crds
 from nodewright.runtime import errors
 from nodewright.runtime.kinds import NODE, POD
+from nodewright.runtime.manager import Manager
 from tests.controllers.node_image.support import RolloutBench
 
 pytestmark = pytest.mark.slow
@@ -128,4 +139,88 @@ def test_the_donor_waits_for_its_heirs_ip_pool(bench: RolloutBench) -> None:
     cordoned_at = watch.first_cordon()
     assert cordoned_at is not None
     assert cordoned_at >= filled_at
+    assert [n["metadata"]["name"] for n in bench.nodes()] == [heir]
+
+
+def _create_pods(bench: RolloutBench, node: str, count: int) -> None:
+    for index in range(count):
+        bench.client.create(
+            POD,
+            {
+                "metadata": {"name": f"web-{index}", "namespace": bench.namespace},
+                "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]},
+            },
+        )
+
+
+def _pool(bench: RolloutBench, node: str) -> int:
+    try:
+        return pool_size(bench.client.get(NODE_NETWORK_CONFIG, node, bench.namespace))
+    except errors.NotFound:
+        return 0
+
+
+def _announced(bench: RolloutBench, node: str) -> IncomingPods | None:
+    try:
+        annotations = bench.client.get(NODE, node)["metadata"].get("annotations") or {}
+    except errors.NotFound:
+        return None
+    return IncomingPods.parse(annotations.get(INCOMING_PODS_ANNOTATION))
+
+
+def _release_finalizers(bench: RolloutBench) -> None:
+    """Let the namespace go: the stopped IPAM reconciler can no longer finalize its objects."""
+    for config in bench.client.list(NODE_NETWORK_CONFIG, bench.namespace).items:
+        with contextlib.suppress(errors.NotFound):
+            bench.client.patch(
+                NODE_NETWORK_CONFIG,
+                config["metadata"]["name"],
+                {"metadata": {"finalizers": None}},
+                bench.namespace,
+            )
+
+
+@pytest.mark.parametrize(
+    ("pods", "consumer"),
+    [pytest.param(10, "crd", id="10-pods-crd"), pytest.param(20, "nodesubnet", id="20-pods-nodesubnet")],
+)
+def test_ipam_sizes_the_heir_for_its_donors_pods(bench: RolloutBench, pods: int, consumer: str) -> None:
+    """With IPAM running and no pool set by hand, a donor with more pods than a fresh heir's pool
+    holds spare (16 IPs, 8 of them buffer) is cordoned within a bounded time: the heir announces
+    the pods, IPAM sizes its pool for them plus the buffer, the gate passes; the announcement is
+    gone once the donor is replaced."""
+    install_crds(bench.client, SUBNET_RESOURCES, timeout=30)  # IPAM publishes ClusterSubnetStates
+    bench.add_scale_set("n", 1)
+    bench.start_simulator()
+    (donor,) = [n["metadata"]["name"] for n in bench.nodes()]
+    _create_pods(bench, donor, pods)
+    settings = node_network_config.NodeNetworkConfigSettings(
+        namespace=bench.namespace,
+        node_selector=bench.node_selector,
+        consumer="nodesubnet" if consumer == "nodesubnet" else "crd",
+        nic_refresh_seconds=1.0,
+    )
+
+    def with_ipam(manager: Manager) -> None:
+        node_network_config.install(manager, settings, bench.cloud.network, MachineNicLocator(bench.cloud))
+
+    watch = CordonWatch(bench, donor)
+    watch.start()
+    bench.start(bench.settings(node_network_config_namespace=bench.namespace), also=with_ipam)
+    try:
+        # As in a cluster that ran IPAM before the rollout: the donor's pool holds its pods.
+        bench.wait_for(lambda: _pool(bench, donor) >= pods, 60, "IPAM sized the donor's pool")
+        bench.create_node_image()
+        bench.create_scaling_group(bench.scale_sets[0])
+        heir = bench.wait_for(lambda: _heir(bench), 60, "a heir paired with the donor")
+        announced = bench.wait_for(lambda: _announced(bench, heir), 60, "the heir announced its pods")
+        assert (announced.donor, announced.pods) == (donor, pods)
+        bench.wait_for(lambda: watch.cordoned_at is not None, 90, "donor cordoned: the gate passed")
+        assert _pool(bench, heir) >= pods + 8, "the donor went before the heir's pool could take its pods"
+        bench.wait_for(lambda: bench.condition() == ("True", "AllNodesUpToDate"), 90, "rollout finished")
+        bench.wait_for(lambda: _announced(bench, heir) is None, 30, "the announcement removed")
+    finally:
+        watch.stop()
+        bench.stop()
+        _release_finalizers(bench)
     assert [n["metadata"]["name"] for n in bench.nodes()] == [heir]

@@ -82,6 +82,16 @@ def test_every_option_is_read() -> None:
         pytest.param(
             {"nodeLabelSelector": "a b c"}, "options.nodeLabelSelector: cannot parse", id="bad-selector"
         ),
+        pytest.param(
+            {"nodeLabelSelector": "pool=" + "u" * 300},
+            "characters) is 300 characters long; a label value has at most 63",
+            id="selector-of-300-characters",
+        ),
+        pytest.param(
+            {"nodeLabelSelector": "pool in (usér)"},
+            "options.nodeLabelSelector: label selector requirement 'pool in (usér)': value 'usér' is not",
+            id="non-ascii-selector",
+        ),
     ],
 )
 def test_bad_options_fail_with_one_line_naming_the_key(options: dict[str, Any], message: str) -> None:

@@ -121,6 +121,7 @@ def test_new_node_with_nothing_left_to_replace_is_obsolete_and_removed(bench: Ro
 
     bench.wait_for(bench.pending_nodes, 30, "a join")
     bench.cloud.compute.delete_instance(parse_provider_id("azure://" + original["id"]))
+    bench.desired_capacity[scale_set.lower()] = 0  # the pool's one machine deleted on purpose
     bench.wait_for(lambda: "mark-obsolete" in bench.switch.seen, 30, "the new node marked obsolete")
     bench.wait_for(lambda: not bench.machines() and not bench.nodes(), 30, "the obsolete node removed")
     bench.wait_for(lambda: not bench.pending_nodes(), 30, "no PendingNode left")

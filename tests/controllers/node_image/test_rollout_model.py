@@ -30,12 +30,14 @@ from nodewright.controllers.node_image.grouping import (
     NODE_IMAGE_ANNOTATION,
     OBSOLETE_ANNOTATION,
     SCALING_GROUP_ANNOTATION,
+    SERVED_AS_HEIR_ANNOTATION,
     ClusterNode,
     RolloutTimeouts,
     group_nodes,
     new_node_budget,
     rollout_in_progress,
     settled_joins,
+    stale_joins,
 )
 from nodewright.controllers.node_image.pairing import (
     ReplacementStep,
@@ -77,6 +79,8 @@ class World:
     pending: dict[str, PendingNode] = field(default_factory=dict)
     counter: int = 0
     original: dict[NodeRole, int] = field(default_factory=dict)
+    removed_heirs: list[str] = field(default_factory=list)
+    """Nodes removed although they had served as a heir (must stay empty)."""
 
     def add_original(self, group: str, count: int) -> None:
         for _ in range(count):
@@ -171,11 +175,16 @@ class World:
         groups = group_nodes(self.nodes.values(), pending_nodes, DESIRED)
         for join in settled_joins(groups, pending_nodes):
             del self.pending[join.name]
+        for stale in stale_joins(groups, pending_nodes):
+            del self.pending[stale.pending_node.name]
         pending_nodes = list(self.pending.values())
         budget = new_node_budget(self.max_surge, groups, pending_nodes)
         pairing = pair_nodes(groups)
         for pair in pairing.to_annotate:
-            self.annotate(pair.heir.name, **{DONOR_ANNOTATION: pair.donor.name})
+            self.annotate(
+                pair.heir.name,
+                **{DONOR_ANNOTATION: pair.donor.name, SERVED_AS_HEIR_ANNOTATION: pair.donor.name},
+            )
             self.annotate(pair.donor.name, **{HEIR_ANNOTATION: pair.heir.name})
             if pair.pending_node is not None:
                 del self.pending[pair.pending_node.name]
@@ -183,7 +192,9 @@ class World:
             self.annotate(mint.node.name, **{OBSOLETE_ANNOTATION: "true"})
             del self.pending[mint.pending_node.name]
         for heir in pairing.clear_donor_annotation:
-            self.annotate(heir.name, **{DONOR_ANNOTATION: None})
+            self.annotate(
+                heir.name, **{DONOR_ANNOTATION: None, SERVED_AS_HEIR_ANNOTATION: heir.served_as_heir}
+            )
         for donor in pairing.clear_heir_annotation:
             self.annotate(donor.name, **{HEIR_ANNOTATION: None})
         for pair in pairing.pairs:
@@ -223,7 +234,26 @@ class World:
                     ),
                 )
 
+    def replay_join(self) -> None:
+        """A Join for the first node that served as a heir lands again, as a create from a deposed
+        leader would (named after the node, as every Join is)."""
+        heir = next((n for n in sorted(self.nodes.values(), key=lambda n: n.name) if n.served_as_heir), None)
+        if heir is None or heir.name in self.pending:
+            return
+        self.pending[heir.name] = PendingNode(
+            metadata={"name": heir.name},
+            spec=PendingNodeSpec(
+                provider_id=heir.provider_id,
+                group_id=heir.scaling_group_id,
+                node_name=heir.name,
+                goal=PendingNodeGoal.JOIN,
+                deadline=(self.now() + timedelta(minutes=30)).isoformat(),
+            ),
+        )
+
     def remove(self, node: ClusterNode) -> None:
+        if node.served_as_heir:
+            self.removed_heirs.append(node.name)
         self.pending[node.name] = PendingNode(
             metadata={"name": node.name},
             spec=PendingNodeSpec(
@@ -245,6 +275,8 @@ class World:
                 node_exists=pending_node.name in self.nodes,
                 now=self.now(),
                 timeouts=RolloutTimeouts(),
+                node_served_as_heir=pending_node.name in self.nodes
+                and bool(self.nodes[pending_node.name].served_as_heir),
             )
             if decision.action is PendingNodeAction.DELETE_RECORD:
                 del self.pending[pending_node.name]
@@ -267,12 +299,21 @@ class World:
     ready_ticks=st.integers(min_value=0, max_value=4),
     control_plane=st.integers(min_value=0, max_value=3),
     workers=st.lists(st.integers(min_value=0, max_value=4), min_size=1, max_size=3),
+    replays=st.sets(st.integers(min_value=1, max_value=80), max_size=12),
 )
 def test_rollout_converges_within_the_surge(
-    max_surge: int, join_ticks: int, ready_ticks: int, control_plane: int, workers: list[int]
+    *,
+    max_surge: int,
+    join_ticks: int,
+    ready_ticks: int,
+    control_plane: int,
+    workers: list[int],
+    replays: set[int],
 ) -> None:
     """Every outdated node is replaced by one on the desired image, with its labels; at no tick are
-    there more than maxSurge extra machines (control plane: one); no PendingNode is left over."""
+    there more than maxSurge extra machines (control plane: one); no PendingNode is left over. A
+    Join for a node that already served as a heir, replayed at the ``replays`` ticks (a late
+    create from a deposed leader), changes none of that and removes no heir."""
     groups = {"control-plane": NodeRole.CONTROL_PLANE} | {
         f"workers{i}": NodeRole.WORKER for i in range(len(workers))
     }
@@ -286,6 +327,8 @@ def test_rollout_converges_within_the_surge(
     while world.tick < limit:
         world.tick += 1
         world.advance_cloud()
+        if world.tick in replays:
+            world.replay_join()
         world.reconcile_node_image()
         world.reconcile_pending_nodes()
         assert world.extra_machines() <= max_surge
@@ -297,6 +340,7 @@ def test_rollout_converges_within_the_surge(
         if settled and world.machines.keys() == world.nodes.keys():
             break
     assert world.tick < limit, "rollout did not converge"
+    assert world.removed_heirs == [], "a node that served as a heir was removed"
     assert len(world.nodes) == size
     assert all(node.image == NEW for node in world.nodes.values())
     assert not world.pending

@@ -10,6 +10,8 @@ import pytest
 
 from nodewright.api.meta import Condition
 from nodewright.api.nodewright.v1alpha1 import (
+    CONDITION_DEGRADED,
+    CONDITION_PROGRESSING,
     NodeImage,
     PendingNode,
     PendingNodeGoal,
@@ -32,6 +34,7 @@ from nodewright.controllers.node_image.rollout_state import (
     decide_rollout,
     desired_image_of,
     gate_failure,
+    overlay_conditions,
 )
 from nodewright.controllers.node_image.scale_out import ScaleOut, ScaleOutPlan, cap_scale_out
 from nodewright.controllers.node_image.targeting import claim_scaling_groups, node_scale_set
@@ -369,3 +372,33 @@ def test_a_finished_canary_counts_so_a_restart_never_adds_a_second() -> None:
         canary_placed=True,
     )
     assert (decision.memory.state, decision.scale_out) == (RolloutState.SOAKING, False)
+
+
+def test_quarantined_nodes_keep_a_finished_rollout_from_complete() -> None:
+    """Nothing left to replace but quarantined nodes (not drained in time, left for a human): the
+    rollout is Quarantined, not Complete (its pool is not whole), and not running (autoscaling
+    comes back); Progressing and Degraded name the nodes. Once they are gone it is Complete."""
+    image = node_image()
+    memory = RolloutMemory(RolloutState.ROLLING, NEW, OLD, canary_passed=True)
+    arguments: dict[str, Any] = {
+        "outdated_images": [],
+        "outdated_left": False,
+        "in_flight": False,
+        "failure": None,
+        "now": NOW,
+    }
+    held = decide_rollout(memory, image, quarantined=True, **arguments)
+    assert held.memory.state is RolloutState.QUARANTINED
+    assert not any_rollout_running([{"status": {"rolloutState": held.memory.state.value}}])
+    conditions = {
+        c.type: (c.status, c.reason, c.message)
+        for c in overlay_conditions([], held.memory, quarantined=["node-7"])
+    }
+    assert conditions[CONDITION_PROGRESSING][:2] == ("False", "NodesQuarantined")
+    assert conditions[CONDITION_DEGRADED][:2] == ("True", "NodesQuarantined")
+    assert "node-7" in conditions[CONDITION_DEGRADED][2]
+    assert decide_rollout(held.memory, image, quarantined=True, **arguments).memory.state is (
+        RolloutState.QUARANTINED
+    )
+    done = decide_rollout(held.memory, image, **arguments)
+    assert done.memory.state is RolloutState.COMPLETE

@@ -9,7 +9,9 @@ from __future__ import annotations
 import pytest
 
 from nodewright.api.nodewright.v1alpha1 import QUARANTINE_LABEL
+from nodewright.cloud.resource_ids import parse_provider_id
 from nodewright.runtime.kinds import NODE, POD, POD_DISRUPTION_BUDGET
+from tests.controllers.node_image.invariants import assert_complete_means_whole
 from tests.controllers.node_image.support import RolloutBench, wait_for_budget_computed
 
 pytestmark = pytest.mark.slow
@@ -35,7 +37,9 @@ def _guard(bench: RolloutBench, node: str) -> None:
 
 def test_cordon_quarantines_the_undrainable_donor_and_goes_on(bench: RolloutBench) -> None:
     """Cordon: after drainTimeout the donor is labelled Quarantined, stays cordoned with its pod,
-    its heir is released, the rollout completes, a Warning Event names the node."""
+    its heir is released, the rollout replaces the rest, a Warning Event names the node; the
+    rollout is Quarantined (Degraded NodesQuarantined), not Complete, until a human removes the
+    quarantined machine."""
     bench.add_scale_set("q", 1)
     bench.start_simulator()
     (donor,) = [n["metadata"]["name"] for n in bench.nodes()]
@@ -54,6 +58,13 @@ def test_cordon_quarantines_the_undrainable_donor_and_goes_on(bench: RolloutBenc
     assert not bench.client.get(POD, "guarded", bench.namespace)["metadata"].get("deletionTimestamp")
     assert bench.events(name, "NodeQuarantined")
     assert len(bench.nodes()) == 2, "the quarantined donor stays beside its released heir"
+    bench.wait_for(lambda: bench.node_image().status.rollout_state == "Quarantined", 20, "Quarantined")
+    assert bench.condition(kind="Degraded")[:2] == ("True", "NodesQuarantined")
+    # A human takes the quarantined machine out: the pool is whole again, and the rollout Complete.
+    bench.cloud.compute.delete_instance(parse_provider_id(node["spec"]["providerID"]))
+    bench.wait_for(lambda: donor not in {n["metadata"]["name"] for n in bench.nodes()}, 30, "donor Node gone")
+    bench.wait_for(lambda: bench.node_image().status.rollout_state == "Complete", 30, "Complete")
+    assert_complete_means_whole(bench)
 
 
 def test_fail_stops_the_rollout_and_forces_nothing(bench: RolloutBench) -> None:

@@ -30,7 +30,8 @@ from nodewright.controllers.node_network_config import (
     install,
 )
 from nodewright.controllers.node_network_config.cloud import MachineNicLocator
-from nodewright.devenv.cns_nodesubnet import NodeSubnetConsumer, nic_addresses_in_emulator
+from nodewright.devenv.cns_nodesubnet import NodeSubnetConsumer
+from nodewright.devenv.cns_nodesubnet_nmagent import answers_in_emulator
 from nodewright.devenv.nodesim import SIMULATED_LABEL, NodeSimulator, machines_in_emulator
 from nodewright.ipam import addresses_of
 from nodewright.runtime import errors
@@ -103,12 +104,16 @@ class IpamHarness:
             RESOURCE_GROUP, name or f"vm{uuid.uuid4().hex[:6]}", subnet_id=self.subnet_id
         )
 
-    def start_nodesubnet_consumer(self, *, minimum: float = 0.5, maximum: float = 4.0) -> NodeSubnetConsumer:
-        """Play Azure CNS NodeSubnet on the nodes (CNS's schedule, scaled down for a test)."""
+    def start_nodesubnet_consumer(
+        self, *, minimum: float = 0.5, maximum: float = 4.0, nmagent_lag: float = 0.2
+    ) -> NodeSubnetConsumer:
+        """Play Azure CNS NodeSubnet on the test's nodes (CNS's schedule and NMAgent's lag, scaled
+        down for a test)."""
         self.consumer = NodeSubnetConsumer(
             self.client,
-            nic_addresses_in_emulator(self.emulator.state),
-            pod_namespace=self.namespace,
+            answers_in_emulator(self.emulator.state),
+            node_selector=f"{SIMULATED_LABEL}={self.owner}",
+            nmagent_lag=nmagent_lag,
             minimum=minimum,
             maximum=maximum,
         )

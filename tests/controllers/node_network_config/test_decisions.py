@@ -1,16 +1,18 @@
 """The pure decisions of the node_network_config reconciler, table-style: the controller owner
 reference and CNS's IsControlledBy check, the release rule per consumer mode, the requested-count
-check, the node pool of a Node, the subnet's time to exhaustion, and the NIC book's hysteresis
-and idle clocks."""
+check, the node pool of a Node, the pods a heir's announcement adds to its demand, the subnet's
+time to exhaustion, and the NIC book's hysteresis and idle clocks."""
 
 from __future__ import annotations
 
 import dataclasses
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
-from nodewright.controllers.node_network_config.demand import releasable_addresses
+from nodewright.api.nodewright.v1alpha1 import INCOMING_PODS_ANNOTATION, IncomingPods
+from nodewright.controllers.node_network_config.demand import incoming_pods, releasable_addresses
 from nodewright.controllers.node_network_config.metrics import IpamMetrics, NodeFigures, node_pool_of
 from nodewright.controllers.node_network_config.nic_book import NicBook
 from nodewright.controllers.node_network_config.options import NodeNetworkConfigSettings
@@ -21,7 +23,6 @@ from nodewright.controllers.node_network_config.resources import (
     owner_references_for,
 )
 from nodewright.controllers.node_network_config.subnets import time_to_exhaustion
-from nodewright.devenv.cns_nodesubnet import FetchSchedule
 from nodewright.runtime.metrics import Metrics, activate
 
 NODE = {"metadata": {"name": "node-1", "uid": "uid-1"}}
@@ -83,7 +84,6 @@ def test_owner_references_migration() -> None:
 
 CRD = NodeNetworkConfigSettings(scale_down_delay_seconds=30)
 NODESUBNET = dataclasses.replace(CRD, consumer="nodesubnet")
-IDLE = dataclasses.replace(NODESUBNET, release="idle")
 
 
 @pytest.mark.parametrize(
@@ -92,27 +92,14 @@ IDLE = dataclasses.replace(NODESUBNET, release="idle")
         pytest.param(CRD, 10.0, set(), id="crd-surplus-too-young"),
         pytest.param(CRD, 30.0, None, id="crd-any-free-after-hysteresis"),
         pytest.param(NODESUBNET, 10_000.0, set(), id="nodesubnet-never-releases"),
-        pytest.param(IDLE, 10.0, set(), id="idle-surplus-too-young"),
-        pytest.param(IDLE, 30.0, {"10.0.0.5"}, id="idle-only-idle-and-free"),
     ],
 )
 def test_releasable_addresses(
     settings: NodeNetworkConfigSettings, lasted: float, expected: set[str] | None
 ) -> None:
-    """Hysteresis first; NodeSubnet releases nothing by default, and with release: idle only
-    addresses that are free now and have been idle long enough."""
-    allowed = releasable_addresses(
-        settings=settings,
-        surplus_lasted=lasted,
-        free_addresses={"10.0.0.5", "10.0.0.6"},
-        idle_addresses={"10.0.0.5", "10.0.0.7"},
-    )
+    """Hysteresis first; NodeSubnet releases nothing, ever."""
+    allowed = releasable_addresses(settings=settings, surplus_lasted=lasted)
     assert (None if allowed is None else set(allowed)) == expected
-
-
-def test_idle_release_waits_past_the_consumers_longest_discovery_interval() -> None:
-    """The idle period is the consumer's longest fetch interval plus the grace."""
-    assert IDLE.idle_release_seconds == 1024.0 + 60.0
 
 
 @pytest.mark.parametrize(
@@ -160,27 +147,16 @@ def test_time_to_exhaustion() -> None:
     assert time_to_exhaustion(None, 10.0, 600) is None
 
 
-def test_nic_book_hysteresis_and_idle_clocks() -> None:
-    """A surplus's age restarts when it goes away; an address is idle only while continuously free."""
-    book = NicBook(backoff_base_seconds=1, backoff_cap_seconds=2, leak_grace_seconds=5, idle_seconds=10)
+def test_nic_book_hysteresis_clock() -> None:
+    """A surplus's age restarts when it goes away."""
+    book = NicBook(backoff_base_seconds=1, backoff_cap_seconds=2, leak_grace_seconds=5)
     assert book.surplus_lasted("NIC", True, 100.0) == 0.0
     assert book.surplus_lasted("nic", True, 130.0) == 30.0
     assert book.surplus_due("nic", 60.0) == 160.0
     assert book.surplus_lasted("nic", False, 131.0) == 0.0
     assert book.surplus_due("nic", 60.0) is None
-    assert book.observe_idle("nic", {"a", "b"}, 0.0) == ()
-    assert book.observe_idle("nic", {"a"}, 10.0) == ("a",)
-    assert book.observe_idle("nic", {"a", "b"}, 11.0) == ("a",)  # b was in use in between
     book.forget("nic")
-    assert book.next_idle_due("nic") is None
-
-
-def test_fetch_schedule_doubles_to_1024_and_resets_on_change() -> None:
-    """CNS NodeSubnet: 4 s, doubling while nothing changes, capped at 1,024 s, back to 4 s."""
-    schedule = FetchSchedule()
-    intervals = [schedule.after_fetch(changed=False) for _ in range(10)]
-    assert intervals == [8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 1024.0, 1024.0]
-    assert schedule.after_fetch(changed=True) == 4.0
+    assert book.surplus_due("nic", 60.0) is None
 
 
 def test_ipam_metrics_sum_per_node_pool_on_the_active_registry() -> None:
@@ -206,3 +182,30 @@ def test_ipam_metrics_sum_per_node_pool_on_the_active_registry() -> None:
     assert 'nodewright_ipam_subnet_exhaustion_seconds{subnet="pods"} 120.0' in text
     ipam_metrics.forget("c")
     assert 'node_pool="user2"' not in metrics.render().decode()
+
+
+def _node_announcing(value: str | None) -> dict[str, Any]:
+    annotations = {} if value is None else {INCOMING_PODS_ANNOTATION: value}
+    return {"metadata": {"name": "heir", "annotations": annotations}}
+
+
+ANNOUNCED = IncomingPods(donor="old-0", pods=10, expires=datetime(2026, 12, 1, 12, 0, tzinfo=UTC))
+
+
+@pytest.mark.parametrize(
+    ("node", "now", "expected"),
+    [
+        pytest.param(_node_announcing(None), ANNOUNCED.expires, 0, id="none-announced"),
+        pytest.param(
+            _node_announcing(ANNOUNCED.format()), ANNOUNCED.expires - timedelta(minutes=1), 10, id="announced"
+        ),
+        pytest.param(_node_announcing(ANNOUNCED.format()), ANNOUNCED.expires, 0, id="lapsed"),
+        pytest.param(_node_announcing("ten"), ANNOUNCED.expires, 0, id="unreadable"),
+        pytest.param(_node_announcing(ANNOUNCED.format()), None, 0, id="time-unknown"),
+    ],
+)
+def test_incoming_pods_add_to_a_nodes_demand(
+    node: dict[str, Any], now: datetime | None, expected: int
+) -> None:
+    """A heir's announced pods count in its demand until the announcement lapses."""
+    assert incoming_pods(node, now) == expected

@@ -124,9 +124,7 @@ def test_failing_list_backs_off_and_logs_once(
     )
     cloud = cloud_for(arm_emulator, backoff_initial_seconds=0.0)
     settings = NodeNetworkConfigSettings(nic_list_period_seconds=1.0, backoff_base_seconds=2.0)
-    book = NicBook(
-        backoff_base_seconds=2.0, backoff_cap_seconds=60.0, leak_grace_seconds=600, idle_seconds=600
-    )
+    book = NicBook(backoff_base_seconds=2.0, backoff_cap_seconds=60.0, leak_grace_seconds=600)
     nic_id = f"{scale_set}/virtualMachines/0/networkInterfaces/vmss-a-nic"
     book.remember(nic_id, cloud.network.get_network_interface(nic_id), 0.0)
     book.track(nic_id, "node-0")

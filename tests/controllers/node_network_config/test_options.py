@@ -61,9 +61,7 @@ def test_reads_every_key() -> None:
     nodesubnet = parse_options(
         {
             "consumer": "nodesubnet",
-            "release": "idle",
-            "consumerDiscoveryMaxSeconds": 512,
-            "idleGraceSeconds": 30,
+            "release": "never",
             "discoveryHeadroomIPs": 4,
             "scaleDownDelaySeconds": 120,
             "nodeSelector": "pool in (user, system),!gpu",
@@ -71,10 +69,10 @@ def test_reads_every_key() -> None:
     )
     assert (nodesubnet.consumer, nodesubnet.release, nodesubnet.discovery_headroom_ips) == (
         "nodesubnet",
-        "idle",
+        "never",
         4,
     )
-    assert (nodesubnet.idle_release_seconds, nodesubnet.scale_down_delay_seconds) == (542.0, 120.0)
+    assert nodesubnet.scale_down_delay_seconds == 120.0
     assert nodesubnet.computes_demand
     assert not settings.demand_from_pods
     assert settings.scaler == PoolScaler(8, 100, 64, 200)
@@ -129,12 +127,10 @@ def test_reads_every_key() -> None:
         ),
         pytest.param(
             {"consumer": "nodesubnet", "release": "always"},
-            "options.release: expected one of never, idle",
+            "options.release: expected one of never,",
             id="bad-release",
         ),
-        pytest.param(
-            {"release": "idle"}, "options.release: applies to consumer nodesubnet only", id="release-crd"
-        ),
+        pytest.param({"release": "idle"}, "options.release: idle is refused", id="release-idle-crd"),
         pytest.param(
             {"discoveryHeadroomIPs": -1},
             "options.discoveryHeadroomIPs: expected a non-negative integer",
@@ -149,14 +145,19 @@ def test_reads_every_key() -> None:
             {"nodeSelector": "a b"}, "options.nodeSelector: not a label selector", id="selector-with-space"
         ),
         pytest.param(
-            {"prefixBlocks": True},
-            "options.prefixBlocks: needs consumer nodesubnet with release never",
-            id="prefix-without-nodesubnet",
+            {"nodeSelector": "pool=" + "u" * 300},
+            "options.nodeSelector: label selector requirement 'pool=uuuu",
+            id="selector-of-300-characters",
         ),
         pytest.param(
-            {"consumer": "nodesubnet", "release": "idle", "prefixBlocks": True},
-            "options.prefixBlocks: needs consumer nodesubnet with release never",
-            id="prefix-with-release",
+            {"nodeSelector": "pool in (usér)"},
+            "options.nodeSelector: not a label selector the API server accepts",
+            id="non-ascii-selector",
+        ),
+        pytest.param(
+            {"prefixBlocks": True},
+            "options.prefixBlocks: needs consumer nodesubnet",
+            id="prefix-without-nodesubnet",
         ),
     ],
 )
@@ -245,3 +246,15 @@ def test_validate_options_checks_the_cloud_block_too() -> None:
     with pytest.raises(ConfigError, match=r"options\.cloud\.subscriptionId: is required"):
         validate_options({"cloud": {}})
     validate_options({"cloud": {"subscriptionId": "s", "credential": {"kind": "workload-identity"}}})
+
+
+def test_release_idle_is_refused_for_nodesubnet_with_the_reason() -> None:
+    """CNS NodeSubnet has no release handshake and strands a refused update's addresses for good,
+    so no release is safe: ``release: idle`` fails config validation and says why."""
+    with pytest.raises(ConfigError) as caught:
+        parse_options({"consumer": "nodesubnet", "release": "idle"})
+    message = str(caught.value)
+    assert message.startswith("options.release: idle is refused")
+    assert "no release handshake" in message
+    assert "for good" in message
+    assert "\n" not in message

@@ -65,6 +65,7 @@ __all__ = [
     "CONDITION_CLIENT_ID_CURRENT",
     "CONDITION_IDENTITY_FOUND",
     "CONDITION_RESOLVED",
+    "CONDITION_SELECTOR_VALID",
     "CONDITION_WORKLOAD_IDENTITY_MIGRATION",
     "CRD_GROUP",
     "MIGRATION_CUT_OVER",
@@ -118,6 +119,9 @@ CONDITION_CLIENT_ID_CURRENT = "ClientIDCurrent"
 (it was deleted and recreated under the same name, aad-pod-identity #521) or is not set."""
 CONDITION_IDENTITY_FOUND = "IdentityFound"
 """AzureIdentityBinding: False when the AzureIdentity it names does not exist or is invalid."""
+CONDITION_SELECTOR_VALID = "SelectorValid"
+"""AzureIdentityBinding: False when spec.selector is no label value (longer than 63 characters,
+not ASCII, ...): no pod can carry it as its aadpodidbinding label, so the binding matches none."""
 CONDITION_WORKLOAD_IDENTITY_MIGRATION = "WorkloadIdentityMigration"
 """AzureIdentityBinding: the stage of its migration to workload identity; True with reason
 ``MIGRATION_CUT_OVER`` once its pods' owners were switched (pods labelled ``WORKLOAD_IDENTITY_LABEL``
@@ -340,7 +344,7 @@ class AzureIdentityBindingStatus(_WireModel):
     available_replicas: int = field(default=0, schema=_INT32)
     conditions: list[Condition] = field(
         default_factory=list,
-        description="nodewright: IdentityFound, WorkloadIdentityMigration.",
+        description="nodewright: IdentityFound, SelectorValid, WorkloadIdentityMigration.",
         schema=_conditions_schema(),
     )
 

@@ -1,7 +1,8 @@
 """nodewright.io/v1alpha1: NodeImage, ScalingGroup, PendingNode, AutoscalingStrategy.
 
 The node image rollout's kinds, modelled on constellation's node operator
-(update.edgeless.systems/v1alpha1) and all cluster-scoped like theirs. One module per kind;
+(update.edgeless.systems/v1alpha1) and all cluster-scoped like theirs. One module per kind, and
+``incoming_pods`` for the Node annotation the NodeImage reconciler publishes for IPAM;
 ``RESOURCES`` feeds ``make manifests``. Imports nothing internal beyond the model base.
 """
 
@@ -12,6 +13,7 @@ from nodewright.api.nodewright.v1alpha1.autoscaling_strategy import (
     AutoscalingStrategySpec,
     AutoscalingStrategyStatus,
 )
+from nodewright.api.nodewright.v1alpha1.incoming_pods import INCOMING_PODS_ANNOTATION, IncomingPods
 from nodewright.api.nodewright.v1alpha1.node_image import (
     CONDITION_DEGRADED,
     CONDITION_PROGRESSING,
@@ -51,6 +53,7 @@ __all__ = [
     "CONDITION_UP_TO_DATE",
     "CONFLICT",
     "ENABLED_BEFORE_ROLLOUT_ANNOTATION",
+    "INCOMING_PODS_ANNOTATION",
     "QUARANTINE_LABEL",
     "RESOURCES",
     "RESOURCE_GROUP_ID_PATTERN",
@@ -59,6 +62,7 @@ __all__ = [
     "AutoscalingStrategySpec",
     "AutoscalingStrategyStatus",
     "CloudNodeState",
+    "IncomingPods",
     "NodeImage",
     "NodeImageSpec",
     "NodeImageStatus",

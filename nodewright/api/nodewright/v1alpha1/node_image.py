@@ -74,6 +74,10 @@ class RolloutState(enum.Enum):
     ROLLING_BACK = "RollingBack"
     ROLLED_BACK = "RolledBack"
     FAILED = "Failed"
+    QUARANTINED = "Quarantined"
+    """Every node that could be replaced runs the image, but nodes not drained in time were left
+    quarantined (``undrainableNodeBehavior: Cordon``): the pool is not whole until a human removes
+    them. Not Complete."""
 
 
 CONDITIONS_SCHEMA = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]}
@@ -238,7 +242,8 @@ class NodeImageStatus(Model):
     )
     observed_generation: int = field(default=0, description="The spec generation this status describes.")
     rollout_state: str = field(
-        default="", description="Complete, Canary, Soaking, Rolling, RollingBack, RolledBack or Failed."
+        default="",
+        description="Complete, Canary, Soaking, Rolling, RollingBack, RolledBack, Failed or Quarantined.",
     )
     target_image: str = field(default="", description="The image the rollout state refers to.")
     previous_image: str = field(
