@@ -11,7 +11,7 @@ a time, one paged call each: the NICs of a Uniform scale set's instances
 (ListVirtualMachineScaleSetNetworkInterfaces) and a resource group's standalone NICs (Flexible
 members and VMs), with the number of pages (ARM reads) each took. Also a subnet's CIDR and
 usage (virtual network usage API). Every method does I/O and may raise a ``CloudError``; calls
-go through ``compute.GuardedCalls``, as ``ComputeService``'s do.
+go through ``calls.GuardedCalls``, as ``ComputeService``'s do.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from azure.mgmt.network import NetworkManagementClient
 from azure.mgmt.network import models as network_models
 
 from nodewright.cloud.backoff import TargetBackoff
-from nodewright.cloud.compute import ComputeService, GuardedCalls
+from nodewright.cloud.calls import GuardedCalls
+from nodewright.cloud.compute import ComputeService
 from nodewright.cloud.errors import PreconditionFailedError
 from nodewright.cloud.ip_configurations import (
     MAX_IP_CONFIGURATIONS_PER_NIC,
@@ -240,9 +241,7 @@ class NetworkService:
         instance = nic_id.scale_set_instance
         if instance is not None:
             compute = self._require_compute()
-            return compute.begin_edit_scale_set_instance_ip_configurations(
-                instance, nic_id.name, edit, on_done
-            )
+            return compute.edit_scale_set_instance_ip_configurations(instance, nic_id.name, edit, on_done)
 
         def begin_put(nic: NetworkInterfaceId, body: dict[str, Any], etag: str | None) -> bool:
             polling = self.operations.polling()
