@@ -40,6 +40,8 @@ __all__ = ["CompletionSource", "NicOperation", "NicWrites", "landed", "removed_n
 log = get_logger(__name__)
 
 OnDone = Callable[[OperationOutcome], None]
+STALE_OPERATION_SECONDS = 7200.0
+"""Twice the tracker's deadline: a write in flight this long lost its tracker (closed)."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,8 @@ class NicBookOperations(Protocol):
     def finish_operation(self, nic_id: str, error: CloudError | None) -> NicOperation | None: ...
 
     def clear_operation(self, nic_id: str) -> None: ...
+
+    def operation(self, nic_id: str) -> NicOperation | None: ...
 
     def guard(self, nic_id: str) -> NicGuard: ...
 
@@ -168,6 +172,18 @@ class NicWrites:
                 nic_id, list(names), on_done=on_done
             ),
         )
+
+    def in_flight(self, nic_id: str, now: float) -> bool:
+        """Whether the NIC's write is still running. One older than ``STALE_OPERATION_SECONDS``
+        (its end can no longer come: the tracker gives up long before) is forgotten."""
+        operation = self._book.operation(nic_id)
+        if operation is None or operation.done:
+            return False
+        if now - operation.started_at < STALE_OPERATION_SECONDS:
+            return True
+        log.info("Forgot a NIC operation that never ended", node=operation.owner, nic=nic_id)
+        self._book.clear_operation(nic_id)
+        return False
 
     def settle(  # noqa: PLR0917 - one call site, what the pass read
         self,

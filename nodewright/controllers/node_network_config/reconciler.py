@@ -316,11 +316,10 @@ class NodeNetworkConfigReconciler:
         if isinstance(found, Result):
             return found
         raw, config, nic_id = found
-        operation = self.book.operation(nic_id)
-        if operation is not None and not operation.done:
+        now = self._clock()
+        if self._writes.in_flight(nic_id, now):
             return Result(requeue_after=self._resync())  # one writer per NIC; its end enqueues us
         ended = self.book.take_ended_operation(nic_id)
-        now = self._clock()
         nic = self._read_nic(raw, config, nic_id, now, fresh=ended is not None)
         if isinstance(nic, Result):
             return nic

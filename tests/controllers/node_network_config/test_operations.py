@@ -6,8 +6,16 @@ an operation in flight adds nothing twice. Overlap is counted from the emulator'
 
 from __future__ import annotations
 
+from nodewright.cloud.emulator import ArmEmulator
 from nodewright.cloud.emulator.request_log import RecordedRequest
+from nodewright.controllers.node_network_config.nic_book import NicBook
+from nodewright.controllers.node_network_config.operations import (
+    STALE_OPERATION_SECONDS,
+    NicOperation,
+    NicWrites,
+)
 from nodewright.ipam import PoolScaler
+from tests.cloud.helpers import cloud_for
 from tests.controllers.node_network_config.harness import IpamHarness, event_reasons
 from tests.waiting import eventually
 
@@ -84,3 +92,19 @@ def test_a_restart_with_an_operation_in_flight_adds_nothing_twice(ipam: IpamHarn
     assert ipam.emulator.requests.count(INSTANCE_PUT) == 1
     assert len(ipam.secondary(node)) == 16
     ipam.check_invariants()
+
+
+def test_a_write_whose_end_never_came_is_forgotten(arm_emulator: ArmEmulator) -> None:
+    """A write recorded in flight holds its NIC, but not for ever: one older than twice the
+    tracker's deadline (its tracker was closed, its end will not come) is forgotten, and the
+    NIC may be written again (level-based: the pass reads it afresh)."""
+    book = NicBook(backoff_base_seconds=2, backoff_cap_seconds=60, leak_grace_seconds=600)
+    cloud = cloud_for(arm_emulator)
+    try:
+        writes = NicWrites(cloud.network, book, "ns", lambda _: None, lambda: "name", None)
+        book.begin_operation("nic", NicOperation(owner="node", started_at=100.0, added=("a",)))
+        assert writes.in_flight("nic", 100.0 + STALE_OPERATION_SECONDS - 1)
+        assert not writes.in_flight("nic", 100.0 + STALE_OPERATION_SECONDS)
+        assert book.operation("nic") is None
+    finally:
+        cloud.close()
