@@ -41,7 +41,9 @@ log = get_logger(__name__)
 
 OnDone = Callable[[OperationOutcome], None]
 STALE_OPERATION_SECONDS = 7200.0
-"""Twice the tracker's deadline: a write in flight this long lost its tracker (closed)."""
+"""Twice the tracker's deadline: a write in flight this long lost its tracker (closed). Also
+when a pass that leaves a write in flight asks to come back: the write's end enqueues the node
+long before, and the pass it starts sets the next periodic visit (an earlier one would win)."""
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,7 @@ from nodewright.controllers.node_network_config.lifecycle import Lifecycle
 from nodewright.controllers.node_network_config.metrics import IpamMetrics, NodeFigures, node_pool_of
 from nodewright.controllers.node_network_config.nic_book import NicBook
 from nodewright.controllers.node_network_config.operations import (
+    STALE_OPERATION_SECONDS,
     NicOperation,
     NicWrites,
     landed,
@@ -305,7 +306,7 @@ class NodeNetworkConfigReconciler:
         self._status.write(view.raw, view.config, container, outcome)
         self._record_metrics(view, spec, assignments)
         if self.book.operation(view.nic_id) is not None:
-            return Result(requeue_after=self._resync())  # the write's end enqueues this node
+            return Result(requeue_after=STALE_OPERATION_SECONDS)  # the write's end enqueues this node
         return Result(requeue_after=self._next_visit(view, outcome, spec.listed, assignments))
 
     # -- read -----------------------------------------------------------------------------------
@@ -318,7 +319,7 @@ class NodeNetworkConfigReconciler:
         raw, config, nic_id = found
         now = self._clock()
         if self._writes.in_flight(nic_id, now):
-            return Result(requeue_after=self._resync())  # one writer per NIC; its end enqueues us
+            return Result(requeue_after=STALE_OPERATION_SECONDS)  # one writer per NIC; its end enqueues us
         ended = self.book.take_ended_operation(nic_id)
         nic = self._read_nic(raw, config, nic_id, now, fresh=ended is not None)
         if isinstance(nic, Result):
