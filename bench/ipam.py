@@ -9,9 +9,13 @@ which discovers IPs from the NIC on CNS's schedule (4 s doubling to 1,024 s) and
 wait for discovery as they would on Azure. Pods are placed by kube-scheduler (``--placement
 random`` binds each to a random node instead) and created at 20/s up to a warm population, then
 created and deleted at 20/s each (quick: 30 s of churn; ``--full``: 10 minutes; on a loaded
-machine the client may fall behind that rate, and "churn as run" says so).
+machine the client may fall behind that rate, and "churn as run" says so). Long-running
+operations take ``--operation-seconds`` (0 by default) in the emulator, which sends
+``--retry-after`` while one runs (not by default); ``--workers`` sets the controller's workers (8).
 
 Reported (a printable table):
+- the cold start: seconds from the last node joining until every node's first batch is in its
+  status, and the ARM requests and writes sent until then;
 - pool-caused wait once warm: pods that found no free IP on their node (discovery included for
   NodeSubnet), and how long until they got one; 0 for a pod whose IP was ready; p50/p99;
 - ARM writes (PUT, PATCH, DELETE, POST) per pod start during churn, and all ARM requests;
@@ -102,6 +106,11 @@ class Scenario:
     placement: str = "scheduler"
     """``scheduler``: kube-scheduler places each pod, as in a real cluster; ``random``: the bench
     binds each pod to a node chosen at random (a harsher, unrealistic spread)."""
+    operation_seconds: float = 0.0
+    """How long each long-running operation (a NIC or instance write) takes in the emulator."""
+    retry_after: float | None = None
+    """``Retry-After`` the emulator sends while an operation runs (None: not sent)."""
+    workers: int = 8
 
     @property
     def buffer_ips(self) -> float:
@@ -266,13 +275,15 @@ def _build(scenario: Scenario, path: str, emulator: ArmEmulator) -> _Rig:
     else:
         estate.add_scale_set("rg-bench", "vmssbench", subnet_id=vnet + "/subnets/pods", capacity=NODES)
     emulator.faults.add_latency(LATENCY)
+    emulator.state.operation_duration = scenario.operation_seconds
+    emulator.state.operation_retry_after = scenario.retry_after
     cloud = cloud_for(emulator, mutation_qps=10.0, mutation_burst=20)
     config = parse_config(
         {
             "metrics": {"bindAddress": "0"},
             "health": {"bindAddress": "127.0.0.1:0"},
             "leaderElection": {"enabled": False},
-            "reconcilers": {"nodenetworkconfig": {"maxConcurrentReconciles": 8}},
+            "reconcilers": {"nodenetworkconfig": {"maxConcurrentReconciles": scenario.workers}},
         },
         "bench",
     )
@@ -290,8 +301,9 @@ def _build(scenario: Scenario, path: str, emulator: ArmEmulator) -> _Rig:
     return _Rig(client, emulator, namespace, owner, manager, simulator, consumer, sampler, cloud)
 
 
-def _wait_for_nodes(rig: _Rig) -> float:
-    """Wait until every node has joined and holds its first batch; returns the seconds taken."""
+def _wait_for_nodes(rig: _Rig) -> tuple[float, float]:
+    """Wait until every node has joined and holds its first batch; returns when the last node
+    joined and when the last first batch was in status (``time.monotonic()``)."""
     selector = f"{SIMULATED_LABEL}={rig.owner}"
     deadline = time.monotonic() + 180
     while len(rig.client.list(NODE, label_selector=selector).items) < NODES:
@@ -310,7 +322,7 @@ def _wait_for_nodes(rig: _Rig) -> float:
             if c.status.network_containers and c.status.assigned_ip_count >= SCALER.batch_size
         ]
         if len(ready) == NODES:
-            return time.monotonic() - started
+            return started, time.monotonic()
         assert time.monotonic() - started < 240, "first batches not allocated"
         time.sleep(0.5)
 
@@ -348,7 +360,7 @@ def measure(scenario: Scenario, kubeconfig: str | None) -> dict[str, Any]:
         rig.simulator.start()
         thread.start()
         try:
-            first_batches = _wait_for_nodes(rig)
+            joined, filled = _wait_for_nodes(rig)
             rig.consumer.start()
             rig.sampler.start()
             _drive(rig, scenario, rng)
@@ -359,7 +371,10 @@ def measure(scenario: Scenario, kubeconfig: str | None) -> dict[str, Any]:
             thread.join(timeout=30)
             rig.simulator.stop()
         figures = _figures(rig, scenario)
-        figures["first_batches_seconds"] = first_batches
+        figures["first_batches_seconds"] = filled - joined
+        fill = [r for r in rig.emulator.requests.entries() if r.monotonic <= filled]
+        figures["first_batches_arm_requests"] = len(fill)
+        figures["first_batches_arm_writes"] = len([r for r in fill if r.method in WRITE_METHODS])
         _clean_up(rig)
         return figures
 
@@ -436,7 +451,16 @@ def render(figures: dict[str, Any]) -> str:
             f"{NODES} nodes, {RATE:.0f} pods/s churn for {scenario['churn_seconds']:.0f} s, "
             f"{LATENCY * 1000:.0f} ms per ARM call",
         ),
-        ("first batches on all nodes", f"{figures['first_batches_seconds']:.1f} s"),
+        (
+            "operations",
+            f"{scenario['operation_seconds']:.0f} s each, Retry-After {scenario['retry_after']}, "
+            f"{scenario['workers']} workers",
+        ),
+        ("first batches on all nodes (after the last joined)", f"{figures['first_batches_seconds']:.1f} s"),
+        (
+            "ARM requests / writes until then (from the start)",
+            f"{figures['first_batches_arm_requests']} / {figures['first_batches_arm_writes']}",
+        ),
         ("pods started during churn", str(figures["churn_pods"])),
         (
             "pool-caused wait once warm p50 / p99 / max",
@@ -493,6 +517,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="scheduler",
         help="who places pods: kube-scheduler (default) or the bench at random",
     )
+    parser.add_argument("--operation-seconds", type=float, default=0.0, help="each operation's duration")
+    parser.add_argument("--retry-after", type=float, help="Retry-After while an operation runs")
+    parser.add_argument("--workers", type=int, default=8, help="the controller's worker threads")
     parser.add_argument("--kubeconfig", help="use this cluster instead of a private control plane")
     arguments = parser.parse_args(argv)
     churn = arguments.churn_seconds or CHURN_SECONDS["full" if arguments.full else "quick"]
@@ -504,6 +531,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         prefix=arguments.prefix,
         vms=arguments.vms,
         placement=arguments.placement,
+        operation_seconds=arguments.operation_seconds,
+        retry_after=arguments.retry_after,
+        workers=arguments.workers,
     )
     print(render(measure(scenario, arguments.kubeconfig or os.environ.get("KUBECONFIG"))))
     return 0

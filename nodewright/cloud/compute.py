@@ -7,9 +7,11 @@ Succeeded, with no final GET: ``lro.py``); a scale set's model image (get and se
 one and identify the new instance; delete an instance; instance view to ``NodeState``; an
 instance's image; and secondary IP configurations of a uniform scale-set instance (GET the
 instance, edit its ``networkInterfaceConfigurations``, clear ``storageProfile.imageReference``,
-PUT it back). Every method does I/O and may raise a ``CloudError``; each call goes through
-``GuardedCalls`` (counted on the ``CallObserver``, held back while its target backs off), which
-``network`` shares. ``network`` uses the scale-set instance path; ``factory`` builds this service.
+PUT it back: waiting for the operation, or, given ``on_done``, handing it to the shared
+``operations.OperationTracker`` so the caller's thread is free at once). Every method does I/O
+and may raise a ``CloudError``; each call goes through ``calls.GuardedCalls`` (counted on
+the ``CallObserver``, held back while its target backs off), as ``network``'s do. ``network``
+uses the scale-set instance path; ``factory`` builds this service.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from azure.core import MatchConditions
 from azure.mgmt.compute import ComputeManagementClient
 from azure.mgmt.compute import models as compute_models
 
-from nodewright.cloud.backoff import TargetBackoff, guarded_call
+from nodewright.cloud.backoff import TargetBackoff
+from nodewright.cloud.calls import GuardedCalls
 from nodewright.cloud.errors import CloudError, IdentityRejectedError, NotFoundError, PreconditionFailedError
 from nodewright.cloud.identity_updates import (
     MAX_IDENTITIES_PER_REQUEST,
@@ -42,6 +45,7 @@ from nodewright.cloud.models import (
     ResourceIdentities,
     node_state_from_status_codes,
 )
+from nodewright.cloud.operations import OperationOutcome, OperationTracker
 from nodewright.cloud.resource_ids import (
     PROVIDER_ID_PREFIX,
     MachineId,
@@ -49,7 +53,7 @@ from nodewright.cloud.resource_ids import (
     ScaleSetInstanceId,
     VirtualMachineId,
 )
-from nodewright.cloud.throttle import CallObserver, NullObserver
+from nodewright.cloud.throttle import CallObserver
 
 log = logging.getLogger(__name__)
 
@@ -117,28 +121,6 @@ def _status_codes(instance_view: Any) -> list[str]:
     return [status.code for status in (instance_view.statuses or []) if status.code]
 
 
-class GuardedCalls:
-    """The SDK call wrapper that ``ComputeService`` and ``NetworkService`` share: every call goes
-    through ``backoff.guarded_call`` (refused while its target backs off, counted on the
-    observer, azure-core errors translated to ``CloudError`` naming the target, the backoff
-    updated from the outcome)."""
-
-    def __init__(self, observer: CallObserver | None, backoff: TargetBackoff | None) -> None:
-        self.observer: CallObserver = observer or NullObserver()
-        self.backoff = backoff
-
-    def __call__(
-        self, operation: str, function: Callable[[], T], target: object | None = None, *, write: bool = False
-    ) -> T:
-        """Run one SDK call (see the class docstring); ``write`` selects the write backoff."""
-        return guarded_call(self.observer, self.backoff, operation, function, target, write=write)
-
-    def check_write(self, target: object) -> None:
-        """Refuse a read-modify-write at once while its write backs off (no read is wasted)."""
-        if self.backoff is not None:
-            self.backoff.check(str(target), "write")
-
-
 class ComputeService:
     """Compute operations for nodewright (see the module docstring)."""
 
@@ -150,9 +132,11 @@ class ComputeService:
         backoff: TargetBackoff | None = None,
         max_identities_per_request: int = MAX_IDENTITIES_PER_REQUEST,
         polling_interval: float,
+        operations: OperationTracker | None = None,
     ) -> None:
         self._compute = compute
         self.polling_interval = polling_interval
+        self.operations = operations or OperationTracker(interval=polling_interval, observer=observer)
         self._call = GuardedCalls(observer, backoff)
         self.max_identities_per_request = max_identities_per_request
         self._scale_set_locks = KeyedLocks()
@@ -511,10 +495,46 @@ class ComputeService:
         instance: ScaleSetInstanceId,
         nic_name: str,
         edit: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
+        on_done: Callable[[OperationOutcome], None] | None = None,
     ) -> bool:
         """Apply ``edit`` to the instance model's IP configurations of NIC ``nic_name`` and PUT the
-        instance (with its etag, image reference cleared). Returns whether anything changed.
-        Serialised per instance. Raises ``NotFoundError`` when the NIC is not in the model."""
+        instance (with its etag, image reference cleared). Without ``on_done``, waits for the
+        operation; with it, returns once ARM accepted the PUT and the operation tracker calls
+        ``on_done`` when the operation ends. Returns whether anything changed (nothing sent, and
+        ``on_done`` never called, otherwise). Serialised per instance. Raises ``NotFoundError``
+        when the NIC is not in the model."""
+
+        def send(body: dict[str, Any], etag: str | None) -> None:
+            polling = self.operations.polling() if on_done is not None else None
+
+            def put() -> Any:
+                poller = self._compute.virtual_machine_scale_set_vms.begin_update(
+                    instance.resource_group,
+                    instance.scale_set_name,
+                    instance.instance_id,
+                    compute_models.VirtualMachineScaleSetVM(body),
+                    etag=etag,
+                    match_condition=MatchConditions.IfNotModified if etag else None,
+                    polling=polling if polling is not None else True,
+                )
+                return poller if polling is not None else poller.result()
+
+            self._call("compute.put_scale_set_instance", put, instance, write=True)
+            if polling is not None and on_done is not None:
+                self._call.track(
+                    self.operations, "compute.put_scale_set_instance", instance, polling, on_done
+                )
+
+        return self._edit_instance_ip_configurations(instance, nic_name, edit, send)
+
+    def _edit_instance_ip_configurations(
+        self,
+        instance: ScaleSetInstanceId,
+        nic_name: str,
+        edit: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
+        send: Callable[[dict[str, Any], str | None], None],
+    ) -> bool:
+        """GET the instance, edit its NIC's IP configurations, ``send`` the model when changed."""
         self._call.check_write(instance)
         with self._machine_locks.hold(str(instance)):
             model = self._call(
@@ -549,20 +569,7 @@ class ComputeService:
             storage = properties.get("storageProfile")
             if isinstance(storage, dict):
                 storage.pop("imageReference", None)
-            etag = model.etag
-            self._call(
-                "compute.put_scale_set_instance",
-                lambda: self._compute.virtual_machine_scale_set_vms.begin_update(
-                    instance.resource_group,
-                    instance.scale_set_name,
-                    instance.instance_id,
-                    compute_models.VirtualMachineScaleSetVM(body),
-                    etag=etag,
-                    match_condition=MatchConditions.IfNotModified if etag else None,
-                ).result(),
-                instance,
-                write=True,
-            )
+            send(body, model.etag)
             return True
 
 

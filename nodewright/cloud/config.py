@@ -54,7 +54,11 @@ class CloudSettings:
     retry_total: int = 3
     retry_backoff_factor: float = 0.8
     retry_backoff_max: float = 60.0
-    polling_interval: float = 30.0
+    polling_interval: float = 5.0
+    """Seconds between polls of a long-running operation when ARM sends no ``Retry-After`` (when
+    it does, its value). azure-core's own default is 30 s, which made every IPAM write last 30 s
+    at least while a worker waited; the operation tracker's polls are reads, capped at a share of
+    the reads budget however many operations run, so a short interval costs little."""
     ca_bundle: str | None = None
     mutation_qps: float = 10.0
     mutation_burst: int = 5

@@ -6,7 +6,9 @@ one mutation token bucket, one call observer and the process's one ARM request b
 subscription and principal (``budget.shared_budget``); each client gets its own Retry-After gate.
 The throttling and counting policies go right after azure-core's ``RetryPolicy`` so they see
 every attempt. ``build_cloud`` wraps the clients in the services the rest of nodewright uses
-(``ComputeService``, ``NetworkService``, ``IdentityService``), sharing one per-target backoff.
+(``ComputeService``, ``NetworkService``, ``IdentityService``), sharing one per-target backoff
+and one ``OperationTracker`` (the long-running operations of their ``begin_`` calls, polled at
+``polling_interval`` or ARM's ``Retry-After``).
 
 Side effect: azure-core's per-request HTTP logger is set to WARNING unless
 ``settings.http_logging`` is on (then INFO): at INFO it is most of a manager's log at idle.
@@ -30,6 +32,7 @@ from nodewright.cloud.compute import ComputeService
 from nodewright.cloud.config import CloudSettings, build_credential
 from nodewright.cloud.msi import IdentityService
 from nodewright.cloud.network import NetworkService
+from nodewright.cloud.operations import OperationTracker
 from nodewright.cloud.standalone_machines import StandaloneMachineService
 from nodewright.cloud.throttle import (
     CallObserver,
@@ -92,8 +95,10 @@ class Cloud:
     network: NetworkService
     identities: IdentityService
     standalone: StandaloneMachineService
+    operations: OperationTracker
 
     def close(self) -> None:
+        self.operations.close()
         self.clients.close()
 
 
@@ -200,11 +205,13 @@ def build_cloud(settings: CloudSettings, **options: Any) -> Cloud:
         # A throttled write backs its target off for the budget's hold of the writes class.
         class_hold=lambda access: budget.held_for("PUT" if access == "write" else "GET"),
     )
+    operations = OperationTracker(interval=settings.polling_interval, observer=clients.observer)
     compute = ComputeService(
         clients.compute,
         observer=clients.observer,
         backoff=backoff,
         polling_interval=settings.polling_interval,
+        operations=operations,
     )
     return Cloud(
         clients=clients,
@@ -214,4 +221,5 @@ def build_cloud(settings: CloudSettings, **options: Any) -> Cloud:
         standalone=StandaloneMachineService(
             clients.compute, clients.network, compute, observer=clients.observer, backoff=backoff
         ),
+        operations=operations,
     )

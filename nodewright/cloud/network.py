@@ -5,11 +5,13 @@ adding and removing secondary IP configurations, one writer per NIC at a time in
 a standalone NIC is a full PUT guarded by its etag (``If-Match``), retried from a fresh read when
 another writer got there first; a uniform scale-set instance's NIC is changed through
 ``ComputeService`` (ARM refuses writes to those NICs) and its addresses read back from the NIC
-view. Listing NICs a scope at a time, one paged call each: the NICs of a Uniform scale set's
-instances (ListVirtualMachineScaleSetNetworkInterfaces) and a resource group's standalone NICs
-(Flexible members and VMs), with the number of pages (ARM reads) each took. Also a subnet's CIDR
-and usage (virtual network usage API). Every method does I/O and may
-raise a ``CloudError``; calls go through ``compute.GuardedCalls``, as ``ComputeService``'s do.
+view. The ``begin_`` variants return once ARM accepted the write and leave the operation to the
+shared ``operations.OperationTracker``, which calls back when it ends. Listing NICs a scope at
+a time, one paged call each: the NICs of a Uniform scale set's instances
+(ListVirtualMachineScaleSetNetworkInterfaces) and a resource group's standalone NICs (Flexible
+members and VMs), with the number of pages (ARM reads) each took. Also a subnet's CIDR and
+usage (virtual network usage API). Every method does I/O and may raise a ``CloudError``; calls
+go through ``calls.GuardedCalls``, as ``ComputeService``'s do.
 """
 
 from __future__ import annotations
@@ -17,13 +19,14 @@ from __future__ import annotations
 import ipaddress
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from azure.mgmt.network import NetworkManagementClient
 from azure.mgmt.network import models as network_models
 
 from nodewright.cloud.backoff import TargetBackoff
-from nodewright.cloud.compute import ComputeService, GuardedCalls
+from nodewright.cloud.calls import GuardedCalls
+from nodewright.cloud.compute import ComputeService
 from nodewright.cloud.errors import PreconditionFailedError
 from nodewright.cloud.ip_configurations import (
     MAX_IP_CONFIGURATIONS_PER_NIC,
@@ -33,12 +36,16 @@ from nodewright.cloud.ip_configurations import (
 )
 from nodewright.cloud.locks import KeyedLocks
 from nodewright.cloud.models import IpConfigurationInfo, NicInfo, NicListing, SubnetInfo
+from nodewright.cloud.operations import OperationOutcome, OperationTracker
 from nodewright.cloud.resource_ids import NetworkInterfaceId, parse_network_interface_id, parse_subnet_id
 from nodewright.cloud.throttle import CallObserver
 
 log = logging.getLogger(__name__)
 
 AZURE_RESERVED_ADDRESSES_PER_SUBNET = 5
+
+R = TypeVar("R")
+Edit = Callable[[list[dict[str, Any]]], list[dict[str, Any]]]
 
 
 def nic_from_sdk(nic: network_models.NetworkInterface) -> NicInfo:
@@ -80,9 +87,14 @@ class NetworkService:
         backoff: TargetBackoff | None = None,
         conflict_retries: int = 2,
         max_ip_configurations_per_nic: int = MAX_IP_CONFIGURATIONS_PER_NIC,
+        operations: OperationTracker | None = None,
     ) -> None:
         self._network = network
         self._compute = compute
+        self.operations = operations or (
+            compute.operations if compute is not None else OperationTracker(interval=30.0, observer=observer)
+        )
+        """Follows the operations of ``begin_*`` calls (the compute service's, when given)."""
         self._call = GuardedCalls(observer, backoff)
         self.conflict_retries = conflict_retries
         self.max_ip_configurations_per_nic = max_ip_configurations_per_nic
@@ -149,18 +161,7 @@ class NetworkService:
         after the change. Raises ``LimitExceededError`` past 256 per NIC, ``SubnetFullError``
         when the subnet has no room. ``prefix_length`` (28, experimental) gives each a block."""
         nic_id = _as_nic_id(nic)
-
-        def edit(configurations: list[dict[str, Any]]) -> list[dict[str, Any]]:
-            return with_configurations_added(
-                configurations,
-                names,
-                subnet_id,
-                scale_set_instance=nic_id.scale_set_instance is not None,
-                limit=self.max_ip_configurations_per_nic,
-                prefix_length=prefix_length,
-            )
-
-        return self._edit(nic_id, edit, "added")
+        return self._edit(nic_id, self._adding(nic_id, names, subnet_id, prefix_length), "added")
 
     def remove_secondary_ip_configurations(
         self, nic: str | NetworkInterfaceId, names: Sequence[str]
@@ -172,18 +173,104 @@ class NetworkService:
             nic_id, lambda configurations: with_configurations_removed(configurations, names), "removed"
         )
 
-    def _edit(
+    def begin_add_secondary_ip_configurations(
+        self,
+        nic: str | NetworkInterfaceId,
+        names: Sequence[str],
+        subnet_id: str | None = None,
+        prefix_length: int | None = None,
+        *,
+        on_done: Callable[[OperationOutcome], None],
+    ) -> bool:
+        """As ``add_secondary_ip_configurations``, but returns as soon as ARM accepted the write:
+        the operation tracker follows it and calls ``on_done`` when it ends (the caller reads the
+        NIC then). False when nothing was to change (``on_done`` is never called). Errors ARM
+        answers at once (400 SubnetIsFull, 412 after the retries, 429) raise here."""
+        nic_id = _as_nic_id(nic)
+        return self._begin_edit(
+            nic_id, self._adding(nic_id, names, subnet_id, prefix_length), "added", on_done
+        )
+
+    def begin_remove_secondary_ip_configurations(
+        self,
+        nic: str | NetworkInterfaceId,
+        names: Sequence[str],
+        *,
+        on_done: Callable[[OperationOutcome], None],
+    ) -> bool:
+        """As ``remove_secondary_ip_configurations``, returning once ARM accepted the write (see
+        ``begin_add_secondary_ip_configurations``)."""
+        nic_id = _as_nic_id(nic)
+        return self._begin_edit(
+            nic_id,
+            lambda configurations: with_configurations_removed(configurations, names),
+            "removed",
+            on_done,
+        )
+
+    def _adding(
         self,
         nic_id: NetworkInterfaceId,
-        edit: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
-        verb: str,
-    ) -> NicInfo:
+        names: Sequence[str],
+        subnet_id: str | None,
+        prefix_length: int | None,
+    ) -> Callable[[list[dict[str, Any]]], list[dict[str, Any]]]:
+        def edit(configurations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            return with_configurations_added(
+                configurations,
+                names,
+                subnet_id,
+                scale_set_instance=nic_id.scale_set_instance is not None,
+                limit=self.max_ip_configurations_per_nic,
+                prefix_length=prefix_length,
+            )
+
+        return edit
+
+    def _edit(self, nic_id: NetworkInterfaceId, edit: Edit, verb: str) -> NicInfo:
         instance = nic_id.scale_set_instance
         if instance is not None:
-            if self._compute is None:
-                raise RuntimeError("scale-set instance NICs need a ComputeService")
-            self._compute.edit_scale_set_instance_ip_configurations(instance, nic_id.name, edit)
+            self._require_compute().edit_scale_set_instance_ip_configurations(instance, nic_id.name, edit)
             return self.get_network_interface(nic_id)
+        current, updated = self._edit_standalone(nic_id, edit, verb, self._put_nic)
+        return updated if updated is not None else nic_from_sdk(current)
+
+    def _begin_edit(
+        self, nic_id: NetworkInterfaceId, edit: Edit, verb: str, on_done: Callable[[OperationOutcome], None]
+    ) -> bool:
+        instance = nic_id.scale_set_instance
+        if instance is not None:
+            compute = self._require_compute()
+            return compute.edit_scale_set_instance_ip_configurations(instance, nic_id.name, edit, on_done)
+
+        def begin_put(nic: NetworkInterfaceId, body: dict[str, Any], etag: str | None) -> bool:
+            polling = self.operations.polling()
+            self._call(
+                "network.put_nic",
+                lambda: self._send_nic(nic, body, etag, polling),
+                nic,
+                write=True,
+            )
+            self._call.track(self.operations, "network.put_nic", nic, polling, on_done)
+            return True
+
+        _, started = self._edit_standalone(nic_id, edit, verb, begin_put)
+        return bool(started)
+
+    def _require_compute(self) -> ComputeService:
+        if self._compute is None:
+            raise RuntimeError("scale-set instance NICs need a ComputeService")
+        return self._compute
+
+    def _edit_standalone(
+        self,
+        nic_id: NetworkInterfaceId,
+        edit: Edit,
+        verb: str,
+        put: Callable[[NetworkInterfaceId, dict[str, Any], str | None], R],
+    ) -> tuple[network_models.NetworkInterface, R | None]:
+        """Read the NIC, edit its IP configurations and ``put`` it with its etag when changed,
+        from a fresh read again after a 412; the NIC read and ``put``'s result (None: unchanged)."""
         self._call.check_write(nic_id)
         with self._nic_locks.hold(nic_id.key):
             attempt = 0
@@ -194,10 +281,10 @@ class NetworkService:
                 before: list[dict[str, Any]] = properties.get("ipConfigurations") or []
                 after = edit(before)
                 if not changed(before, after):
-                    return nic_from_sdk(current)
+                    return current, None
                 properties["ipConfigurations"] = after
                 try:
-                    updated = self._put_nic(nic_id, body, current.etag)
+                    result = put(nic_id, body, current.etag)
                 except PreconditionFailedError:
                     attempt += 1
                     if attempt > self.conflict_retries:
@@ -205,17 +292,23 @@ class NetworkService:
                     log.info("NIC changed by another writer, retrying: nic=%s attempt=%d", nic_id, attempt)
                     continue
                 log.info("Changed IP configurations: nic=%s change=%s", nic_id, verb)
-                return updated
+                return current, result
+
+    def _send_nic(
+        self, nic_id: NetworkInterfaceId, body: dict[str, Any], etag: str | None, polling: Any = True
+    ) -> Any:
+        headers = {"If-Match": etag} if etag else {}
+        return self._network.network_interfaces.begin_create_or_update(
+            nic_id.resource_group,
+            nic_id.name,
+            network_models.NetworkInterface(body),
+            headers=headers,
+            polling=polling,
+        )
 
     def _put_nic(self, nic_id: NetworkInterfaceId, body: dict[str, Any], etag: str | None) -> NicInfo:
-        headers = {"If-Match": etag} if etag else {}
         updated = self._call(
-            "network.put_nic",
-            lambda: self._network.network_interfaces.begin_create_or_update(
-                nic_id.resource_group, nic_id.name, network_models.NetworkInterface(body), headers=headers
-            ).result(),
-            nic_id,
-            write=True,
+            "network.put_nic", lambda: self._send_nic(nic_id, body, etag).result(), nic_id, write=True
         )
         return nic_from_sdk(updated)
 

@@ -6,7 +6,7 @@ A VM this service creates names its NIC and OS disk with ``deleteOption: Delete`
 of the VM removes all three, as Azure does. A VM created by someone else may not say so: before
 deleting it, ``release_machine`` PATCHes the delete options (only when one is missing), so its NIC
 and disk never outlive it. Every method does I/O through the SDK clients and may raise a
-``CloudError``; calls go through ``compute.GuardedCalls`` like ``ComputeService``'s. Neighbours:
+``CloudError``; calls go through ``calls.GuardedCalls`` like ``ComputeService``'s. Neighbours:
 ``compute`` (reads a VM into ``InstanceInfo``, deletes it), ``factory`` (builds this service).
 """
 
@@ -23,7 +23,8 @@ from azure.mgmt.network import NetworkManagementClient
 from azure.mgmt.network import models as network_models
 
 from nodewright.cloud.backoff import TargetBackoff
-from nodewright.cloud.compute import ComputeService, GuardedCalls
+from nodewright.cloud.calls import GuardedCalls
+from nodewright.cloud.compute import ComputeService
 from nodewright.cloud.errors import NotFoundError
 from nodewright.cloud.models import ImageReference, InstanceInfo
 from nodewright.cloud.resource_ids import ResourceGroupId, VirtualMachineId, parse_subnet_id

@@ -31,6 +31,7 @@ Faults (``emulator.faults``; operation names are the SDK's, e.g. ``"VirtualMachi
     emulator.faults.add_latency(0.2)                                   # every call; or per operation
     emulator.faults.slow_operations(5.0, "VirtualMachineScaleSets.update")  # LRO InProgress for 5 s
     emulator.state.operation_duration = 1.0                            # default LRO duration (0)
+    emulator.state.operation_retry_after = 2                           # Retry-After while in progress
 
 The request log (``emulator.requests``): ``entries(operation, method=, path_contains=, since=)``,
 ``count(...)``, ``counts_by_operation()``; each entry has ``method``, ``path``, ``operation``,
@@ -59,7 +60,7 @@ kinds ``throttle``, ``compute_throttle``, ``server_error``, ``operation_failure`
 ``GET|DELETE /_emulator/requests``, ``GET /_emulator/state``, ``POST /_emulator/seed`` (a seed
 document), ``POST /_emulator/reset``, ``POST /_emulator/throttling`` (request limits, see
 :func:`~nodewright.cloud.emulator.throttling.limits_from_json`), ``POST
-/_emulator/operation-duration`` ``{"seconds": s}``.
+/_emulator/operation-duration`` ``{"seconds": s, "retryAfter": r}``.
 
 CLI: ``python -m nodewright.cloud.emulator --seed config/emulator/seed-sample.yaml --port 0
 --state-dir DIR`` prints the endpoint and CA path (also written to ``DIR/endpoint.json``).

@@ -3,7 +3,7 @@
 
 ``faults`` (GET lists, POST adds one fault or a list, DELETE clears), ``requests`` (GET, DELETE),
 ``state`` (GET the estate snapshot), ``reset`` (POST), ``seed`` (POST a seed document),
-``throttling`` (POST request limits) and ``operation-duration`` (POST ``{"seconds": s}``). An
+``throttling`` (POST request limits) and ``operation-duration`` (POST ``{"seconds": s, "retryAfter": r}``). An
 empty body reads as ``{}``; a body that is not JSON answers 400 InvalidRequestContent, a bad
 field 400 InvalidParameter, an unknown action 404 NotFound. Side effects: each action changes
 the emulator it was built for (faults, request log, limits, estate).
@@ -140,9 +140,17 @@ class AdminEndpoints:
         return ArmResponse(200, {"enforce": throttling.limits.enforce})
 
     def set_operation_duration(self, state: EmulatorState, request: ArmRequest) -> ArmResponse:
+        """``{"seconds": S}`` sets the default duration; ``"retryAfter": R`` (or null) the
+        ``Retry-After`` sent while an operation is in progress."""
         with state.locked():
-            state.operation_duration = float(request.body["seconds"])
-        return ArmResponse(200, {"seconds": state.operation_duration})
+            if "seconds" in request.body:
+                state.operation_duration = float(request.body["seconds"])
+            if "retryAfter" in request.body:
+                retry_after = request.body["retryAfter"]
+                state.operation_retry_after = None if retry_after is None else float(retry_after)
+        return ArmResponse(
+            200, {"seconds": state.operation_duration, "retryAfter": state.operation_retry_after}
+        )
 
 
 def _fault_from_json(entry: dict[str, Any]) -> Fault | None:

@@ -18,7 +18,15 @@ from nodewright.cloud.emulator.errors import ArmError, ErrorCode
 from nodewright.cloud.emulator.long_running import OperationError
 from nodewright.cloud.emulator.state import EmulatorState, Resource, ResourceGroup, etag_matches, resource_id
 
-__all__ = ["ArmRequest", "ArmResponse", "Handler", "Route", "Router", "start_operation"]
+__all__ = [
+    "ArmRequest",
+    "ArmResponse",
+    "Handler",
+    "Route",
+    "Router",
+    "retry_after_headers",
+    "start_operation",
+]
 
 
 @dataclass
@@ -199,4 +207,13 @@ def start_operation(
     if request.method in ("POST", "DELETE"):
         # ARM adds Location for actions and deletes; PUT/PATCH finish with a GET of the resource.
         headers["Location"] = f"{request.base_url}{operation.result_path}{suffix}"
+    headers.update(retry_after_headers(state))
     return headers
+
+
+def retry_after_headers(state: EmulatorState) -> dict[str, str]:
+    """``Retry-After`` for an answer about an operation in progress, when the state sets one."""
+    seconds = state.operation_retry_after
+    if seconds is None:
+        return {}
+    return {"Retry-After": str(int(seconds)) if float(seconds).is_integer() else f"{seconds:g}"}

@@ -38,7 +38,7 @@ from nodewright.cloud.emulator.errors import ArmError, ErrorCode
 from nodewright.cloud.emulator.faults import FaultInjector
 from nodewright.cloud.emulator.guards import GuardedRequest, RequestBody, run_guards
 from nodewright.cloud.emulator.request_log import RecordedRequest, RequestLog
-from nodewright.cloud.emulator.routing import ArmRequest, ArmResponse, Route, Router
+from nodewright.cloud.emulator.routing import ArmRequest, ArmResponse, Route, Router, retry_after_headers
 from nodewright.cloud.emulator.seed import EstateBuilder
 from nodewright.cloud.emulator.state import EmulatorState
 from nodewright.cloud.emulator.throttling import Throttling
@@ -54,7 +54,8 @@ def _operation_status(state: EmulatorState, request: ArmRequest) -> ArmResponse:
         raise ArmError(
             404, ErrorCode.NOT_FOUND, f"Operation {request.parameters['operationId']} was not found."
         )
-    return ArmResponse(200, operation.status_body())
+    headers = retry_after_headers(state) if operation.status == "InProgress" else {}
+    return ArmResponse(200, operation.status_body(), headers)
 
 
 def _operation_result(state: EmulatorState, request: ArmRequest) -> ArmResponse:
@@ -67,7 +68,10 @@ def _operation_result(state: EmulatorState, request: ArmRequest) -> ArmResponse:
         return ArmResponse(
             202,
             None,
-            {"Location": request.base_url + request.path + "?" + urllib.parse.urlencode(request.query)},
+            {
+                "Location": request.base_url + request.path + "?" + urllib.parse.urlencode(request.query),
+                **retry_after_headers(state),
+            },
         )
     if operation.status == "Failed" and operation.error is not None:
         raise ArmError(400, operation.error.code, operation.error.message)

@@ -186,6 +186,9 @@ class EmulatorState:
         self.tenant_id = tenant_id or str(uuid.uuid4())
         self.operations = LongRunningOperations()
         self.operation_duration = 0.0
+        self.operation_retry_after: float | None = None
+        """``Retry-After`` seconds on answers of operations in progress (the write's own answer,
+        status and result polls), as Azure's resource providers send it; None: not sent."""
         self.list_page_size = DEFAULT_LIST_PAGE_SIZE
         """Items per page of the paged lists (:mod:`paging`)."""
         self.resource_groups: dict[tuple[str, str], ResourceGroup] = {}

@@ -8,7 +8,8 @@ name, and is also woken by Nodes (selected by ``nodeSelector``; their providerID
 ``spec.nodeName``) and by the NIC watcher (``nic_watch``: a poller that lists NICs per scale set
 and enqueues the nodes whose NIC changed). ``reconciler`` holds the reconcile (read -> decide ->
 apply -> status) and composes ``lifecycle`` (create, adopt as controller, finalize), ``demand``
-(the spec per consumer mode: ``crd`` or ``nodesubnet``), ``nic_book`` and ``subnets`` (in-memory
+(the spec per consumer mode: ``crd`` or ``nodesubnet``), ``operations`` (NIC writes that no
+worker waits for: the end of each enqueues its node), ``nic_book`` and ``subnets`` (in-memory
 state, each behind its own lock), ``status`` and ``metrics`` (``nodewright_ipam_*``);
 ``nodewright.ipam`` holds the pure arithmetic; ``options`` the strict parsing of the options;
 ``cloud`` the narrow cloud protocols; ``resources`` the kinds, names and owner references.
@@ -30,6 +31,7 @@ from nodewright.controllers.node_network_config.cloud import (
     NicLocator,
 )
 from nodewright.controllers.node_network_config.nic_watch import NetworkInterfaceLister, NicWatch
+from nodewright.controllers.node_network_config.operations import CompletionSource
 from nodewright.controllers.node_network_config.options import NodeNetworkConfigSettings, parse_options
 from nodewright.controllers.node_network_config.reconciler import (
     POD_NODE_INDEX,
@@ -144,6 +146,7 @@ def install(
         node_network_configs=cache.informer(NODE_NETWORK_CONFIG, namespace=namespace).store,
         pods=pods.store,
     )
+    completions = CompletionSource()
     reconciler = NodeNetworkConfigReconciler(
         client=manager.client,
         stores=stores,
@@ -151,6 +154,7 @@ def install(
         locator=locator,
         events=manager.event_recorder("nodewright-node-network-config"),
         settings=settings,
+        notify=completions.notify,
     )
 
     def node_network_config_of_node(node: Object) -> list[Request]:
@@ -170,6 +174,7 @@ def install(
             label_selector=settings.node_selector or None,
         )
         .with_options(max_concurrent_reconciles=4)
+        .watches_source(completions)
     )
     if settings.computes_demand:
         builder = builder.watches(POD, node_network_config_of_pod, predicate=pod_changed)

@@ -1,7 +1,8 @@
 """The cloud operations the node_network_config reconciler needs, as narrow protocols.
 
 Owns ``NetworkOperations`` (``NetworkService`` satisfies it: read a NIC, add and remove its
-secondary IP configurations, read a subnet's usage) and ``NicLocator`` (which NIC of a machine
+secondary IP configurations, waiting for the write or, ``begin_``, leaving its operation to the
+cloud layer's tracker, read a subnet's usage) and ``NicLocator`` (which NIC of a machine
 carries the node's pool: its primary one). ``MachineNicLocator`` answers through
 ``ComputeService.get_primary_network_interface`` and remembers the answer, since a machine's
 NICs do not change over its life. Side effects: ARM reads.
@@ -10,11 +11,12 @@ NICs do not change over its life. Side effects: ARM reads.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from nodewright.cloud.factory import Cloud
 from nodewright.cloud.models import NicInfo, SubnetInfo
+from nodewright.cloud.operations import OperationOutcome
 from nodewright.cloud.resource_ids import MachineId
 
 __all__ = ["MachineNicLocator", "NetworkOperations", "NicLocator"]
@@ -30,6 +32,20 @@ class NetworkOperations(Protocol):
     ) -> NicInfo: ...
 
     def remove_secondary_ip_configurations(self, nic: str, names: Sequence[str]) -> NicInfo: ...
+
+    def begin_add_secondary_ip_configurations(
+        self,
+        nic: str,
+        names: Sequence[str],
+        subnet_id: str | None = None,
+        prefix_length: int | None = None,
+        *,
+        on_done: Callable[[OperationOutcome], None],
+    ) -> bool: ...
+
+    def begin_remove_secondary_ip_configurations(
+        self, nic: str, names: Sequence[str], *, on_done: Callable[[OperationOutcome], None]
+    ) -> bool: ...
 
     def get_subnet(self, subnet: str) -> SubnetInfo: ...
 

@@ -6,19 +6,23 @@ code and message, until a write goes through), when each name was marked in ipsN
 which names were released lately, since when a pool surplus has lasted (scale-down hysteresis),
 and first-seen times of unaccounted IP configurations (leaks). Also which node owns each NIC
 (``track``), which the NIC watcher (``nic_watch``) lists, and whose snapshots it refreshes from
-its lists. Workers never touch these dicts directly: every read and change is one method call
-that holds the book's lock, so no caller can forget it. The work queue never runs one node's key
-twice at once, so a NIC's entries are changed by one worker at a time; the lock guards the dicts
-themselves. No I/O.
+its lists. And the NIC's write in flight (``operations.NicOperation``: started by a pass, ended
+by the cloud layer's operation tracker, settled by the next pass), at most one per NIC. Workers
+never touch these dicts directly: every read and change is one method call that holds the book's
+lock, so no caller can forget it. The work queue never runs one node's key twice at once, so a
+NIC's entries are changed by one worker at a time; the lock guards the dicts themselves. No I/O.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
+from nodewright.cloud.errors import CloudError
 from nodewright.cloud.models import NicInfo
+from nodewright.controllers.node_network_config.operations import NicOperation
 from nodewright.ipam import LeakTracker, NicGuard
 
 __all__ = ["NicBook"]
@@ -36,6 +40,7 @@ class _Entry:
     released_at: dict[str, float] = field(default_factory=dict)
     surplus_since: float | None = None
     refusal: tuple[str, str] | None = None
+    operation: NicOperation | None = None
 
 
 class NicBook:
@@ -125,6 +130,40 @@ class NicBook:
             entry.guard = entry.guard.after_failure(now)
             entry.snapshot = None
             return entry.guard.retry_in(now)
+
+    # -- the write in flight --------------------------------------------------------------------
+
+    def begin_operation(self, nic_id: str, operation: NicOperation) -> None:
+        with self._lock:
+            self._entry(nic_id).operation = operation
+
+    def finish_operation(self, nic_id: str, error: CloudError | None) -> NicOperation | None:
+        """Mark the NIC's write ended (``error`` if it failed); None when there was none."""
+        with self._lock:
+            entry = self._entries.get(nic_id.lower())
+            if entry is None or entry.operation is None:
+                return None
+            entry.operation = dataclasses.replace(entry.operation, done=True, error=error)
+            return entry.operation
+
+    def clear_operation(self, nic_id: str) -> None:
+        with self._lock:
+            self._entry(nic_id).operation = None
+
+    def operation(self, nic_id: str) -> NicOperation | None:
+        """The NIC's write, in flight or ended and not yet settled by a pass."""
+        with self._lock:
+            return self._entry(nic_id).operation
+
+    def take_ended_operation(self, nic_id: str) -> NicOperation | None:
+        """The NIC's ended write, removed from the book (the pass settles it); None otherwise."""
+        with self._lock:
+            entry = self._entry(nic_id)
+            operation = entry.operation
+            if operation is None or not operation.done:
+                return None
+            entry.operation = None
+            return operation
 
     # -- release bookkeeping --------------------------------------------------------------------
 

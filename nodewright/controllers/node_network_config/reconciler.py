@@ -15,7 +15,8 @@ A reconcile of ``<namespace>/<node>`` goes read -> decide -> apply -> status:
    against a fresh, uncached pod list first; unaccounted IP configurations adopted when needed,
    else released after the leak grace period; additions within 255 per NIC, halved on capacity
    errors; per-NIC backoff after failures.
-3. Apply: at most one NIC write per pass (additions first; removals wait for the next pass).
+3. Apply: at most one NIC write per pass (additions first; removals wait for the next pass),
+   started, not waited for (``operations``: its end enqueues the node, whose next pass settles it).
    Every ARM write goes through the shared cloud's mutation token bucket (``cloud_access``), one
    write budget for all reconcilers.
 4. Status (``status``): networkContainers[0], assignedIPCount, the scaler, the reconcile status
@@ -27,19 +28,16 @@ A pass comes back after ``resyncPeriodSeconds`` (+-10 %) at the latest, or soone
 a settling release or a grace period is due; a NIC changed behind our back comes in through the
 NIC watcher, so a cluster at rest costs neither a pass nor a read per node per minute.
 
-In-memory state lives in one ``NicBook`` (it alone holds the lock) and one ``SubnetBook``.
-Every NodeNetworkConfig patch's answer is kept in a ``RecentWrites``, and a pass reads the object
-through it: a pass that runs before the watch shows the last write decides from that write, not
-from the cache's older copy (which, lacking the names just marked in ipsNotInUse, would mark
-others and so take names back out of ipsNotInUse: #962 again).
-Side effects: Kubernetes and ARM writes, Events, metrics.
+State: one ``NicBook`` (it alone holds the lock), one ``SubnetBook``, and a ``RecentWrites`` of
+our patches' answers that a pass reads through, so a pass before the watch catches up decides
+from our last write, not the cache's older copy (#962). Side effects: Kubernetes and ARM writes,
+Events, metrics.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-import random
 import time
 import uuid
 from collections.abc import Callable
@@ -49,7 +47,6 @@ from typing import Any
 from nodewright.api.acn.v1alpha import (
     NETWORK_CONTAINER_STATUS_FAILED,
     NETWORK_CONTAINER_STATUS_SUBNET_FULL,
-    NETWORK_CONTAINER_STATUS_SUCCESS,
     NodeNetworkConfig,
 )
 from nodewright.api.base import ValidationError
@@ -68,7 +65,20 @@ from nodewright.controllers.node_network_config.demand import DemandSide, SpecDe
 from nodewright.controllers.node_network_config.lifecycle import Lifecycle
 from nodewright.controllers.node_network_config.metrics import IpamMetrics, NodeFigures, node_pool_of
 from nodewright.controllers.node_network_config.nic_book import NicBook
+from nodewright.controllers.node_network_config.operations import (
+    STALE_OPERATION_SECONDS,
+    NicOperation,
+    NicWrites,
+    landed,
+    with_add_count,
+)
 from nodewright.controllers.node_network_config.options import NodeNetworkConfigSettings
+from nodewright.controllers.node_network_config.pass_rules import (
+    NodeNetworkConfigStores,
+    check_requested,
+    resync_jitter,
+    usable_maximum,
+)
 from nodewright.controllers.node_network_config.resources import (
     FINALIZER,
     NETWORK_INTERFACE_ANNOTATION,
@@ -101,7 +111,6 @@ from nodewright.ipam import (
 )
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
-from nodewright.runtime.informer import Store
 from nodewright.runtime.kinds import NODE, POD
 from nodewright.runtime.logs import get_logger
 from nodewright.runtime.objects import add_finalizer
@@ -115,24 +124,7 @@ log = get_logger(__name__)
 
 POD_NODE_INDEX = "spec.nodeName"
 PENDING_REQUEUE_SECONDS = 0.5
-RESYNC_JITTER = 0.1
-
-
-def resync_jitter() -> float:
-    """A factor in [0.9, 1.1] that spreads the periodic passes of many nodes."""
-    return random.uniform(1 - RESYNC_JITTER, 1 + RESYNC_JITTER)  # noqa: S311 - spreading, not security
-
-
 Object = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class NodeNetworkConfigStores:
-    """The cached reads: selected Nodes, NodeNetworkConfigs in our namespace, pods indexed by node."""
-
-    nodes: Store
-    node_network_configs: Store
-    pods: Store
 
 
 @dataclass(frozen=True)
@@ -150,6 +142,7 @@ class _View:
     demand: int
     in_use: frozenset[str]
     now: float
+    ended: NicOperation | None = None  # the NIC write that ended since the last pass
 
     @property
     def name(self) -> str:
@@ -157,24 +150,8 @@ class _View:
 
     @property
     def accounted(self) -> set[str]:
-        return {a.name for c in self.config.status.network_containers[:1] for a in c.ip_assignments}
-
-
-def usable_maximum(settings: NodeNetworkConfigSettings) -> int:
-    """The most secondary IPs a node may hold: the scaler's maximum, within one NIC's capacity."""
-    return min(settings.scaler.max_ip_count, MAX_SECONDARY_IPS_PER_NIC)
-
-
-def check_requested(requested: int, maximum: int) -> tuple[int | None, tuple[str, str] | None]:
-    """The count to allocate to and the problem to report (reason, message). Pure. A negative
-    count (possible only against a CRD without our minimum) changes nothing on the NIC; one above
-    the node's usable maximum is served up to that maximum."""
-    if requested < 0:
-        return None, ("InvalidRequestedIPCount", f"requestedIPCount {requested} is negative")
-    if requested > maximum:
-        message = f"requestedIPCount {requested} is above this node's usable maximum of {maximum} IPs"
-        return maximum, ("RequestedIPCountAboveMaximum", message)
-    return requested, None
+        listed = {a.name for c in self.config.status.network_containers[:1] for a in c.ip_assignments}
+        return listed | landed(self.ended)
 
 
 class NodeNetworkConfigReconciler:
@@ -193,6 +170,7 @@ class NodeNetworkConfigReconciler:
         wall_clock: Callable[[], str] = now_text,
         new_name: Callable[[], str] = lambda: str(uuid.uuid4()),
         jitter: Callable[[], float] = resync_jitter,
+        notify: Callable[[Request], None] | None = None,
     ) -> None:
         self._client = client
         self._stores = stores
@@ -202,7 +180,6 @@ class NodeNetworkConfigReconciler:
         self.settings = settings
         self._clock = clock
         self._wall_clock = wall_clock
-        self._new_name = new_name
         self._jitter = jitter
         self._written = RecentWrites()
         """The server's answers to our NodeNetworkConfig writes, until the cache shows them."""
@@ -210,6 +187,10 @@ class NodeNetworkConfigReconciler:
             backoff_base_seconds=settings.backoff_base_seconds,
             backoff_cap_seconds=settings.backoff_cap_seconds,
             leak_grace_seconds=settings.leak_grace_period_seconds,
+        )
+        prefix = BLOCK_PREFIX_LENGTH if settings.prefix_blocks else None
+        self._writes = NicWrites(
+            network, self.book, settings.namespace, notify or (lambda _: None), new_name, prefix
         )
         self.subnets = SubnetBook(
             client=client,
@@ -287,6 +268,8 @@ class NodeNetworkConfigReconciler:
         )
         view = dataclasses.replace(view, raw=raw)
         outcome = Outcome()
+        if view.ended is not None:
+            self._writes.settle(view.raw, view.nic_id, view.ended, view.nic, view.now, self._events)
         requested, problem = check_requested(spec.requested, usable_maximum(self.settings))
         if problem is not None:
             outcome.problems.append(problem)
@@ -307,6 +290,8 @@ class NodeNetworkConfigReconciler:
         )
         self._status.write(view.raw, view.config, container, outcome)
         self._record_metrics(view, spec, assignments)
+        if self.book.operation(view.nic_id) is not None:
+            return Result(requeue_after=STALE_OPERATION_SECONDS)  # the write's end enqueues this node
         return Result(requeue_after=self._next_visit(view, outcome, spec.listed, assignments))
 
     # -- read -----------------------------------------------------------------------------------
@@ -318,7 +303,10 @@ class NodeNetworkConfigReconciler:
             return found
         raw, config, nic_id = found
         now = self._clock()
-        nic = self._read_nic(raw, config, nic_id, now)
+        if self._writes.in_flight(nic_id, now):
+            return Result(requeue_after=STALE_OPERATION_SECONDS)  # one writer per NIC; its end enqueues us
+        ended = self.book.take_ended_operation(nic_id)
+        nic = self._read_nic(raw, config, nic_id, now, fresh=ended is not None)
         if isinstance(nic, Result):
             return nic
         subnet_id = primary_subnet_id(nic)
@@ -327,7 +315,18 @@ class NodeNetworkConfigReconciler:
         resident, in_use = node_pods(self._stores.pods.by_index(POD_NODE_INDEX, config.name))
         demand = demand_with_incoming(resident, incoming_pods(node, parse_time(self._wall_clock())))
         return _View(
-            raw, config, node, nic_id, nic, subnet_id, subnet, exhausted, demand, frozenset(in_use), now
+            raw,
+            config,
+            node,
+            nic_id,
+            nic,
+            subnet_id,
+            subnet,
+            exhausted,
+            demand,
+            frozenset(in_use),
+            now,
+            ended,
         )
 
     def _read_object(self, raw: Object, node: Object) -> tuple[Object, NodeNetworkConfig, str] | Result:
@@ -357,14 +356,16 @@ class NodeNetworkConfigReconciler:
             config = NodeNetworkConfig.from_object(raw)
         return raw, config, nic_id
 
-    def _read_nic(self, raw: Object, config: NodeNetworkConfig, nic_id: str, now: float) -> NicInfo | Result:
+    def _read_nic(
+        self, raw: Object, config: NodeNetworkConfig, nic_id: str, now: float, *, fresh: bool
+    ) -> NicInfo | Result:
         snapshot, _ = self.book.snapshot(nic_id)
         guard = self.book.guard(nic_id)
         if snapshot is None and not guard.may_write(now):
             # Backed off after a failed read: do not read again before the backoff ends.
             return Result(requeue_after=max(guard.retry_in(now), PENDING_REQUEUE_SECONDS))
         try:
-            return self._nic(nic_id, now, fresh=False)
+            return self._nic(nic_id, now, fresh=fresh)
         except NotFoundError as error:
             retry_in = self.book.back_off(nic_id, now)
             return self._problem(raw, config, "NetworkInterfaceNotFound", f"NIC {nic_id}: {error}", retry_in)
@@ -445,22 +446,26 @@ class NodeNetworkConfigReconciler:
     def _apply(
         self, view: _View, nic: NicInfo, plan: AllocationPlan, outcome: Outcome
     ) -> tuple[NicInfo, list[str]]:
-        """Carry out the plan with at most one NIC write (unless backed off); returns the NIC as
-        read after the write and the names added. Additions go first: removals wait a pass."""
-        if not plan.changes_nic:
+        """Start the plan's one NIC write (unless backed off; additions first, removals wait a pass),
+        or take the failure of the write ended since the last pass; returns the NIC and no names."""
+        failed = view.ended.error if view.ended is not None else None
+        if not plan.changes_nic and failed is None:
             return nic, []
         outcome.refusal = self.book.refusal(view.nic_id)  # said until a write goes through
         if outcome.refusal is not None:
             outcome.container_status = refused_container_status(outcome.refusal[0])
         guard = self.book.guard(view.nic_id)
-        if not guard.may_write(view.now):
+        if failed is None and not guard.may_write(view.now):
             outcome.complete = False
             outcome.retry_in = guard.retry_in(view.now)
             return nic, []
         try:
-            changed = self._add(view, plan) if plan.add_count else (self._remove(view, plan), [])
-            outcome.refusal, outcome.container_status = None, NETWORK_CONTAINER_STATUS_SUCCESS
-            return changed
+            if failed is not None and view.ended is not None:
+                plan = with_add_count(plan, view.ended)
+                raise failed
+            self._writes.start(view.name, view.nic_id, plan, view.subnet_id, view.now)
+            outcome.complete = False
+            return nic, []
         except BackingOffError as error:  # not sent: the NIC backs off after a failed write
             outcome.complete = False
             outcome.retry_in = error.retry_after
@@ -487,30 +492,6 @@ class NodeNetworkConfigReconciler:
             return self._nic(view.nic_id, view.now, fresh=True), []
         except CloudError:
             return nic, []
-
-    def _add(self, view: _View, plan: AllocationPlan) -> tuple[NicInfo, list[str]]:
-        names = [self._new_name() for _ in range(plan.add_count)]
-        prefix = BLOCK_PREFIX_LENGTH if self.settings.prefix_blocks else None
-        nic = self._network.add_secondary_ip_configurations(view.nic_id, names, view.subnet_id, prefix)
-        self.book.remember(view.nic_id, nic, view.now)
-        self.book.set_guard(view.nic_id, self.book.guard(view.nic_id).after_success(added=len(names)))
-        self.book.note_refusal(view.nic_id, None)
-        log.info("Added IPs", node=view.name, added=len(names))
-        return nic, names
-
-    def _remove(self, view: _View, plan: AllocationPlan) -> NicInfo:
-        nic = self._network.remove_secondary_ip_configurations(view.nic_id, list(plan.removals))
-        self.book.remember(view.nic_id, nic, view.now)
-        self.book.set_guard(view.nic_id, self.book.guard(view.nic_id).after_success(added=0))
-        self.book.note_refusal(view.nic_id, None)
-        if plan.release:
-            message = f"Released {len(plan.release)} IPs listed in ipsNotInUse"
-            self._events.event(view.raw, "Normal", "ReleasedIPs", message)
-        if plan.collected:
-            message = f"Released {len(plan.collected)} unaccounted IP configurations"
-            self._events.event(view.raw, "Normal", "CollectedLeakedIPs", message)
-        log.info("Released IPs", node=view.name, released=len(plan.release), collected=len(plan.collected))
-        return nic
 
     def _on_capacity_error(
         self, view: _View, plan: AllocationPlan, outcome: Outcome, error: CloudError

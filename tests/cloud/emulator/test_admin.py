@@ -67,14 +67,17 @@ def test_admin_endpoint_seeds_and_resets(arm_emulator: ArmEmulator) -> None:
 
 def test_limits_and_operation_duration_are_set_over_http(arm_emulator: ArmEmulator) -> None:
     """POST /_emulator/throttling replaces the limits; POST /_emulator/operation-duration sets
-    how long every long-running operation takes."""
+    how long every long-running operation takes, and the Retry-After sent while one runs."""
     limits = {"enforce": True, "buckets": {"writes": {"capacity": 5, "refillPerSecond": 1}}}
     answer = call(arm_emulator, "POST", "/_emulator/throttling", body=limits)
     assert (answer.status, answer.body) == (200, {"enforce": True})
     assert arm_emulator.throttling.limits.buckets["writes"].capacity == 5
     answer = call(arm_emulator, "POST", "/_emulator/operation-duration", body={"seconds": 1.5})
-    assert (answer.status, answer.body) == (200, {"seconds": 1.5})
+    assert (answer.status, answer.body) == (200, {"seconds": 1.5, "retryAfter": None})
     assert arm_emulator.state.operation_duration == 1.5
+    answer = call(arm_emulator, "POST", "/_emulator/operation-duration", body={"retryAfter": 2})
+    assert (answer.status, answer.body) == (200, {"seconds": 1.5, "retryAfter": 2.0})
+    assert arm_emulator.state.operation_retry_after == 2.0
 
 
 REFUSALS = {

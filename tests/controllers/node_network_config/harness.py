@@ -123,14 +123,14 @@ class IpamHarness:
         self.consumer.start()
         return self.consumer
 
-    def start(self, *, agent: bool = True) -> None:
+    def start(self, *, agent: bool = True, workers: int | None = None) -> None:
+        """Start the simulator, the manager (``workers``: the controller's worker threads, else
+        the reconciler's own count) and, with ``agent``, the pod address agent."""
         self._simulator = NodeSimulator(
             self.client, machines_in_emulator(self.emulator.state), owner=self.owner, interval=0.2
         )
         self._simulator.start()
-        manager = make_manager(self.cluster, self.namespace, gracefulShutdownTimeout=5)
-        self.reconciler = install(manager, self.settings, self.cloud.network, MachineNicLocator(self.cloud))
-        self._manager = RunningManager(manager)
+        self._start_manager(workers)
         if agent:
             self.agent = PodAddressAgent(
                 self.client, node_network_config_namespace=self.namespace, pod_namespace=self.namespace
@@ -158,6 +158,22 @@ class IpamHarness:
         """Stop playing the kubelets (Nodes then stay as they are, even if deleted)."""
         if self._simulator is not None:
             self._simulator.stop()
+
+    def _start_manager(self, workers: int | None) -> None:
+        reconcilers = {"nodenetworkconfig": {"maxConcurrentReconciles": workers}} if workers else {}
+        manager = make_manager(
+            self.cluster, self.namespace, gracefulShutdownTimeout=5, reconcilers=reconcilers
+        )
+        self.reconciler = install(manager, self.settings, self.cloud.network, MachineNicLocator(self.cloud))
+        self._manager = RunningManager(manager)
+
+    def restart_manager(self, workers: int | None = None) -> None:
+        """Stop the manager and start a new one on new cloud clients, as a restarted process
+        (nothing in memory survives: no NIC book, no operation followed)."""
+        self.stop_manager()
+        self.cloud.close()
+        self.cloud = cloud_for(self.emulator, observer=self.calls)
+        self._start_manager(workers)
 
     def stop_manager(self) -> None:
         """Stop the manager (and its reconciler); the simulator and the agent go on, so a test

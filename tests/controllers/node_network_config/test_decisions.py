@@ -16,7 +16,7 @@ from nodewright.controllers.node_network_config.demand import incoming_pods, rel
 from nodewright.controllers.node_network_config.metrics import IpamMetrics, NodeFigures, node_pool_of
 from nodewright.controllers.node_network_config.nic_book import NicBook
 from nodewright.controllers.node_network_config.options import NodeNetworkConfigSettings
-from nodewright.controllers.node_network_config.reconciler import check_requested
+from nodewright.controllers.node_network_config.pass_rules import check_requested
 from nodewright.controllers.node_network_config.resources import (
     controller_reference,
     is_controlled_by,

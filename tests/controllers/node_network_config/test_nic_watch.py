@@ -64,8 +64,10 @@ def _settled(harness: IpamHarness, nodes: int) -> bool:
 
 def test_at_rest_reads_are_per_scale_set_not_per_node(ipam: IpamHarness, arm_emulator: ArmEmulator) -> None:
     """24 nodes in 3 scale sets, nothing changing, the shipped defaults' periods scaled down: over
-    more than three list periods, no NIC is read on its own, the lists are one per scale set per
-    period, and fewer passes run than one per node."""
+    one resync period (ten list periods), no NIC is read on its own, the lists are one per scale
+    set per period, and the passes are the periodic ones (at most one per node), not one per node
+    per list. (A shorter window could hold all or none of the periodic passes: pools filled
+    together resync together.)"""
     ipam.configure(**scaled_defaults())
     for _ in range(3):
         ipam.add_scale_set(capacity=8)
@@ -74,7 +76,7 @@ def test_at_rest_reads_are_per_scale_set_not_per_node(ipam: IpamHarness, arm_emu
     time.sleep(2 * 0.6)  # the passes that filled the pools have written their status
 
     started, passes_before = time.monotonic(), reconciles(ipam)
-    window = 2.0
+    window = ipam.settings.resync_period_seconds
     time.sleep(window)
     passes = reconciles(ipam) - passes_before
     reads = arm_emulator.requests.entries(method="GET", since=started)
@@ -85,7 +87,7 @@ def test_at_rest_reads_are_per_scale_set_not_per_node(ipam: IpamHarness, arm_emu
     assert len(lists) >= 3 * 2, "the watcher did not sweep in the window"
     sweeps = window / (0.6 * 0.9) + 1
     assert len(reads) <= 3 * sweeps + 3, {entry.operation for entry in reads}
-    assert passes <= 24 / 2, f"{passes} passes for 24 nodes in {window} s"
+    assert passes <= 24 * 1.25, f"{passes} passes for 24 nodes in {window} s"
 
 
 def test_drift_restored_within_a_sweep(ipam: IpamHarness) -> None:
