@@ -16,14 +16,12 @@ A reconcile of ``<namespace>/<node>`` goes read -> decide -> apply -> status:
    else released after the leak grace period; additions within 255 per NIC, halved on capacity
    errors; per-NIC backoff after failures.
 3. Apply: at most one NIC write per pass (additions first; removals wait for the next pass),
-   started, not waited for (``operations``: its end enqueues the node, whose next pass settles it).
-   Every ARM write goes through the shared cloud's mutation token bucket (``cloud_access``), one
-   write budget for all reconcilers.
+   started, not waited for (``operations``: its end enqueues the node, whose next pass settles it),
+   within the shared cloud's one mutation budget (``cloud_access``).
 4. Status (``status``): networkContainers[0], assignedIPCount, the scaler, the reconcile status
    and a ``Ready`` condition; problems (bad spec, requestedIPCount above the node's maximum, node
    without providerID, NIC missing) set ``Error``, the condition and a Warning Event, never a
    crash loop. Then the ``nodewright_ipam_*`` figures (``metrics``).
-
 A pass comes back after ``resyncPeriodSeconds`` (+-10 %) at the latest, or sooner when a retry,
 a settling release or a grace period is due; a NIC changed behind our back comes in through the
 NIC watcher, so a cluster at rest costs neither a pass nor a read per node per minute.
