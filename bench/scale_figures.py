@@ -59,19 +59,20 @@ class Latencies:
 def item_latencies(
     due: Mapping[str, float], done: Mapping[str, float], start: float, end: float
 ) -> Latencies:
-    """Pure: for each item done within [start, end], done minus max(due, start); an item due
-    (by ``end``) with no ``done`` time after it counts as missing. ``due`` and ``done`` map an
-    item to a monotonic time (pod Running / identity Assigned; node Ready / pool filled)."""
+    """Pure: for each item done within [start, end], done minus max(due, start), or 0 when it
+    was done before it was due (an identity Assigned while its pod was still starting); an item
+    due (by ``end``) and not done counts as missing. ``due`` and ``done`` map an item to a
+    monotonic time (pod Running / identity Assigned; node Ready / pool filled)."""
     values: list[float] = []
     missing = 0
     for item, due_at in due.items():
         if due_at > end:
             continue
         done_at = done.get(item)
-        if done_at is None or done_at < due_at:
+        if done_at is None:
             missing += 1
         elif start <= done_at <= end:
-            values.append(done_at - max(due_at, start))
+            values.append(max(0.0, done_at - max(due_at, start)))
     return Latencies(len(values), percentile(values, 0.5), percentile(values, 0.99), missing)
 
 

@@ -162,8 +162,13 @@ class Tracker:
         return self._pool_filled.snapshot()
 
     def bound_pod_running(self) -> dict[str, float]:
-        """``pod_running`` of the pods that use an identity (their binding label is set)."""
-        bound = {_pod_key(p) for p in self.pods.store.list() if p["metadata"]["bound"]}
+        """``pod_running`` of the live pods that use an identity (their binding label is set; a
+        pod being deleted needs its identity no more)."""
+        bound = {
+            _pod_key(p)
+            for p in self.pods.store.list()
+            if p["metadata"]["bound"] and not p["metadata"]["deleting"]
+        }
         return {key: at for key, at in self.pod_running().items() if key in bound}
 
     def cluster_problems(self, nodes: int, pods: int) -> list[str]:

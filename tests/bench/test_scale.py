@@ -90,6 +90,7 @@ def test_undeclared_difference_is_caught() -> None:
         pytest.param({"a": 0.0}, {"a": 105.0}, (1, 5.0, 5.0, 0), id="due-before-phase-counts-from-start"),
         pytest.param({"a": 110.0}, {}, (0, None, None, 1), id="never-done-is-missing"),
         pytest.param({"a": 10.0}, {"a": 50.0}, (0, None, None, 0), id="done-before-phase-not-counted"),
+        pytest.param({"a": 120.0}, {"a": 110.0}, (1, 0.0, 0.0, 0), id="done-before-due-is-zero"),
         pytest.param({"a": 300.0}, {}, (0, None, None, 0), id="due-after-phase-ignored"),
     ],
 )
