@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m bench.reconcile_rate", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--widgets", type=int, default=2_000)
-    parser.add_argument("--rounds", type=int, default=10, help="no-write: times every key is enqueued")
+    parser.add_argument("--rounds", type=int, default=50, help="no-write: times every key is enqueued")
     parser.add_argument("--workers", type=int, default=16)
     parser.add_argument("--results", type=Path, default=Path(__file__).resolve().parent / "results")
     parser.add_argument("--child", choices=sorted(TARGETS), help=argparse.SUPPRESS)
