@@ -1,0 +1,464 @@
+"""``python -m bench.scale [--nodes N | --full]``: the whole manager at cluster sizes.
+
+Runs, on one machine: the real control plane with kwok nodes (``bench.scale_cluster``: lease and
+node-monitor settings that hold at 1,000 nodes on two cores); the ARM emulator with a generated
+estate in a process of its own with the node simulator (``bench.scale_world``: pools of at most
+100 nodes, uniform scale sets with one NIC per instance, one identity per pool and one shared,
+200 ms per ARM call, ARM's subscription buckets and Compute policies enforced); Deployments of 10
+pods per node (per pool: ``web`` 4 per node and ``worker`` 2, unbound; ``api`` 2 per node bound
+to the pool's identity; and ``shared`` 2 per node across every pool, bound to the shared
+identity); and the manager as its own process (``python -m nodewright.controllers.main run``)
+with config/manager/config.yaml as shipped. Where its config differs, and why each is not a
+tuning (``bench.scale_config.DIFFERENCES``; a test holds the derived config to this list):
+
+- ``metrics.bindAddress``, ``health.bindAddress``: free loopback ports instead of :8443 and
+  :8081 on every interface (a shared machine; where metrics are served costs nothing);
+- ``reconcilers.*.options.cloud``: ``subscriptionId``, ``armEndpoint``, ``caBundle`` and a static
+  ``credential`` point the one shared cloud block at the emulator (workload identity needs Entra
+  ID); ``mutationQps``/``mutationBurst`` and every other cloud setting stay as shipped (so the
+  LRO ``pollingInterval`` is its default, 30 s);
+- ``reconcilers.workload-identity-federation.enabled``: true (every reconciler enabled);
+- ``reconcilers.node-image``, ``reconcilers.node-network-config``: added with only the shared
+  cloud block, every option at its default (the shipped file does not list them).
+
+Phases, each measured only once every Node and pod is Ready: cold start (the manager starts on
+a cluster it has never seen); steady state (``--steady-seconds``, default 300); churn +20 %
+(every pool and Deployment grows a fifth) and then -20 % (back); a manager restart (SIGTERM,
+then a new process; converged once it leads, measured over ``--restart-seconds``); a NodeImage
+rollout of pool 0 (100 nodes, or the whole pool when smaller) at maxSurge 10 % (rounded up).
+Per phase: time to converge; p50/p99 per item (pod Running to identity Assigned; node Ready to
+pool filled); ARM reads, writes (deletes included) and 429s per minute; API server requests and
+writes (``apiserver_request_total``, every client's); CPU seconds of the manager, API server,
+etcd, controller manager, scheduler, kwok, the world process (emulator + node simulator) and
+the harness; the manager's peak RSS; and the bottleneck. Results: ``bench/results/scale-N.json``
+and ``.md``, and ``scale.png`` (each cost against node count, over every ``scale-*.json``).
+
+Side effects: processes, loopback ports, a temporary directory, files under bench/results/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import os
+import platform
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from bench.processes import Contender, RunningProcess, cpu_seconds_of
+from bench.scale_cluster import LEASE_SECONDS, ScaleControlPlane
+from bench.scale_config import load_shipped, manager_config
+from bench.scale_figures import (
+    ArmCall,
+    PhaseFigures,
+    api_counts,
+    arm_rates,
+    item_latencies,
+    name_bottleneck,
+)
+from bench.scale_report import write_results
+from bench.scale_tracker import BINDING_LABEL, Tracker
+from bench.scale_world import NEW_IMAGE, EstatePlan, World, plan_estate
+from nodewright.api import RESOURCES
+from nodewright.controllers.identity.options import AZURE_IDENTITY, AZURE_IDENTITY_BINDING
+from nodewright.controllers.node_image.resources import NODE_IMAGE, SCALING_GROUP
+from nodewright.devenv.controlplane import ControlPlane, free_port
+from nodewright.devenv.crds import install_crds
+from nodewright.runtime.client import Client
+from nodewright.runtime.kinds import LEASE, NAMESPACE, Kind
+
+__all__ = ["GOALS", "main", "run"]
+
+DEPLOYMENT = Kind("apps/v1", "Deployment", "deployments")
+BENCH_NAMESPACE = "bench-scale"
+SYSTEM_NAMESPACE = "nodewright-system"
+JOIN_SECONDS = 10.0
+"""A new machine becomes a Node this long after it was created (boot and kubelet start)."""
+POLL_SECONDS = 2.0
+PER_NODE = {"web": 4, "worker": 2, "api": 2}
+SHARED_PER_NODE = 2
+GOALS = {
+    "cold start": "converged; 0 429s; ARM writes inside the budget",
+    "steady state": "~0 ARM writes/min; reads/min flat in node count; manager CPU flat",
+    "churn +20 %": "converged; p99 per item within a minute",
+    "churn -20 %": "converged: identities and pools of gone nodes released",
+    "manager restart": "leading within the 15 s lease; no write storm",
+    "rollout": "Complete; ARM writes inside the budget",
+}
+
+
+@dataclass
+class Run:
+    """Everything one run holds."""
+
+    plan: EstatePlan
+    plane: ControlPlane
+    client: Client
+    world: World
+    tracker: Tracker
+    work: Path
+    pool_sizes: tuple[int, ...] = ()
+    managers: list[RunningProcess] = field(default_factory=list)
+    replicas: dict[str, int] = field(default_factory=dict)
+    phases: list[PhaseFigures] = field(default_factory=list)
+
+    @property
+    def pods(self) -> int:
+        return sum(self.replicas.values())
+
+    @property
+    def nodes(self) -> int:
+        return sum(self.pool_sizes)
+
+    def pids(self) -> dict[str, Callable[[], float]]:
+        """Process name -> its CPU seconds so far (the managers summed, the harness alone)."""
+        plane = self.plane
+        readers: dict[str, Callable[[], float]] = {
+            "manager": lambda: sum(m.cpu_seconds() for m in self.managers),
+            "kube-apiserver": _cpu_of(plane.apiserver_process),
+            "etcd": _cpu_of(plane.etcd_process),
+            "emulator+nodesim": lambda: cpu_seconds_of(self.world.pid),
+            "harness": _own_cpu,
+        }
+        for name, process in plane.component_processes.items():
+            readers[name] = _cpu_of(process)
+        return readers
+
+
+def _own_cpu() -> float:
+    """The harness's own CPU seconds (not its reaped children's: the managers it stopped)."""
+    times = os.times()
+    return times.user + times.system
+
+
+def _cpu_of(process: Any) -> Callable[[], float]:
+    pid = process.pid
+    return lambda: cpu_seconds_of(pid)
+
+
+def _request_totals(client: Client) -> dict[str, float]:
+    totals: dict[str, float] = {}
+    families = text_string_to_metric_families(client.request("GET", "/metrics").text)
+    for family in (f for f in families if f.name == "apiserver_request"):
+        for sample in family.samples:
+            if sample.name == "apiserver_request_total":
+                verb = sample.labels.get("verb", "")
+                totals[verb] = totals.get(verb, 0.0) + sample.value
+    return totals
+
+
+def _wait(condition: Callable[[], list[str]], timeout: float, what: str) -> tuple[bool, float, list[str]]:
+    """Poll ``condition`` (its problems) every ``POLL_SECONDS`` until none; (done, seconds, last)."""
+    started = time.monotonic()
+    problems = condition()
+    while problems:
+        if time.monotonic() - started > timeout:
+            print(f"{what}: not converged after {timeout:g} s: {problems[:4]}", flush=True)
+            return False, time.monotonic() - started, problems
+        time.sleep(POLL_SECONDS)
+        problems = condition()
+    return True, time.monotonic() - started, []
+
+
+def _measure(run: Run, name: str, body: Callable[[], tuple[bool, float, list[str]]]) -> PhaseFigures:
+    """Wait for Nodes and pods Ready, then run ``body`` (which returns converged, seconds to
+    converge and notes) and read every figure of the phase around it."""
+    ready, _, problems = _wait(lambda: run.tracker.cluster_problems(run.nodes, run.pods), 900, name)
+    readers = run.pids()
+    cpu_before = {process: read() for process, read in readers.items()}
+    totals_before = _request_totals(run.client)
+    start = time.monotonic()
+    converged, seconds, notes = body()
+    end = time.monotonic()
+    cpu = {process: read() - cpu_before[process] for process, read in readers.items()}
+    requests, writes = api_counts(totals_before, _request_totals(run.client))
+    calls = [ArmCall(*call) for call in run.world.call("arm_calls", start)]
+    rates = arm_rates(calls, end - start)
+    tracker = run.tracker
+    figures = PhaseFigures(
+        name=name,
+        goal=GOALS[name.split(" (", maxsplit=1)[0]],
+        seconds=seconds,
+        converged=converged,
+        identity=item_latencies(tracker.bound_pod_running(), tracker.assigned(), start, end),
+        pool=item_latencies(tracker.node_ready(), tracker.pool_filled(), start, end),
+        arm=rates,
+        api_requests=requests,
+        api_writes=writes,
+        cpu_seconds=cpu,
+        manager_peak_rss_bytes=max((m.sample_peak_rss() for m in run.managers), default=0),
+        bottleneck=name_bottleneck(cpu, rates),
+        notes=([] if ready else [f"not Ready before the phase: {problems[:3]}"]) + notes,
+    )
+    print(f"{name}: {figures.to_json()}", flush=True)
+    run.phases.append(figures)
+    return figures
+
+
+def _deployment(name: str, replicas: int, *, pool: str | None, binding: str | None) -> dict[str, Any]:
+    labels = {"app": name, **({BINDING_LABEL: binding} if binding else {})}
+    spec: dict[str, Any] = {
+        "containers": [{"name": "app", "image": "registry.invalid/app:1"}],
+        "terminationGracePeriodSeconds": 0,
+    }
+    if pool:
+        spec["nodeSelector"] = {"kubernetes.azure.com/agentpool": pool}
+    return {
+        "metadata": {"name": name, "namespace": BENCH_NAMESPACE},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": labels}, "spec": spec},
+        },
+    }
+
+
+def _workload(run: Run, pool_sizes: tuple[int, ...], *, create: bool) -> None:
+    """Create (or scale) the Deployments to 10 pods per node of ``pool_sizes``."""
+    wanted: dict[str, dict[str, Any]] = {}
+    for index, size in enumerate(pool_sizes):
+        pool = f"pool{index:02d}"
+        for app, per_node in PER_NODE.items():
+            binding = f"{BENCH_NAMESPACE}-{index}" if app == "api" else None
+            wanted[f"{app}-{pool}"] = _deployment(
+                f"{app}-{pool}", per_node * size, pool=pool, binding=binding
+            )
+    shared = len(pool_sizes)
+    wanted["shared"] = _deployment(
+        "shared", SHARED_PER_NODE * sum(pool_sizes), pool=None, binding=f"{BENCH_NAMESPACE}-{shared}"
+    )
+    for name, body in wanted.items():
+        if create:
+            run.client.create(DEPLOYMENT, body)
+        else:
+            patch = {"spec": {"replicas": body["spec"]["replicas"]}}
+            run.client.patch(DEPLOYMENT, name, patch, BENCH_NAMESPACE)
+        run.replicas[name] = body["spec"]["replicas"]
+
+
+def _identities(run: Run) -> None:
+    for index, (identity, client_id) in enumerate(run.world.info["identities"]):
+        metadata = {"name": f"id-{index:02d}", "namespace": BENCH_NAMESPACE}
+        spec = {"type": 0, "resourceID": identity, "clientID": client_id}
+        run.client.create(AZURE_IDENTITY, {"metadata": metadata, "spec": spec})
+        binding = {"azureIdentity": f"id-{index:02d}", "selector": f"{BENCH_NAMESPACE}-{index}"}
+        name = {"name": f"binding-{index:02d}", "namespace": BENCH_NAMESPACE}
+        run.client.create(AZURE_IDENTITY_BINDING, {"metadata": name, "spec": binding})
+
+
+def _start_manager(run: Run) -> RunningProcess:
+    info = run.world.info
+    config = manager_config(
+        load_shipped(),
+        endpoint=info["endpoint"],
+        ca_bundle=info["ca_file"],
+        subscription=info["subscription"],
+        token="bench-scale-manager",  # noqa: S106 - the emulator accepts any token
+        metrics_port=free_port(),
+        health_port=free_port(),
+    )
+    path = run.work / "manager-config.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    number = len(run.managers)
+    contender = Contender(
+        f"manager-{number}",
+        "nodewright",
+        (sys.executable, "-m", "nodewright.controllers.main", "run", "--config", str(path)),
+        env={"KUBECONFIG": str(run.plane.kubeconfig), "POD_NAME": f"nodewright-bench-{number}"},
+    )
+    manager = RunningProcess(contender, run.work / "logs", env={})
+    run.managers.append(manager)
+    return manager
+
+
+def _lease_holder(client: Client) -> str:
+    with contextlib.suppress(Exception):
+        lease = client.get(LEASE, "nodewright-leader", SYSTEM_NAMESPACE)
+        return str((lease.get("spec") or {}).get("holderIdentity") or "")
+    return ""
+
+
+def _converge(
+    run: Run, timeout: float, extra: Callable[[], list[str]] | None = None
+) -> Callable[[], tuple[bool, float, list[str]]]:
+    def body() -> tuple[bool, float, list[str]]:
+        def problems() -> list[str]:
+            alive = [] if run.managers[-1].running() else ["the manager exited"]
+            return alive + run.tracker.problems(run.nodes, run.pods) + (extra() if extra else [])
+
+        converged, seconds, left = _wait(problems, timeout, "converge")
+        return converged, seconds, [f"left: {left[:3]}"] if left else []
+
+    return body
+
+
+def _cold_start(run: Run, timeout: float) -> None:
+    def body() -> tuple[bool, float, list[str]]:
+        _start_manager(run)
+        return _converge(run, timeout)()
+
+    _measure(run, "cold start", body)
+
+
+def _steady(run: Run, seconds: float) -> None:
+    """Nothing changes for ``seconds``; converged means still converged at the end."""
+
+    def body() -> tuple[bool, float, list[str]]:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if not run.managers[-1].running():
+                return False, seconds, ["the manager exited"]
+            time.sleep(min(POLL_SECONDS * 5, max(0.0, deadline - time.monotonic())))
+        problems = run.tracker.problems(run.nodes, run.pods)
+        return not problems, seconds, [f"drifted: {problems[:3]}"] if problems else []
+
+    _measure(run, "steady state", body)
+
+
+def _churn(run: Run, sizes: tuple[int, ...], name: str, timeout: float) -> None:
+    """Pools to ``sizes`` at once (new machines join ``JOIN_SECONDS`` later, removed ones go),
+    Deployments to 10 pods per node of them."""
+
+    def body() -> tuple[bool, float, list[str]]:
+        started = time.monotonic()
+        for index, size in enumerate(sizes):
+            run.world.call("scale", index, size)
+        run.pool_sizes = sizes
+        _workload(run, sizes, create=False)
+        converged, _, notes = _converge(run, timeout)()
+        return converged, time.monotonic() - started, notes
+
+    _measure(run, name, body)
+
+
+def _restart(run: Run, window: float, timeout: float) -> None:
+    """SIGTERM the manager, start a new one; converged once it leads; measured over ``window``."""
+
+    def body() -> tuple[bool, float, list[str]]:
+        run.managers[-1].stop()
+        started = time.monotonic()
+        manager = _start_manager(run)
+        identity = manager.contender.env["POD_NAME"]
+        leading, seconds, _ = _wait(
+            lambda: [] if _lease_holder(run.client) == identity else ["not leading"], timeout, "restart"
+        )
+        time.sleep(max(0.0, window - (time.monotonic() - started)))
+        problems = run.tracker.problems(run.nodes, run.pods)
+        return leading and not problems, seconds, [f"left: {problems[:3]}"] if problems else []
+
+    _measure(run, "manager restart", body)
+
+
+def _rollout(run: Run, timeout: float) -> None:
+    """A NodeImage on pool 0 (its ScalingGroup created with it) to the new image, maxSurge 10 %."""
+    size = run.pool_sizes[0]
+    surge = max(1, math.ceil(size / 10))
+    node_image = "bench-rollout"
+
+    def extra() -> list[str]:
+        live, on_new = run.world.call("census", 0, NEW_IMAGE)
+        status = run.client.get(NODE_IMAGE, node_image).get("status") or {}
+        problems = [] if live == on_new == size else [f"pool00: {on_new} of {live} on the new image"]
+        if status.get("rolloutState") != "Complete":
+            problems.append(f"rollout state {status.get('rolloutState')}")
+        return problems
+
+    def body() -> tuple[bool, float, list[str]]:
+        spec = {"image": NEW_IMAGE, "maxSurge": surge}
+        run.client.create(NODE_IMAGE, {"metadata": {"name": node_image}, "spec": spec})
+        group = {"groupID": run.world.info["scale_sets"][0], "nodeImage": node_image}
+        run.client.create(SCALING_GROUP, {"metadata": {"name": "pool00"}, "spec": group})
+        return _converge(run, timeout, extra)()
+
+    _measure(run, f"rollout (pool00, {size} nodes, maxSurge {surge})", body)
+
+
+def _phases(run: Run, steady: float, restart_window: float, timeout: float) -> None:
+    _cold_start(run, timeout)
+    _steady(run, steady)
+    base = run.pool_sizes
+    _churn(run, tuple(math.ceil(size * 1.2) for size in base), "churn +20 %", timeout)
+    _churn(run, base, "churn -20 %", timeout)
+    _restart(run, restart_window, timeout)
+    _rollout(run, timeout)
+
+
+def run(
+    nodes: int, *, steady: float, restart_window: float, timeout: float | None = None
+) -> list[PhaseFigures]:
+    """Start everything, run the phases, stop everything; returns the phases' figures."""
+    plan = plan_estate(nodes)
+    timeout = timeout or max(900.0, nodes * 3.0)
+    with tempfile.TemporaryDirectory(prefix="bench-scale-") as directory, ScaleControlPlane() as plane:
+        client = Client.from_kubeconfig(plane.kubeconfig)
+        install_crds(client, RESOURCES)
+        for namespace in (SYSTEM_NAMESPACE, BENCH_NAMESPACE):
+            client.create(NAMESPACE, {"metadata": {"name": namespace}})
+        world = World(str(plane.kubeconfig), plan, JOIN_SECONDS, LEASE_SECONDS / 4)
+        tracker = Tracker(client, BENCH_NAMESPACE)
+        bench = Run(plan, plane, client, world, tracker, Path(directory), pool_sizes=plan.pool_sizes)
+        try:
+            tracker.start()
+            _identities(bench)
+            world.call("join")
+            _workload(bench, plan.pool_sizes, create=True)
+            _phases(bench, steady, restart_window, timeout)
+        finally:
+            for manager in bench.managers:
+                manager.stop()
+            tracker.stop()
+            world.stop()
+            _keep_logs(Path(directory))
+    return bench.phases
+
+
+def _keep_logs(directory: Path) -> None:
+    """Copy the managers' logs next to the results' raw logs (not committed), for a post-mortem."""
+    target = Path(__file__).resolve().parent / "results" / "raw" / "scale"
+    target.mkdir(parents=True, exist_ok=True)
+    for path in (directory / "logs").glob("*"):
+        (target / path.name).write_bytes(path.read_bytes()[-2_000_000:])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__.split("\n")[0])
+    parser.add_argument("--nodes", type=int, action="append", help="node count (repeatable; default 200)")
+    parser.add_argument("--full", action="store_true", help="1,000, 2,000 and 5,000 nodes")
+    parser.add_argument("--steady-seconds", type=float, default=300.0)
+    parser.add_argument("--restart-seconds", type=float, default=120.0)
+    parser.add_argument("--timeout", type=float, help="per phase (default max(900, 3 s per node))")
+    parser.add_argument("--results", type=Path, default=Path(__file__).resolve().parent / "results")
+    arguments = parser.parse_args(argv)
+    sizes = [1_000, 2_000, 5_000] if arguments.full else (arguments.nodes or [200])
+    for nodes in sizes:
+        load_before = os.getloadavg()
+        phases = run(
+            nodes,
+            steady=arguments.steady_seconds,
+            restart_window=arguments.restart_seconds,
+            timeout=arguments.timeout,
+        )
+        meta = {
+            "nodes": nodes,
+            "steady_seconds": arguments.steady_seconds,
+            "load_average": [list(load_before), list(os.getloadavg())],
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "when": time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()),
+        }
+        for path in write_results(arguments.results, meta, phases):
+            print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
