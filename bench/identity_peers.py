@@ -126,6 +126,8 @@ class PhaseRun:
     flexible_pods: int = 0
     flexible_assigned: int = 0
     seeded_kept: bool = True
+    last_assigned: float | None = None
+    """Seconds from the phase's start to the last of its new pods' assignments."""
     arm: dict[str, int] = field(default_factory=dict)
     api_writes: dict[str, int] = field(default_factory=dict)
 
@@ -462,6 +464,8 @@ class Phases:
         seconds = time.monotonic() - mark
         phase = PhaseRun(name, seconds, converged, pods_changed=len(new) or before)
         self._assignment_figures(phase, new)
+        stamps = [timeline.assigned[pod] for pod in new if pod in timeline.assigned]
+        phase.last_assigned = max(stamps) - mark if stamps else None
         phase.seeded_kept = (
             estate.identity_ids[SEEDED].lower()
             in estate.identities_on([estate.seeded_target])[estate.seeded_target]

@@ -10,6 +10,7 @@ import dataclasses
 import datetime
 import json
 import math
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from bench.identity_peers import (
 )
 from bench.report import machine_description
 
-__all__ = ["render", "summarise", "write"]
+__all__ = ["main", "render", "summarise", "write"]
 
 SCENARIOS = {"clean": "clean", "throttled": f"{THROTTLES} x 429 (Retry-After {RETRY_AFTER:g} s) per phase"}
 
@@ -46,6 +47,7 @@ def _phase_figures(phase: PhaseRun, scale_sets: int) -> dict[str, Any]:
         "converged": phase.converged,
         "pods_changed": phase.pods_changed,
         "assigned": len(phase.latencies),
+        "last_assigned_seconds": None if phase.last_assigned is None else round(phase.last_assigned, 2),
         "unassigned": phase.unassigned,
         "running_to_assigned": {
             "p50": _percentile(phase.latencies, 0.5),
@@ -145,6 +147,29 @@ def _arm_per_pod(run: dict[str, Any]) -> float:
     return requests / max(1, pods)
 
 
+def _time_goal(
+    scenario: str, ours: dict[str, Any], theirs: dict[str, Any], timeout: float
+) -> tuple[str, str, str]:
+    """All assigned in <= 0.5x MIC's time. When MIC never got every pod assigned, its time is
+    at least when it made its last assignment: nodewright is compared with that lower bound."""
+    goal = f"{scenario}, {ours['phase']}: all assigned <= 0.5x MIC's time"
+    if theirs["converged"]:
+        ratio = ours["seconds"] / max(theirs["seconds"], 1e-9)
+        measured = f"{ours['seconds']:.1f} s vs MIC {theirs['seconds']:.1f} s ({ratio:.2f}x)"
+        return goal, measured, _verdict(ours["converged"] and ratio <= 0.5)
+    last = theirs.get("last_assigned_seconds")
+    flexible = theirs["flexible_pods"] - theirs["flexible_assigned"]
+    measured = (
+        f"{ours['seconds']:.1f} s; MIC never (> {timeout:.0f} s: {theirs['unassigned']} pods never "
+        f"assigned, {flexible} of them on Flexible members)"
+    )
+    if not last:
+        return goal, measured, _verdict(ours["converged"])
+    ratio = ours["seconds"] / last
+    measured += f"; its last assignment came at {last:.1f} s, {ratio:.2f}x that lower bound"
+    return goal, measured, _verdict(ours["converged"] and ratio <= 0.5)
+
+
 def goals(results: dict[str, Any]) -> list[tuple[str, str, str]]:
     """(goal, measured, verdict) for each of the issue's goals, per scenario."""
     rows: list[tuple[str, str, str]] = []
@@ -152,20 +177,9 @@ def goals(results: dict[str, Any]) -> list[tuple[str, str, str]]:
         ours, mic = _run(results, "nodewright", scenario), _run(results, "mic", scenario)
         if ours is None or mic is None:
             continue
+        timeout = results["workload"]["phase_timeout"]
         for index, phase in enumerate(ours["phases"][:2]):
-            theirs = mic["phases"][index]
-            mic_time = theirs["seconds"] if theirs["converged"] else None
-            last = theirs["running_to_assigned"]["max"]
-            ratio = phase["seconds"] / mic_time if mic_time else None
-            mic_cell = _converged_cell(theirs, results["workload"]["phase_timeout"])
-            measured = (
-                f"{phase['seconds']:.1f} s vs MIC {mic_cell} s"
-                f" (MIC's last assignment after {_seconds(last)} s, {theirs['unassigned']} never made)"
-            )
-            met = phase["converged"] and (ratio is None or ratio <= 0.5)
-            rows.append(
-                (f"{scenario}, {phase['phase']}: all assigned <= 0.5x MIC's time", measured, _verdict(met))
-            )
+            rows.append(_time_goal(scenario, phase, mic["phases"][index], timeout))
         ours_rate, mic_rate = _arm_per_pod(ours), _arm_per_pod(mic)
         rows.append(
             (
@@ -299,3 +313,18 @@ def write(results: dict[str, Any], directory: Path) -> list[Path]:
     written[1].write_text(render(results))
     chart = _draw(results, directory / f"{stem}.png")
     return written + ([chart] if chart else [])
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m bench.identity_peers_report JSON [DIR]``: render the Markdown and the chart
+    again from a recorded JSON (into DIR, default the JSON's directory)."""
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    source = Path(arguments[0])
+    results = json.loads(source.read_text())
+    for path in write(results, Path(arguments[1]) if len(arguments) > 1 else source.parent):
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
