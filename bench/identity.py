@@ -1,4 +1,5 @@
-"""``python -m bench.identity [--full] [--kubeconfig PATH]``: identity assignment at scale.
+"""``python -m bench.identity [--full] [--kubeconfig PATH]``: identity assignment at scale;
+``--peer mic`` runs aad-pod-identity's MIC beside nodewright instead (:mod:`bench.identity_peers`).
 
 Pods over nodes of scale sets and standalone VMs (full: 1,000 pods over 200 nodes in 10 scale
 sets and 20 VMs, 50 identities; quick: 200 pods over 40 nodes in 2 scale sets and 8 VMs, 20
@@ -462,11 +463,36 @@ def run(full: bool, kubeconfig: str | None = None) -> str:
     return _table(scale, phases)
 
 
+def run_beside_peer(full: bool, results: Path) -> str:
+    """``--peer mic``: nodewright and MIC side by side (:mod:`bench.identity_peers`); writes
+    ``identity-vs-mic[-quick].*`` under ``results`` and returns the Markdown report."""
+    from bench import identity_peers, identity_peers_report  # noqa: PLC0415 - only this mode needs them
+
+    workload = identity_peers.FULL if full else identity_peers.QUICK
+    identity_peers.mic_binary()  # build MIC first (minutes, once), outside any measurement
+    runs = identity_peers.run(workload)
+    summary = identity_peers_report.summarise(runs, workload, "full" if full else "quick")
+    identity_peers_report.write(summary, results)
+    return identity_peers_report.render(summary)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.identity", description=__doc__)
     parser.add_argument("--full", action="store_true", help="1,000 pods over 200 nodes (default: quick)")
     parser.add_argument("--kubeconfig", help="use this cluster instead of a private control plane")
+    parser.add_argument(
+        "--peer",
+        choices=["mic"],
+        help="run aad-pod-identity's MIC v1.8.17 (built from its Go module) and nodewright side by side "
+        "on the peer workload, each on its own private control plane (--kubeconfig is not used)",
+    )
+    parser.add_argument(
+        "--results", default=str(Path(__file__).parent / "results"), help="where --peer writes its report"
+    )
     arguments = parser.parse_args(argv)
+    if arguments.peer:
+        print(run_beside_peer(arguments.full, Path(arguments.results)))
+        return 0
     print(run(arguments.full, arguments.kubeconfig))
     return 0
 

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Builds the Go peers of nodewright's benchmarks (the controller-runtime contender and the
-# client-go informer) into a cache directory outside the repository, once per go.sum content.
-# Prints the bin directory. Usage: bench/peers/build.sh   (NODEWRIGHT_CACHE overrides ~/.cache/nodewright)
+# Builds the Go peers of nodewright's benchmarks (the controller-runtime contender, the client-go
+# informer, and aad-pod-identity's MIC, unmodified, from its Go module) into a cache directory
+# outside the repository, once per go.mod/go.sum content. Prints the bin directory.
+# Usage: bench/peers/build.sh [PEER...]   (default: the framework contenders; `mic` on request; NODEWRIGHT_CACHE overrides ~/.cache/nodewright)
+# Only the benches call this: CI and the test suite never build peers.
 set -euo pipefail
+shopt -s nullglob
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cache="${NODEWRIGHT_CACHE:-$HOME/.cache/nodewright}"
@@ -14,14 +17,27 @@ if ! command -v go >/dev/null 2>&1; then
   exit 1
 fi
 
-for peer in controller-runtime client-go-informer; do
+# peer directory -> what to build in it ("." = its own main.go, else a package of a required module)
+declare -A targets=(
+  [controller-runtime]=.
+  [client-go-informer]=.
+  [mic]=github.com/Azure/aad-pod-identity/cmd/mic
+)
+
+peers=("$@")
+if [[ ${#peers[@]} -eq 0 ]]; then
+  peers=(controller-runtime client-go-informer)  # the framework contenders of `make bench`
+fi
+
+for peer in "${peers[@]}"; do
+  target="${targets[$peer]:?unknown peer $peer}"
   dir="$here/$peer"
-  stamp="$(cat "$dir/go.mod" "$dir/go.sum" "$dir/main.go" | sha256sum | cut -c1-12)"
+  stamp="$(cat "$dir"/go.mod "$dir"/go.sum "$dir"/*.go | sha256sum | cut -c1-12)"
   out="$bin/$peer-$stamp"
   if [[ ! -x "$out" ]]; then
     echo "bench/peers/build.sh: building $peer (first time only)" >&2
     start=$SECONDS
-    (cd "$dir" && CGO_ENABLED=0 go build -mod=readonly -trimpath -ldflags "-s -w" -o "$out.tmp" .)
+    (cd "$dir" && CGO_ENABLED=0 go build -mod=readonly -trimpath -ldflags "-s -w" -o "$out.tmp" "$target")
     mv "$out.tmp" "$out"
     echo "bench/peers/build.sh: built $peer in $((SECONDS - start)) s" >&2
   fi

@@ -6,13 +6,14 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterable
+from typing import Any
 
 from nodewright.api import RESOURCES, Resource
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
 from nodewright.runtime.kinds import Kind
 
-__all__ = ["CUSTOM_RESOURCE_DEFINITION", "install_crds"]
+__all__ = ["CUSTOM_RESOURCE_DEFINITION", "install_crd_documents", "install_crds"]
 
 CUSTOM_RESOURCE_DEFINITION = Kind(
     "apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", namespaced=False
@@ -23,17 +24,21 @@ def install_crds(
     client: Client, resources: Iterable[type[Resource]] = RESOURCES, timeout: float = 60.0
 ) -> None:
     """Create each resource's CRD (refreshing its spec if it exists) and wait until Established."""
-    wanted = list(resources)
-    for resource in wanted:
-        crd = resource.custom_resource_definition()
+    install_crd_documents(client, [resource.custom_resource_definition() for resource in resources], timeout)
+
+
+def install_crd_documents(client: Client, documents: Iterable[dict[str, Any]], timeout: float = 60.0) -> None:
+    """Create each CRD document (refreshing its spec if it exists) and wait until Established."""
+    wanted = list(documents)
+    for crd in wanted:
         try:
             client.create(CUSTOM_RESOURCE_DEFINITION, crd)
         except errors.AlreadyExists:
             with contextlib.suppress(errors.Conflict):
                 client.patch(CUSTOM_RESOURCE_DEFINITION, crd["metadata"]["name"], {"spec": crd["spec"]})
     deadline = time.monotonic() + timeout
-    for resource in wanted:
-        name = f"{resource.PLURAL}.{resource.group()}"
+    for crd in wanted:
+        name = crd["metadata"]["name"]
         while True:
             conditions = (client.get(CUSTOM_RESOURCE_DEFINITION, name).get("status") or {}).get(
                 "conditions"

@@ -1,8 +1,17 @@
-"""A minimal Microsoft Entra token endpoint for workload identity federation:
-``POST /{tenant}/oauth2/v2.0/token`` with a client assertion (the client-credentials grant that
-the Azure SDKs send for workload identity), served by the emulator without ARM's bearer check.
+"""A minimal Microsoft Entra token endpoint, served by the emulator without ARM's bearer check:
 
-It grants a token only when, as Entra does for a user-assigned identity:
+- ``POST /{tenant}/oauth2/v2.0/token`` with a client assertion (the client-credentials grant that
+  the Azure SDKs send for workload identity);
+- ``POST /{tenant}/oauth2/token``, Entra's v1 (ADAL) client-credentials grant with a client
+  secret and a ``resource``, for peers built on go-autorest's adal such as aad-pod-identity's
+  MIC: an application is registered with :meth:`EntraTokenEndpoint.register_application` and the
+  answer has v1's shape (``expires_in``, ``ext_expires_in``, ``expires_on``, ``not_before`` as
+  strings of seconds, ``resource`` echoed), as Microsoft's v1 client-credentials documentation
+  shows it. ``resource`` must name the emulator (its endpoint, with or without the trailing
+  slash). :meth:`EntraTokenEndpoint.client_of` tells which application a token was issued to, so
+  the request log can be split by caller.
+
+The v2 route grants a token only when, as Entra does for a user-assigned identity:
 
 - ``client_id`` is the clientId of an emulated user-assigned identity and ``tenant`` the
   emulator's tenant;
@@ -37,10 +46,21 @@ from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa, utils
 from nodewright.cloud.emulator.federated_credentials import credentials_of
 from nodewright.cloud.emulator.state import EmulatorState
 
-__all__ = ["ASSERTION_TYPE", "EntraTokenEndpoint", "Exchange", "TokenError", "is_token_path", "verify_jwt"]
+__all__ = [
+    "ASSERTION_TYPE",
+    "TOKEN_LIFETIME",
+    "EntraTokenEndpoint",
+    "Exchange",
+    "TokenError",
+    "is_token_path",
+    "verify_jwt",
+]
 
 ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 _TOKEN_PATH = re.compile(r"^/(?P<tenant>[^/]+)/oauth2/v2\.0/token/?$")
+_V1_TOKEN_PATH = re.compile(r"^/(?P<tenant>[^/]+)/oauth2/token/?$")
+TOKEN_LIFETIME = 3599
+"""Seconds a granted token is valid (v1 and v2 alike), as Entra's documented examples show."""
 _CLOCK_SKEW = 60.0
 
 
@@ -66,7 +86,8 @@ class Exchange:
 
 
 def is_token_path(path: str) -> bool:
-    return _TOKEN_PATH.match(path) is not None
+    """Whether ``path`` is one of Entra's token routes (v2 or v1)."""
+    return _TOKEN_PATH.match(path) is not None or _V1_TOKEN_PATH.match(path) is not None
 
 
 def _b64decode(part: str) -> bytes:
@@ -132,12 +153,35 @@ class EntraTokenEndpoint:
         self._state = state
         self._lock = threading.Lock()
         self.jwks_provider: Callable[[], dict[str, Any]] | None = None
+        self.resource_endpoint: Callable[[], str] = lambda: ""
+        """The emulator's endpoint: the one ``resource`` the v1 route grants tokens for."""
         self.exchanges: list[Exchange] = []
+        self._applications: dict[str, str] = {}  # client ID (lowercased) -> secret
+        self._issued: dict[str, str] = {}  # access token -> client ID
+
+    def register_application(self, client_id: str, secret: str) -> None:
+        """Register a confidential client (an app registration with a client secret) that the v1
+        route grants tokens to. Side effect: replaces an earlier secret of the same client."""
+        with self._lock:
+            self._applications[client_id.lower()] = secret
+
+    def client_of(self, token: str | None) -> str | None:
+        """The client ID a token was issued to by either route, else None."""
+        with self._lock:
+            return self._issued.get(token or "")
+
+    def _issue(self, client_id: str) -> str:
+        token = f"emulated.{uuid.uuid4().hex}"
+        with self._lock:
+            self._issued[token] = client_id
+        return token
 
     def handle(self, path: str, raw_body: bytes) -> tuple[int, dict[str, Any]]:
         """Answer one token request: (status, JSON body)."""
-        match = _TOKEN_PATH.match(path)
         form = dict(urllib.parse.parse_qsl(raw_body.decode(errors="replace")))
+        if _V1_TOKEN_PATH.match(path):
+            return self._handle_v1(path, form)
+        match = _TOKEN_PATH.match(path)
         client_id = form.get("client_id", "")
         try:
             if match is None:
@@ -147,13 +191,71 @@ class EntraTokenEndpoint:
             self._note(Exchange(client_id, "", "", granted=False, error=error.description))
             return error.status, {"error": error.error, "error_description": error.description}
         self._note(Exchange(client_id, str(claims.get("iss")), str(claims.get("sub")), granted=True))
-        token = f"emulated.{uuid.uuid4().hex}"
         return 200, {
             "token_type": "Bearer",
-            "expires_in": 3599,
-            "ext_expires_in": 3599,
-            "access_token": token,
+            "expires_in": TOKEN_LIFETIME,
+            "ext_expires_in": TOKEN_LIFETIME,
+            "access_token": self._issue(client_id),
         }
+
+    def _handle_v1(self, path: str, form: dict[str, str]) -> tuple[int, dict[str, Any]]:
+        """The v1 client-credentials grant with a secret; numbers as strings, as v1 sends them."""
+        client_id = form.get("client_id", "")
+        match = _V1_TOKEN_PATH.match(path)
+        try:
+            if match is None:
+                raise TokenError(404, "invalid_request", "AADSTS90002: Unknown endpoint.")
+            resource = self._grant_v1(match.group("tenant"), form)
+        except TokenError as error:
+            self._note(Exchange(client_id, "", "", granted=False, error=error.description))
+            return error.status, {"error": error.error, "error_description": error.description}
+        self._note(Exchange(client_id, "", "", granted=True))
+        now = int(time.time())
+        return 200, {
+            "token_type": "Bearer",
+            "expires_in": str(TOKEN_LIFETIME),
+            "ext_expires_in": str(TOKEN_LIFETIME),
+            "expires_on": str(now + TOKEN_LIFETIME),
+            "not_before": str(now),
+            "resource": resource,
+            "access_token": self._issue(client_id),
+        }
+
+    def _grant_v1(self, tenant: str, form: dict[str, str]) -> str:
+        """The resource a v1 client-credentials request may have a token for; raises ``TokenError``."""
+        if tenant.lower() != self._state().tenant_id.lower():
+            raise TokenError(400, "invalid_request", f"AADSTS90002: Tenant '{tenant}' not found.")
+        if form.get("grant_type") != "client_credentials":
+            raise TokenError(
+                400, "unsupported_grant_type", "AADSTS70003: The app requested an unsupported grant type."
+            )
+        for parameter in ("client_id", "client_secret", "resource"):
+            if not form.get(parameter):
+                raise TokenError(
+                    400,
+                    "invalid_request",
+                    f"AADSTS900144: The request body must contain the following parameter: '{parameter}'.",
+                )
+        client_id = form["client_id"]
+        with self._lock:
+            secret = self._applications.get(client_id.lower())
+        if secret is None:
+            raise TokenError(
+                400,
+                "unauthorized_client",
+                f"AADSTS700016: Application with identifier '{client_id}' was not found in the directory.",
+            )
+        if form["client_secret"] != secret:
+            raise TokenError(401, "invalid_client", "AADSTS7000215: Invalid client secret provided.")
+        resource = form["resource"]
+        endpoint = self.resource_endpoint().rstrip("/").lower()
+        if endpoint and resource.rstrip("/").lower() != endpoint:
+            raise TokenError(
+                400,
+                "invalid_resource",
+                f"AADSTS500011: The resource principal named {resource} was not found in the tenant.",
+            )
+        return resource
 
     def _note(self, exchange: Exchange) -> None:
         with self._lock:

@@ -194,6 +194,7 @@ class ArmEmulator:
         self.router = build_router()
         self.estate = EstateBuilder(self.state)
         self.entra = EntraTokenEndpoint(lambda: self.state)
+        self.entra.resource_endpoint = lambda: self.endpoint
         self._admin = AdminEndpoints(self)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
