@@ -13,6 +13,12 @@ It grants a token only when, as Entra does for a user-assigned identity:
   ``sub`` as subject and one of its ``aud`` as audience, and was written at least the store's
   ``propagation_delay`` ago (changes take seconds to propagate in Azure).
 
+The v1 endpoint, ``POST /{tenant}/oauth2/token`` (ADAL's, which go-autorest uses), grants the
+client-credentials flow with a client secret for any client ID and non-empty secret in the
+emulator's tenant (the emulator keeps no app registrations), for the ``resource`` asked, in v1's
+shape: ``expires_in``, ``ext_expires_in``, ``expires_on``, ``not_before`` as strings. Its token
+names the client (``emulated.v1.<client id>.<random>``), so the request log can tell callers apart.
+
 Errors answer as Entra's OAuth errors (``error``, ``error_description`` with an AADSTS code).
 Every exchange is kept in ``exchanges`` (issuer, subject, client ID, outcome) for tests.
 """
@@ -41,6 +47,8 @@ __all__ = ["ASSERTION_TYPE", "EntraTokenEndpoint", "Exchange", "TokenError", "is
 
 ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 _TOKEN_PATH = re.compile(r"^/(?P<tenant>[^/]+)/oauth2/v2\.0/token/?$")
+_V1_TOKEN_PATH = re.compile(r"^/(?P<tenant>[^/]+)/oauth2/token/?$")
+_V1_LIFETIME = 3599
 _CLOCK_SKEW = 60.0
 
 
@@ -66,7 +74,7 @@ class Exchange:
 
 
 def is_token_path(path: str) -> bool:
-    return _TOKEN_PATH.match(path) is not None
+    return _TOKEN_PATH.match(path) is not None or _V1_TOKEN_PATH.match(path) is not None
 
 
 def _b64decode(part: str) -> bytes:
@@ -136,9 +144,12 @@ class EntraTokenEndpoint:
 
     def handle(self, path: str, raw_body: bytes) -> tuple[int, dict[str, Any]]:
         """Answer one token request: (status, JSON body)."""
-        match = _TOKEN_PATH.match(path)
         form = dict(urllib.parse.parse_qsl(raw_body.decode(errors="replace")))
         client_id = form.get("client_id", "")
+        v1 = _V1_TOKEN_PATH.match(path)
+        if v1 is not None:
+            return self._handle_v1(v1.group("tenant"), form)
+        match = _TOKEN_PATH.match(path)
         try:
             if match is None:
                 raise TokenError(404, "invalid_request", "AADSTS90002: Unknown endpoint.")
@@ -153,6 +164,33 @@ class EntraTokenEndpoint:
             "expires_in": 3599,
             "ext_expires_in": 3599,
             "access_token": token,
+        }
+
+    def _handle_v1(self, tenant: str, form: dict[str, str]) -> tuple[int, dict[str, Any]]:
+        """The v1 client-credentials grant with a secret (see the module docstring)."""
+        client_id = form.get("client_id", "")
+        error: TokenError | None = None
+        if tenant.lower() != self._state().tenant_id.lower():
+            error = TokenError(400, "invalid_request", f"AADSTS90002: Tenant '{tenant}' not found.")
+        elif form.get("grant_type") != "client_credentials" or not client_id:
+            error = TokenError(
+                400, "invalid_request", "AADSTS900144: A client credentials grant is required."
+            )
+        elif not form.get("client_secret"):
+            error = TokenError(401, "invalid_client", "AADSTS7000215: Invalid client secret provided.")
+        if error is not None:
+            self._note(Exchange(client_id, "", "", granted=False, error=error.description))
+            return error.status, {"error": error.error, "error_description": error.description}
+        self._note(Exchange(client_id, "", "", granted=True))
+        now = int(time.time())
+        return 200, {
+            "token_type": "Bearer",
+            "expires_in": str(_V1_LIFETIME),
+            "ext_expires_in": str(_V1_LIFETIME),
+            "expires_on": str(now + _V1_LIFETIME),
+            "not_before": str(now),
+            "resource": form.get("resource", ""),
+            "access_token": f"emulated.v1.{client_id}.{uuid.uuid4().hex}",
         }
 
     def _note(self, exchange: Exchange) -> None:
