@@ -26,6 +26,7 @@ WITHOUT_EXAMPLE = frozenset(
         "Operations.status",
         "Operations.result",
         "NetworkInterfaces.scale_set_write",
+        "VirtualNetworks.list_all",
         "FederatedIdentityCredentials.get",
         "FederatedIdentityCredentials.list",
         "FederatedIdentityCredentials.create_or_update",
