@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from bench.cluster import cluster_kubeconfig
+from bench.ipam_cilium import ip_configurations
 from nodewright.api.acn.v1alpha import NodeNetworkConfig
 from nodewright.api.acn.v1alpha1 import ClusterSubnetState
 from nodewright.cloud.emulator import ArmEmulator
@@ -102,6 +103,9 @@ class Scenario:
     placement: str = "scheduler"
     """``scheduler``: kube-scheduler places each pod, as in a real cluster; ``random``: the bench
     binds each pod to a node chosen at random (a harsher, unrealistic spread)."""
+    nodes: int = NODES
+    steady_seconds: float = 0.0
+    """Seconds of no pod change after the churn, in which ARM reads are counted (steady state)."""
 
     @property
     def buffer_ips(self) -> float:
@@ -236,6 +240,8 @@ class _Rig:
     alive: list[str] = field(default_factory=list)
     churn_started: float = 0.0
     churn_ended: float = 0.0
+    steady_started: float = 0.0
+    steady_ended: float = 0.0
 
 
 def _settings(scenario: Scenario, namespace: str, owner: str) -> NodeNetworkConfigSettings:
@@ -261,10 +267,12 @@ def _build(scenario: Scenario, path: str, emulator: ArmEmulator) -> _Rig:
     estate.add_resource_group("rg-bench")
     vnet = estate.add_virtual_network("rg-bench", "vnet", subnets={"pods": "10.240.0.0/18"})
     if scenario.prefix or scenario.vms:
-        for index in range(NODES):
+        for index in range(scenario.nodes):
             estate.add_virtual_machine("rg-bench", f"vmbench{index:02d}", subnet_id=vnet + "/subnets/pods")
     else:
-        estate.add_scale_set("rg-bench", "vmssbench", subnet_id=vnet + "/subnets/pods", capacity=NODES)
+        estate.add_scale_set(
+            "rg-bench", "vmssbench", subnet_id=vnet + "/subnets/pods", capacity=scenario.nodes
+        )
     emulator.faults.add_latency(LATENCY)
     cloud = cloud_for(emulator, mutation_qps=10.0, mutation_burst=20)
     config = parse_config(
@@ -290,11 +298,11 @@ def _build(scenario: Scenario, path: str, emulator: ArmEmulator) -> _Rig:
     return _Rig(client, emulator, namespace, owner, manager, simulator, consumer, sampler, cloud)
 
 
-def _wait_for_nodes(rig: _Rig) -> float:
+def _wait_for_nodes(rig: _Rig, nodes: int) -> float:
     """Wait until every node has joined and holds its first batch; returns the seconds taken."""
     selector = f"{SIMULATED_LABEL}={rig.owner}"
-    deadline = time.monotonic() + 180
-    while len(rig.client.list(NODE, label_selector=selector).items) < NODES:
+    deadline = time.monotonic() + 180 + nodes
+    while len(rig.client.list(NODE, label_selector=selector).items) < nodes:
         assert time.monotonic() < deadline, "nodes did not join"
         time.sleep(0.5)
     rig.nodes = sorted(n["metadata"]["name"] for n in rig.client.list(NODE, label_selector=selector).items)
@@ -309,14 +317,15 @@ def _wait_for_nodes(rig: _Rig) -> float:
             for c in configs
             if c.status.network_containers and c.status.assigned_ip_count >= SCALER.batch_size
         ]
-        if len(ready) == NODES:
+        if len(ready) == nodes:
             return time.monotonic() - started
-        assert time.monotonic() - started < 240, "first batches not allocated"
+        assert time.monotonic() - started < 240 + 2 * nodes, "first batches not allocated"
         time.sleep(0.5)
 
 
-def _drive(rig: _Rig, scenario: Scenario, rng: random.Random) -> None:
-    """Warm up to the warm population, then churn at RATE/s created and deleted."""
+def _drive(rig: Any, scenario: Scenario, rng: random.Random) -> None:
+    """Warm up to the warm population, then churn at RATE/s created and deleted, then (for
+    ``steady_seconds``) change nothing. ``rig`` is a ``_Rig`` or Cilium's ``CiliumRig``."""
     alive = rig.alive
 
     def create() -> str:
@@ -327,7 +336,7 @@ def _drive(rig: _Rig, scenario: Scenario, rng: random.Random) -> None:
         alive.append(name)
         return name
 
-    for _ in _paced(WARM_POPULATION, RATE):
+    for _ in _paced(WARM_POPULATION * scenario.nodes // NODES, RATE):
         create()
     time.sleep(5.0)
     rig.churn_started = time.monotonic()
@@ -337,6 +346,9 @@ def _drive(rig: _Rig, scenario: Scenario, rng: random.Random) -> None:
         rig.churn_names.add(create())
     rig.churn_ended = time.monotonic()
     time.sleep(5.0)
+    rig.steady_started = time.monotonic()
+    time.sleep(scenario.steady_seconds)
+    rig.steady_ended = time.monotonic()
 
 
 def measure(scenario: Scenario, kubeconfig: str | None) -> dict[str, Any]:
@@ -344,11 +356,12 @@ def measure(scenario: Scenario, kubeconfig: str | None) -> dict[str, Any]:
     rng = random.Random(7)
     with cluster_kubeconfig(kubeconfig) as path, ArmEmulator() as emulator:
         rig = _build(scenario, path, emulator)
+        initial_ips = ip_configurations(emulator)
         thread = threading.Thread(target=rig.manager.run, daemon=True)
         rig.simulator.start()
         thread.start()
         try:
-            first_batches = _wait_for_nodes(rig)
+            first_batches = _wait_for_nodes(rig, scenario.nodes)
             rig.consumer.start()
             rig.sampler.start()
             _drive(rig, scenario, rng)
@@ -358,13 +371,16 @@ def measure(scenario: Scenario, kubeconfig: str | None) -> dict[str, Any]:
             rig.manager.stop()
             thread.join(timeout=30)
             rig.simulator.stop()
-        figures = _figures(rig, scenario)
+        figures = _figures(rig, scenario, initial_ips)
         figures["first_batches_seconds"] = first_batches
         _clean_up(rig)
         return figures
 
 
-def _figures(rig: _Rig, scenario: Scenario) -> dict[str, Any]:
+def common_figures(rig: Any, scenario: Scenario, initial_ips: int) -> dict[str, Any]:
+    """What both tools are measured by: pool waits and ARM traffic during churn, ARM writes per
+    IP added over the whole run, ARM reads per minute in the steady window. ``rig`` is a ``_Rig``
+    or Cilium's ``CiliumRig``."""
     churn_requests = rig.emulator.requests.entries(since=rig.churn_started)
     churn_requests = [r for r in churn_requests if r.monotonic <= rig.churn_ended]
     everything = rig.emulator.requests.entries()
@@ -373,8 +389,18 @@ def _figures(rig: _Rig, scenario: Scenario) -> dict[str, Any]:
     assigned = {_name(p) for p in rig.consumer.assigned_at}
     pool_waits = [*starved.values(), *([0.0] * (len(rig.churn_names) - len(starved)))]
     seconds = max(1e-9, rig.churn_ended - rig.churn_started)
-    figures: dict[str, Any] = {
+    steady = [r for r in everything if rig.steady_started <= r.monotonic <= rig.steady_ended]
+    added = ip_configurations(rig.emulator) - initial_ips
+    all_writes = len([r for r in everything if r.method in WRITE_METHODS])
+    return {
         "scenario": dataclasses.asdict(scenario),
+        "ips_added": added,
+        "arm_writes_total": all_writes,
+        "arm_writes_per_ip": all_writes / max(1, added),
+        "steady_reads_per_minute": len([r for r in steady if r.method not in WRITE_METHODS])
+        * 60
+        / max(1e-9, rig.steady_ended - rig.steady_started),
+        "steady_writes": len([r for r in steady if r.method in WRITE_METHODS]),
         "churn_pods": len(rig.churn_names),
         "churn_seconds_actual": seconds,
         "pool_wait_p50": percentile(pool_waits, 0.5),
@@ -389,12 +415,20 @@ def _figures(rig: _Rig, scenario: Scenario) -> dict[str, Any]:
         "arm_writes_per_second": len(writes) / seconds,
         "emulator_429s": len([r for r in everything if r.status == 429]),
         "bucket_429s_replayed": throttled_by_buckets(everything),
-        "idle_peak_per_node": rig.sampler.peak_per_node,
-        "idle_mean_per_node": sum(rig.sampler.samples) / max(1, len(rig.sampler.samples)),
-        "idle_allowed_per_node": scenario.buffer_ips + SCALER.batch_size,
-        "held_beyond_peak_demand": rig.sampler.beyond_peak_demand,
         "consumer_errors": len(rig.consumer.errors),
     }
+
+
+def _figures(rig: _Rig, scenario: Scenario, initial_ips: int) -> dict[str, Any]:
+    figures = common_figures(rig, scenario, initial_ips)
+    figures.update(
+        {
+            "idle_peak_per_node": rig.sampler.peak_per_node,
+            "idle_mean_per_node": sum(rig.sampler.samples) / max(1, len(rig.sampler.samples)),
+            "idle_allowed_per_node": scenario.buffer_ips + SCALER.batch_size,
+            "held_beyond_peak_demand": rig.sampler.beyond_peak_demand,
+        }
+    )
     if isinstance(rig.consumer, NodeSubnetConsumer):
         figures["stale_handouts"] = rig.consumer.stale_handouts
         figures["refused_updates"] = rig.consumer.refused_updates()
@@ -433,8 +467,8 @@ def render(figures: dict[str, Any]) -> str:
         ("churn as run", f"{figures['churn_seconds_actual']:.0f} s"),
         (
             "workload",
-            f"{NODES} nodes, {RATE:.0f} pods/s churn for {scenario['churn_seconds']:.0f} s, "
-            f"{LATENCY * 1000:.0f} ms per ARM call",
+            f"{scenario.get('nodes', NODES)} nodes, {RATE:.0f} pods/s churn for "
+            f"{scenario['churn_seconds']:.0f} s, {LATENCY * 1000:.0f} ms per ARM call",
         ),
         ("first batches on all nodes", f"{figures['first_batches_seconds']:.1f} s"),
         ("pods started during churn", str(figures["churn_pods"])),
@@ -494,8 +528,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="who places pods: kube-scheduler (default) or the bench at random",
     )
     parser.add_argument("--kubeconfig", help="use this cluster instead of a private control plane")
+    parser.add_argument(
+        "--peer",
+        choices=("cilium",),
+        help="run Cilium's Azure IPAM operator on the same workload too (bench/ipam_versus.py)",
+    )
+    parser.add_argument("--nodes", type=int, action="append", help="node count (repeatable; default 50)")
+    parser.add_argument("--steady-seconds", type=float, default=60.0, help="steady window with --peer")
     arguments = parser.parse_args(argv)
     churn = arguments.churn_seconds or CHURN_SECONDS["full" if arguments.full else "quick"]
+    kubeconfig = arguments.kubeconfig or os.environ.get("KUBECONFIG")
+    if arguments.peer == "cilium":
+        from bench.ipam_versus import compare, render_side_by_side  # noqa: PLC0415 - it imports us
+
+        runs = compare(arguments.nodes or [NODES], churn, arguments.steady_seconds, kubeconfig)
+        print(render_side_by_side(runs, []))
+        return 0
     scenario = Scenario(
         arguments.consumer,
         churn,
@@ -504,8 +552,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         prefix=arguments.prefix,
         vms=arguments.vms,
         placement=arguments.placement,
+        nodes=(arguments.nodes or [NODES])[0],
     )
-    print(render(measure(scenario, arguments.kubeconfig or os.environ.get("KUBECONFIG"))))
+    print(render(measure(scenario, kubeconfig)))
     return 0
 
 
