@@ -534,7 +534,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="run Cilium's Azure IPAM operator on the same workload too (bench/ipam_versus.py)",
     )
     parser.add_argument("--nodes", type=int, action="append", help="node count (repeatable; default 50)")
-    parser.add_argument("--steady-seconds", type=float, default=60.0, help="steady window with --peer")
+    parser.add_argument("--steady-seconds", type=float, default=120.0, help="steady window with --peer")
     arguments = parser.parse_args(argv)
     churn = arguments.churn_seconds or CHURN_SECONDS["full" if arguments.full else "quick"]
     kubeconfig = arguments.kubeconfig or os.environ.get("KUBECONFIG")

@@ -126,7 +126,6 @@ class OperatorProcess:
             "SSL_CERT_FILE": str(self.emulator.ca_file),
             "HTTP_PROXY": self.proxy.url,
             "http_proxy": self.proxy.url,
-            "CILIUM_K8S_NAMESPACE": "kube-system",
         }
 
     def start(self) -> None:
@@ -136,8 +135,7 @@ class OperatorProcess:
             f"--k8s-kubeconfig-path={self.kubeconfig}",
             "--operator-api-serve-addr=127.0.0.1:0",
             "--operator-prometheus-serve-addr=127.0.0.1:0",
-            "--enable-metrics=false",
-            "--cluster-name=bench",
+            "--k8s-namespace=kube-system",
         ]
         log = self.log_path.open("wb")
         self.process = subprocess.Popen(

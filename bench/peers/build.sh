@@ -28,7 +28,9 @@ for peer in "${peers[@]}"; do
   if [[ "$peer" == cilium ]]; then
     target=github.com/cilium/cilium/operator tags=ipam_provider_azure
   fi
-  stamp="$(cat "$dir"/go.mod "$dir"/go.sum "$dir"/*.go 2>/dev/null | sha256sum | cut -c1-12)"
+  sources=("$dir"/go.mod "$dir"/go.sum)
+  if compgen -G "$dir/*.go" >/dev/null; then sources+=("$dir"/*.go); fi
+  stamp="$(cat "${sources[@]}" | sha256sum | cut -c1-12)"
   out="$bin/$peer-$stamp"
   if [[ ! -x "$out" ]]; then
     echo "bench/peers/build.sh: building $peer (first time only)" >&2
