@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from bench.cluster import cluster_kubeconfig
-from bench.ipam_cilium import ip_configurations
+from bench.ipam_cilium import IpConfigurationTracker
 from nodewright.api.acn.v1alpha import NodeNetworkConfig
 from nodewright.api.acn.v1alpha1 import ClusterSubnetState
 from nodewright.cloud.emulator import ArmEmulator
@@ -240,6 +240,7 @@ class _Rig:
     alive: list[str] = field(default_factory=list)
     churn_started: float = 0.0
     churn_ended: float = 0.0
+    settle_seconds: float = 0.0
     steady_started: float = 0.0
     steady_ended: float = 0.0
 
@@ -346,9 +347,24 @@ def _drive(rig: Any, scenario: Scenario, rng: random.Random) -> None:
         rig.churn_names.add(create())
     rig.churn_ended = time.monotonic()
     time.sleep(5.0)
+    if scenario.steady_seconds > 0:
+        rig.settle_seconds = _settle(rig)
     rig.steady_started = time.monotonic()
     time.sleep(scenario.steady_seconds)
     rig.steady_ended = time.monotonic()
+
+
+def _settle(rig: Any, quiet: float = 30.0, limit: float = 240.0) -> float:
+    """Wait until the tool has made no ARM write for ``quiet`` seconds (the pools caught up with
+    the churn and any release is done), at most ``limit``; returns the seconds waited."""
+    started = time.monotonic()
+    while time.monotonic() - started < limit:
+        since = time.monotonic() - quiet
+        writes = [r for r in rig.emulator.requests.entries(since=since) if r.method in WRITE_METHODS]
+        if not writes and time.monotonic() - started >= quiet:
+            break
+        time.sleep(1.0)
+    return time.monotonic() - started
 
 
 def measure(scenario: Scenario, kubeconfig: str | None) -> dict[str, Any]:
@@ -356,7 +372,7 @@ def measure(scenario: Scenario, kubeconfig: str | None) -> dict[str, Any]:
     rng = random.Random(7)
     with cluster_kubeconfig(kubeconfig) as path, ArmEmulator() as emulator:
         rig = _build(scenario, path, emulator)
-        initial_ips = ip_configurations(emulator)
+        tracker = IpConfigurationTracker(emulator)
         thread = threading.Thread(target=rig.manager.run, daemon=True)
         rig.simulator.start()
         thread.start()
@@ -371,13 +387,13 @@ def measure(scenario: Scenario, kubeconfig: str | None) -> dict[str, Any]:
             rig.manager.stop()
             thread.join(timeout=30)
             rig.simulator.stop()
-        figures = _figures(rig, scenario, initial_ips)
+        figures = _figures(rig, scenario, tracker.added())
         figures["first_batches_seconds"] = first_batches
         _clean_up(rig)
         return figures
 
 
-def common_figures(rig: Any, scenario: Scenario, initial_ips: int) -> dict[str, Any]:
+def common_figures(rig: Any, scenario: Scenario, ips_added: int) -> dict[str, Any]:
     """What both tools are measured by: pool waits and ARM traffic during churn, ARM writes per
     IP added over the whole run, ARM reads per minute in the steady window. ``rig`` is a ``_Rig``
     or Cilium's ``CiliumRig``."""
@@ -390,7 +406,7 @@ def common_figures(rig: Any, scenario: Scenario, initial_ips: int) -> dict[str, 
     pool_waits = [*starved.values(), *([0.0] * (len(rig.churn_names) - len(starved)))]
     seconds = max(1e-9, rig.churn_ended - rig.churn_started)
     steady = [r for r in everything if rig.steady_started <= r.monotonic <= rig.steady_ended]
-    added = ip_configurations(rig.emulator) - initial_ips
+    added = ips_added
     all_writes = len([r for r in everything if r.method in WRITE_METHODS])
     return {
         "scenario": dataclasses.asdict(scenario),
@@ -401,6 +417,7 @@ def common_figures(rig: Any, scenario: Scenario, initial_ips: int) -> dict[str, 
         * 60
         / max(1e-9, rig.steady_ended - rig.steady_started),
         "steady_writes": len([r for r in steady if r.method in WRITE_METHODS]),
+        "settle_seconds": rig.settle_seconds,
         "churn_pods": len(rig.churn_names),
         "churn_seconds_actual": seconds,
         "pool_wait_p50": percentile(pool_waits, 0.5),
@@ -419,8 +436,8 @@ def common_figures(rig: Any, scenario: Scenario, initial_ips: int) -> dict[str, 
     }
 
 
-def _figures(rig: _Rig, scenario: Scenario, initial_ips: int) -> dict[str, Any]:
-    figures = common_figures(rig, scenario, initial_ips)
+def _figures(rig: _Rig, scenario: Scenario, ips_added: int) -> dict[str, Any]:
+    figures = common_figures(rig, scenario, ips_added)
     figures.update(
         {
             "idle_peak_per_node": rig.sampler.peak_per_node,

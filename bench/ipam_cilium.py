@@ -25,6 +25,7 @@ import os
 import random
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -40,7 +41,14 @@ from nodewright.runtime import errors
 from nodewright.runtime.client import Client
 from nodewright.runtime.kinds import NAMESPACE, NODE, Kind
 
-__all__ = ["PRE_ALLOCATE", "build_operator", "environment_file", "ip_configurations", "run_cilium"]
+__all__ = [
+    "PRE_ALLOCATE",
+    "IpConfigurationTracker",
+    "build_operator",
+    "environment_file",
+    "ip_configurations",
+    "run_cilium",
+]
 
 PRE_ALLOCATE = 16
 GROUP = "rg-bench"
@@ -77,16 +85,42 @@ def environment_file(emulator: ArmEmulator, directory: Path) -> Path:
     return path
 
 
-def ip_configurations(emulator: ArmEmulator) -> int:
-    """IP configurations on every scale-set instance's NICs now (each NIC's primary included)."""
-    total = 0
+def ip_configurations(emulator: ArmEmulator) -> set[tuple[str, str, str]]:
+    """(instance, NIC, IP configuration) names on every scale-set instance now (primaries included)."""
+    found: set[tuple[str, str, str]] = set()
     with emulator.state.locked() as state:
         for scale_set in state.scale_sets.values():
             for instance in scale_set.instances.values():
                 profile = instance.properties.get("networkProfileConfiguration") or {}
                 for nic in profile.get("networkInterfaceConfigurations") or []:
-                    total += len((nic.get("properties") or {}).get("ipConfigurations") or [])
-    return total
+                    for configuration in (nic.get("properties") or {}).get("ipConfigurations") or []:
+                        found.add((instance.identifier, str(nic.get("name")), str(configuration.get("name"))))
+    return found
+
+
+class IpConfigurationTracker:
+    """Every IP configuration that was ever on a scale-set NIC during a run, sampled each second,
+    so that IPs a tool added and later released still count as added (nodewright releases idle
+    IPs in CRD mode; Cilium's Azure IPAM never does). Side effect: a sampling thread."""
+
+    def __init__(self, emulator: ArmEmulator, interval: float = 1.0) -> None:
+        self._emulator = emulator
+        self.initial = ip_configurations(emulator)
+        self.seen = set(self.initial)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(interval,), name="ip-tracker", daemon=True)
+        self._thread.start()
+
+    def _run(self, interval: float) -> None:
+        while not self._stop.wait(interval):
+            self.seen |= ip_configurations(self._emulator)
+
+    def added(self) -> int:
+        """IP configurations added since the tracker started (released ones included)."""
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self.seen |= ip_configurations(self._emulator)
+        return len(self.seen - self.initial)
 
 
 def _interface_name(emulator: ArmEmulator) -> str:
@@ -202,6 +236,7 @@ class CiliumRig:
     alive: list[str] = field(default_factory=list)
     churn_started: float = 0.0
     churn_ended: float = 0.0
+    settle_seconds: float = 0.0
     steady_started: float = 0.0
     steady_ended: float = 0.0
 
@@ -239,7 +274,7 @@ def run_cilium(
 
 
 def _measure(rig: CiliumRig, nodes: int, drive: Any, figures_of: Any, proxy: MetadataProxy) -> dict[str, Any]:
-    initial_ips = ip_configurations(rig.emulator)
+    tracker = IpConfigurationTracker(rig.emulator)
     rig.operator.start()
     try:
         _wait_for_crd(rig.client, rig.operator)
@@ -259,7 +294,7 @@ def _measure(rig: CiliumRig, nodes: int, drive: Any, figures_of: Any, proxy: Met
         rig.consumer.stop()
         rig.operator.stop()
         rig.simulator.stop()
-    figures: dict[str, Any] = figures_of(rig, initial_ips)
+    figures: dict[str, Any] = figures_of(rig, tracker.added())
     figures["first_batches_seconds"] = fill
     figures["imds_requests"] = [(r.path, r.status) for r in proxy.requests]
     figures["operator_log_tail"] = rig.operator.log_path.read_text(errors="replace").splitlines()[-5:]

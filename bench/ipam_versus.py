@@ -7,8 +7,10 @@ NodeNetworkConfig status, as Cilium's agent reads its CiliumNode): batch 16, buf
 Cilium runs with ``pre-allocate`` 16. Measured for each:
 
 - time to fill every node (from every Node joined to every node's pool holding 16 IPs);
-- ARM writes per IP (every write of the run over the IP configurations added to the NICs);
-- ARM reads per minute in the steady window (no pod changes);
+- ARM writes per IP (every write of the run over the IP configurations added to the NICs,
+  released ones included);
+- ARM reads per minute in the steady window: after the churn, once the tool has made no ARM
+  write for 30 s (at most 240 s), for ``--steady-seconds`` with no pod change;
 - pod wait on IPs during churn (pods that found no free IP and how long until they got one).
 
 Goal (issue 35): nodewright fills >= 2x faster, with no more ARM writes per IP and no more
@@ -35,6 +37,7 @@ ROWS = (
     ("time to fill every node (s)", "first_batches_seconds", "{:.1f}"),
     ("ARM writes per IP added", "arm_writes_per_ip", "{:.3f}"),
     ("IPs added / ARM writes (whole run)", ("ips_added", "arm_writes_total"), "{} / {}"),
+    ("quiet (no ARM write for 30 s) after churn, s", "settle_seconds", "{:.0f}"),
     ("ARM reads per minute, steady state", "steady_reads_per_minute", "{:.1f}"),
     ("ARM writes in the steady window", "steady_writes", "{}"),
     ("pod wait on IPs in churn p50 (ms)", "pool_wait_p50", "ms"),
@@ -162,8 +165,9 @@ def write(runs: dict[int, dict[str, dict[str, Any]]], churn_seconds: float, stea
     notes = [
         f"Workload per node count N: one uniform scale set of N instances, {ipam.LATENCY * 1000:.0f} ms per "
         f"ARM call, {ipam.WARM_POPULATION} x N/50 warm pods placed by kube-scheduler at {ipam.RATE:.0f}/s, "
-        f"then {churn_seconds:.0f} s of churn ({ipam.RATE:.0f} pods/s created and deleted), then "
-        f"{steady_seconds:.0f} s with no pod change (the steady window).",
+        f"then {churn_seconds:.0f} s of churn ({ipam.RATE:.0f} pods/s created and deleted), then, once "
+        f"the tool made no ARM write for 30 s, {steady_seconds:.0f} s with no pod change (the steady "
+        "window). IPs added count every IP configuration that was ever on a NIC (released ones too).",
         "nodewright: IPAM reconciler, CRD consumer, batch 16, buffer 50 %, mutation budget 10/s burst 20. "
         "Cilium: cilium-operator-azure v1.15.19 as built from upstream's module, its default flags "
         "(IPAM API limit 4 QPS burst 20, 50 allocation workers), pre-allocate 16; a harness plays its agent.",
