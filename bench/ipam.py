@@ -69,6 +69,8 @@ RATE = 20.0
 LATENCY = 0.2
 SCALER = PoolScaler(batch_size=16, request_threshold_percent=50, max_ip_count=250)
 WARM_POPULATION = 400
+POD_SUBNET = "10.240.0.0/16"
+"""The pod subnet beyond 50 nodes (a /18 holds 50 nodes' pools, not 500's)."""
 CHURN_SECONDS = {"quick": 30.0, "full": 600.0}
 WRITE_METHODS = frozenset({"PUT", "PATCH", "DELETE", "POST"})
 READ_BUCKET = (250.0, 25.0)
@@ -266,7 +268,9 @@ def _build(scenario: Scenario, path: str, emulator: ArmEmulator) -> _Rig:
     client.create(NAMESPACE, {"metadata": {"name": namespace}})
     estate = emulator.estate
     estate.add_resource_group("rg-bench")
-    vnet = estate.add_virtual_network("rg-bench", "vnet", subnets={"pods": "10.240.0.0/18"})
+    vnet = estate.add_virtual_network(
+        "rg-bench", "vnet", subnets={"pods": POD_SUBNET if scenario.nodes > NODES else "10.240.0.0/18"}
+    )
     if scenario.prefix or scenario.vms:
         for index in range(scenario.nodes):
             estate.add_virtual_machine("rg-bench", f"vmbench{index:02d}", subnet_id=vnet + "/subnets/pods")
@@ -552,13 +556,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--nodes", type=int, action="append", help="node count (repeatable; default 50)")
     parser.add_argument("--steady-seconds", type=float, default=120.0, help="steady window with --peer")
+    parser.add_argument("--fill-limit", type=float, help="with --peer: give up filling after this many s")
     arguments = parser.parse_args(argv)
     churn = arguments.churn_seconds or CHURN_SECONDS["full" if arguments.full else "quick"]
     kubeconfig = arguments.kubeconfig or os.environ.get("KUBECONFIG")
     if arguments.peer == "cilium":
         from bench.ipam_versus import compare, render_side_by_side  # noqa: PLC0415 - it imports us
 
-        runs = compare(arguments.nodes or [NODES], churn, arguments.steady_seconds, kubeconfig)
+        runs = compare(
+            arguments.nodes or [NODES], churn, arguments.steady_seconds, kubeconfig, arguments.fill_limit
+        )
         print(render_side_by_side(runs, []))
         return 0
     scenario = Scenario(

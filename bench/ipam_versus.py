@@ -34,7 +34,8 @@ __all__ = ["compare", "goals", "render_side_by_side"]
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ROWS = (
-    ("time to fill every node (s)", "first_batches_seconds", "{:.1f}"),
+    ("time to fill every node (s)", "first_batches_seconds", "fill"),
+    ("nodes filled (of N) when measured", "nodes_filled", "{}"),
     ("ARM writes per IP added", "arm_writes_per_ip", "{:.3f}"),
     ("IPs added / ARM writes (whole run)", ("ips_added", "arm_writes_total"), "{} / {}"),
     ("quiet (no ARM write for 30 s) after churn, s", "settle_seconds", "{:.0f}"),
@@ -63,12 +64,15 @@ def _cell(figures: dict[str, Any], key: Any, form: str) -> str:
         return "-"
     if form == "ms":
         return "never" if value == float("inf") else f"{value * 1000:.0f}"
+    if form == "fill":
+        limit = figures.get("fill_limit_seconds")
+        return f"> {limit:.0f} (not filled)" if value == float("inf") else f"{value:.1f}"
     return form.format(value)
 
 
 def goals(nodewright: dict[str, Any], cilium: dict[str, Any]) -> dict[str, bool]:
     """The issue's three goals, judged on one pair of runs. Pure."""
-    if not nodewright or not cilium:
+    if not nodewright or not cilium or "arm_writes_per_ip" not in cilium:
         return {}
     return {
         "fills >= 2x faster": cilium["first_batches_seconds"] >= 2 * nodewright["first_batches_seconds"],
@@ -138,7 +142,11 @@ def _scenario(nodes: int, churn_seconds: float, steady_seconds: float) -> ipam.S
 
 
 def compare(
-    node_counts: list[int], churn_seconds: float, steady_seconds: float, kubeconfig: str | None
+    node_counts: list[int],
+    churn_seconds: float,
+    steady_seconds: float,
+    kubeconfig: str | None,
+    fill_limit: float | None = None,
 ) -> dict[int, dict[str, dict[str, Any]]]:
     """Run both tools at each node count; write and return the results."""
     binary = build_operator()
@@ -155,6 +163,7 @@ def compare(
             drive=lambda rig, rng, s=scenario: ipam._drive(rig, s, rng),  # the same workload
             figures_of=lambda rig, initial, s=scenario: ipam.common_figures(rig, s, initial),
             binary=binary,
+            fill_limit=fill_limit or 600.0 + 4 * nodes,
         )
         write(runs, churn_seconds, steady_seconds)
     return runs
