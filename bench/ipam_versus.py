@@ -116,7 +116,7 @@ def draw(runs: dict[int, dict[str, dict[str, Any]]], path: Path) -> Path | None:
         ("first_batches_seconds", "time to fill every node, s"),
         ("arm_writes_per_ip", "ARM writes per IP"),
         ("steady_reads_per_minute", "ARM reads/min, steady"),
-        ("pool_wait_p99", "pod wait on IPs p99 in churn, s"),
+        ("pool_wait_p99", "pod wait on IPs p99 in churn, s (0: none waited)"),
     )
     figure, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 4.2), squeeze=False)
     sizes = sorted(runs)
@@ -127,6 +127,7 @@ def draw(runs: dict[int, dict[str, dict[str, Any]]], path: Path) -> Path | None:
             values = [v if v != float("inf") else 0.0 for v in values]
             axis.bar([i + offset * 0.4 for i in range(len(sizes))], values, 0.4, label=tool, color=colour)
         axis.set_xticks([i + 0.2 for i in range(len(sizes))], [f"{n} nodes" for n in sizes])
+        axis.set_ylim(bottom=0, top=None if axis.get_ylim()[1] > 0 else 1)
         axis.set_title(title)
         axis.legend()
     figure.tight_layout()
@@ -169,6 +170,14 @@ def compare(
     return runs
 
 
+def earlier_runs() -> dict[int, dict[str, dict[str, Any]]]:
+    """The runs in ``ipam-vs-cilium.json`` now, by node count (empty if there is none)."""
+    path = RESULTS / "ipam-vs-cilium.json"
+    if not path.exists():
+        return {}
+    return {int(nodes): pair for nodes, pair in json.loads(path.read_text()).get("runs", {}).items()}
+
+
 def write(runs: dict[int, dict[str, dict[str, Any]]], churn_seconds: float, steady_seconds: float) -> None:
     """``ipam-vs-cilium.{json,md,png}`` under ``bench/results/``."""
     notes = [
@@ -185,6 +194,7 @@ def write(runs: dict[int, dict[str, dict[str, Any]]], churn_seconds: float, stea
         "shared with other helpers' test runs.",
     ]
     RESULTS.mkdir(exist_ok=True)
+    runs = {**earlier_runs(), **runs}  # node counts not run this time keep their last figures
     clean = {
         n: {t: {k: v for k, v in f.items() if k != "operator_log_tail"} for t, f in p.items()}
         for n, p in runs.items()
