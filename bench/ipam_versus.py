@@ -122,12 +122,14 @@ def draw(runs: dict[int, dict[str, dict[str, Any]]], path: Path) -> Path | None:
     sizes = sorted(runs)
     for column, (key, title) in enumerate(panels):
         axis = axes[0][column]
+        peak = 0.0
         for offset, (tool, colour) in enumerate((("nodewright", "#2a9d8f"), ("cilium", "#e76f51"))):
             values = [float(runs[n].get(tool, {}).get(key) or 0.0) for n in sizes]
             values = [v if v != float("inf") else 0.0 for v in values]
+            peak = max([peak, *values])
             axis.bar([i + offset * 0.4 for i in range(len(sizes))], values, 0.4, label=tool, color=colour)
         axis.set_xticks([i + 0.2 for i in range(len(sizes))], [f"{n} nodes" for n in sizes])
-        axis.set_ylim(bottom=0, top=None if axis.get_ylim()[1] > 0 else 1)
+        axis.set_ylim(bottom=0, top=None if peak > 0 else 1)
         axis.set_title(title)
         axis.legend()
     figure.tight_layout()
