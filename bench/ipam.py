@@ -422,6 +422,7 @@ def common_figures(rig: Any, scenario: Scenario, ips_added: int) -> dict[str, An
         / max(1e-9, rig.steady_ended - rig.steady_started),
         "steady_writes": len([r for r in steady if r.method in WRITE_METHODS]),
         "settle_seconds": rig.settle_seconds,
+        "steady_seconds_actual": rig.steady_ended - rig.steady_started,
         "churn_pods": len(rig.churn_names),
         "churn_seconds_actual": seconds,
         "pool_wait_p50": percentile(pool_waits, 0.5),
