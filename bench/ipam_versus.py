@@ -59,7 +59,8 @@ def _cell(figures: dict[str, Any], key: Any, form: str) -> str:
     if not figures:
         return "not run"
     if isinstance(key, tuple):
-        return form.format(*(figures.get(k) for k in key))
+        values = [figures.get(k) for k in key]
+        return "-" if None in values else form.format(*values)
     value = figures.get(key)
     if value is None:
         return "-"
@@ -125,10 +126,17 @@ def draw(runs: dict[int, dict[str, dict[str, Any]]], path: Path) -> Path | None:
         axis = axes[0][column]
         peak = 0.0
         for offset, (tool, colour) in enumerate((("nodewright", "#2a9d8f"), ("cilium", "#e76f51"))):
-            values = [float(runs[n].get(tool, {}).get(key) or 0.0) for n in sizes]
-            values = [v if v != float("inf") else 0.0 for v in values]
+            figures = [runs[n].get(tool, {}) for n in sizes]
+            values = [float(f.get(key) or 0.0) for f in figures]
+            unfilled = [i for i, v in enumerate(values) if v == float("inf")]
+            for index in unfilled:  # drawn up to the limit it was given, hatched and labelled
+                values[index] = float(figures[index].get("fill_limit_seconds") or 0.0)
             peak = max([peak, *values])
-            axis.bar([i + offset * 0.4 for i in range(len(sizes))], values, 0.4, label=tool, color=colour)
+            positions = [i + offset * 0.4 for i in range(len(sizes))]
+            bars = axis.bar(positions, values, 0.4, label=tool, color=colour)
+            for index in unfilled:
+                bars[index].set_hatch("//")
+                axis.annotate("not filled", (positions[index], values[index]), ha="center", va="bottom")
         axis.set_xticks([i + 0.2 for i in range(len(sizes))], [f"{n} nodes" for n in sizes])
         axis.set_ylim(bottom=0, top=None if peak > 0 else 1)
         axis.set_title(title)
@@ -181,7 +189,9 @@ def earlier_runs() -> dict[int, dict[str, dict[str, Any]]]:
     return {int(nodes): pair for nodes, pair in json.loads(path.read_text()).get("runs", {}).items()}
 
 
-def write(runs: dict[int, dict[str, dict[str, Any]]], churn_seconds: float) -> None:
+def write(
+    runs: dict[int, dict[str, dict[str, Any]]], churn_seconds: float, extra_notes: tuple[str, ...] = ()
+) -> None:
     """``ipam-vs-cilium.{json,md,png}`` under ``bench/results/``."""
     notes = [
         f"Workload per node count N: one uniform scale set of N instances, {ipam.LATENCY * 1000:.0f} ms per "
@@ -195,6 +205,7 @@ def write(runs: dict[int, dict[str, dict[str, Any]]], churn_seconds: float) -> N
         f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {os.cpu_count()} cores "
         f"({platform.python_version()}), load average at write {os.getloadavg()[0]:.1f}: the machine was "
         "shared with other helpers' test runs.",
+        *extra_notes,
     ]
     RESULTS.mkdir(exist_ok=True)
     runs = {**earlier_runs(), **runs}  # node counts not run this time keep their last figures
