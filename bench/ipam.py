@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from bench.cluster import cluster_kubeconfig
+from bench.ipam_cilium import IpConfigurationTracker
 from nodewright.api.acn.v1alpha import NodeNetworkConfig
 from nodewright.api.acn.v1alpha1 import ClusterSubnetState
 from nodewright.cloud.emulator import ArmEmulator
@@ -72,6 +73,8 @@ RATE = 20.0
 LATENCY = 0.2
 SCALER = PoolScaler(batch_size=16, request_threshold_percent=50, max_ip_count=250)
 WARM_POPULATION = 400
+POD_SUBNET = "10.240.0.0/16"
+"""The pod subnet beyond 50 nodes (a /18 holds 50 nodes' pools, not 500's)."""
 CHURN_SECONDS = {"quick": 30.0, "full": 600.0}
 WRITE_METHODS = frozenset({"PUT", "PATCH", "DELETE", "POST"})
 READ_BUCKET = (250.0, 25.0)
@@ -111,6 +114,9 @@ class Scenario:
     retry_after: float | None = None
     """``Retry-After`` the emulator sends while an operation runs (None: not sent)."""
     workers: int = 8
+    nodes: int = NODES
+    steady_seconds: float = 0.0
+    """Seconds of no pod change after the churn, in which ARM reads are counted (steady state)."""
 
     @property
     def buffer_ips(self) -> float:
@@ -245,6 +251,9 @@ class _Rig:
     alive: list[str] = field(default_factory=list)
     churn_started: float = 0.0
     churn_ended: float = 0.0
+    settle_seconds: float = 0.0
+    steady_started: float = 0.0
+    steady_ended: float = 0.0
 
 
 def _settings(scenario: Scenario, namespace: str, owner: str) -> NodeNetworkConfigSettings:
@@ -268,12 +277,16 @@ def _build(scenario: Scenario, path: str, emulator: ArmEmulator) -> _Rig:
     client.create(NAMESPACE, {"metadata": {"name": namespace}})
     estate = emulator.estate
     estate.add_resource_group("rg-bench")
-    vnet = estate.add_virtual_network("rg-bench", "vnet", subnets={"pods": "10.240.0.0/18"})
+    vnet = estate.add_virtual_network(
+        "rg-bench", "vnet", subnets={"pods": POD_SUBNET if scenario.nodes > NODES else "10.240.0.0/18"}
+    )
     if scenario.prefix or scenario.vms:
-        for index in range(NODES):
+        for index in range(scenario.nodes):
             estate.add_virtual_machine("rg-bench", f"vmbench{index:02d}", subnet_id=vnet + "/subnets/pods")
     else:
-        estate.add_scale_set("rg-bench", "vmssbench", subnet_id=vnet + "/subnets/pods", capacity=NODES)
+        estate.add_scale_set(
+            "rg-bench", "vmssbench", subnet_id=vnet + "/subnets/pods", capacity=scenario.nodes
+        )
     emulator.faults.add_latency(LATENCY)
     emulator.state.operation_duration = scenario.operation_seconds
     emulator.state.operation_retry_after = scenario.retry_after
@@ -301,12 +314,12 @@ def _build(scenario: Scenario, path: str, emulator: ArmEmulator) -> _Rig:
     return _Rig(client, emulator, namespace, owner, manager, simulator, consumer, sampler, cloud)
 
 
-def _wait_for_nodes(rig: _Rig) -> tuple[float, float]:
+def _wait_for_nodes(rig: _Rig, nodes: int) -> tuple[float, float]:
     """Wait until every node has joined and holds its first batch; returns when the last node
     joined and when the last first batch was in status (``time.monotonic()``)."""
     selector = f"{SIMULATED_LABEL}={rig.owner}"
-    deadline = time.monotonic() + 180
-    while len(rig.client.list(NODE, label_selector=selector).items) < NODES:
+    deadline = time.monotonic() + 180 + nodes
+    while len(rig.client.list(NODE, label_selector=selector).items) < nodes:
         assert time.monotonic() < deadline, "nodes did not join"
         time.sleep(0.5)
     rig.nodes = sorted(n["metadata"]["name"] for n in rig.client.list(NODE, label_selector=selector).items)
@@ -321,14 +334,15 @@ def _wait_for_nodes(rig: _Rig) -> tuple[float, float]:
             for c in configs
             if c.status.network_containers and c.status.assigned_ip_count >= SCALER.batch_size
         ]
-        if len(ready) == NODES:
+        if len(ready) == nodes:
             return started, time.monotonic()
-        assert time.monotonic() - started < 240, "first batches not allocated"
+        assert time.monotonic() - started < 240 + 2 * nodes, "first batches not allocated"
         time.sleep(0.5)
 
 
-def _drive(rig: _Rig, scenario: Scenario, rng: random.Random) -> None:
-    """Warm up to the warm population, then churn at RATE/s created and deleted."""
+def _drive(rig: Any, scenario: Scenario, rng: random.Random) -> None:
+    """Warm up to the warm population, then churn at RATE/s created and deleted, then (for
+    ``steady_seconds``) change nothing. ``rig`` is a ``_Rig`` or Cilium's ``CiliumRig``."""
     alive = rig.alive
 
     def create() -> str:
@@ -339,7 +353,7 @@ def _drive(rig: _Rig, scenario: Scenario, rng: random.Random) -> None:
         alive.append(name)
         return name
 
-    for _ in _paced(WARM_POPULATION, RATE):
+    for _ in _paced(WARM_POPULATION * scenario.nodes // NODES, RATE):
         create()
     time.sleep(5.0)
     rig.churn_started = time.monotonic()
@@ -349,6 +363,24 @@ def _drive(rig: _Rig, scenario: Scenario, rng: random.Random) -> None:
         rig.churn_names.add(create())
     rig.churn_ended = time.monotonic()
     time.sleep(5.0)
+    if scenario.steady_seconds > 0:
+        rig.settle_seconds = _settle(rig)
+    rig.steady_started = time.monotonic()
+    time.sleep(scenario.steady_seconds)
+    rig.steady_ended = time.monotonic()
+
+
+def _settle(rig: Any, quiet: float = 30.0, limit: float = 240.0) -> float:
+    """Wait until the tool has made no ARM write for ``quiet`` seconds (the pools caught up with
+    the churn and any release is done), at most ``limit``; returns the seconds waited."""
+    started = time.monotonic()
+    while time.monotonic() - started < limit:
+        since = time.monotonic() - quiet
+        writes = [r for r in rig.emulator.requests.entries(since=since) if r.method in WRITE_METHODS]
+        if not writes and time.monotonic() - started >= quiet:
+            break
+        time.sleep(1.0)
+    return time.monotonic() - started
 
 
 def measure(scenario: Scenario, kubeconfig: str | None) -> dict[str, Any]:
@@ -356,11 +388,12 @@ def measure(scenario: Scenario, kubeconfig: str | None) -> dict[str, Any]:
     rng = random.Random(7)
     with cluster_kubeconfig(kubeconfig) as path, ArmEmulator() as emulator:
         rig = _build(scenario, path, emulator)
+        tracker = IpConfigurationTracker(emulator)
         thread = threading.Thread(target=rig.manager.run, daemon=True)
         rig.simulator.start()
         thread.start()
         try:
-            joined, filled = _wait_for_nodes(rig)
+            joined, filled = _wait_for_nodes(rig, scenario.nodes)
             rig.consumer.start()
             rig.sampler.start()
             _drive(rig, scenario, rng)
@@ -370,7 +403,7 @@ def measure(scenario: Scenario, kubeconfig: str | None) -> dict[str, Any]:
             rig.manager.stop()
             thread.join(timeout=30)
             rig.simulator.stop()
-        figures = _figures(rig, scenario)
+        figures = _figures(rig, scenario, tracker.added())
         figures["first_batches_seconds"] = filled - joined
         fill = [r for r in rig.emulator.requests.entries() if r.monotonic <= filled]
         figures["first_batches_arm_requests"] = len(fill)
@@ -379,7 +412,10 @@ def measure(scenario: Scenario, kubeconfig: str | None) -> dict[str, Any]:
         return figures
 
 
-def _figures(rig: _Rig, scenario: Scenario) -> dict[str, Any]:
+def common_figures(rig: Any, scenario: Scenario, ips_added: int) -> dict[str, Any]:
+    """What both tools are measured by: pool waits and ARM traffic during churn, ARM writes per
+    IP added over the whole run, ARM reads per minute in the steady window. ``rig`` is a ``_Rig``
+    or Cilium's ``CiliumRig``."""
     churn_requests = rig.emulator.requests.entries(since=rig.churn_started)
     churn_requests = [r for r in churn_requests if r.monotonic <= rig.churn_ended]
     everything = rig.emulator.requests.entries()
@@ -388,8 +424,20 @@ def _figures(rig: _Rig, scenario: Scenario) -> dict[str, Any]:
     assigned = {_name(p) for p in rig.consumer.assigned_at}
     pool_waits = [*starved.values(), *([0.0] * (len(rig.churn_names) - len(starved)))]
     seconds = max(1e-9, rig.churn_ended - rig.churn_started)
-    figures: dict[str, Any] = {
+    steady = [r for r in everything if rig.steady_started <= r.monotonic <= rig.steady_ended]
+    added = ips_added
+    all_writes = len([r for r in everything if r.method in WRITE_METHODS])
+    return {
         "scenario": dataclasses.asdict(scenario),
+        "ips_added": added,
+        "arm_writes_total": all_writes,
+        "arm_writes_per_ip": all_writes / max(1, added),
+        "steady_reads_per_minute": len([r for r in steady if r.method not in WRITE_METHODS])
+        * 60
+        / max(1e-9, rig.steady_ended - rig.steady_started),
+        "steady_writes": len([r for r in steady if r.method in WRITE_METHODS]),
+        "settle_seconds": rig.settle_seconds,
+        "steady_seconds_actual": rig.steady_ended - rig.steady_started,
         "churn_pods": len(rig.churn_names),
         "churn_seconds_actual": seconds,
         "pool_wait_p50": percentile(pool_waits, 0.5),
@@ -404,12 +452,20 @@ def _figures(rig: _Rig, scenario: Scenario) -> dict[str, Any]:
         "arm_writes_per_second": len(writes) / seconds,
         "emulator_429s": len([r for r in everything if r.status == 429]),
         "bucket_429s_replayed": throttled_by_buckets(everything),
-        "idle_peak_per_node": rig.sampler.peak_per_node,
-        "idle_mean_per_node": sum(rig.sampler.samples) / max(1, len(rig.sampler.samples)),
-        "idle_allowed_per_node": scenario.buffer_ips + SCALER.batch_size,
-        "held_beyond_peak_demand": rig.sampler.beyond_peak_demand,
         "consumer_errors": len(rig.consumer.errors),
     }
+
+
+def _figures(rig: _Rig, scenario: Scenario, ips_added: int) -> dict[str, Any]:
+    figures = common_figures(rig, scenario, ips_added)
+    figures.update(
+        {
+            "idle_peak_per_node": rig.sampler.peak_per_node,
+            "idle_mean_per_node": sum(rig.sampler.samples) / max(1, len(rig.sampler.samples)),
+            "idle_allowed_per_node": scenario.buffer_ips + SCALER.batch_size,
+            "held_beyond_peak_demand": rig.sampler.beyond_peak_demand,
+        }
+    )
     if isinstance(rig.consumer, NodeSubnetConsumer):
         figures["stale_handouts"] = rig.consumer.stale_handouts
         figures["refused_updates"] = rig.consumer.refused_updates()
@@ -448,8 +504,8 @@ def render(figures: dict[str, Any]) -> str:
         ("churn as run", f"{figures['churn_seconds_actual']:.0f} s"),
         (
             "workload",
-            f"{NODES} nodes, {RATE:.0f} pods/s churn for {scenario['churn_seconds']:.0f} s, "
-            f"{LATENCY * 1000:.0f} ms per ARM call",
+            f"{scenario.get('nodes', NODES)} nodes, {RATE:.0f} pods/s churn for "
+            f"{scenario['churn_seconds']:.0f} s, {LATENCY * 1000:.0f} ms per ARM call",
         ),
         (
             "operations",
@@ -521,8 +577,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--retry-after", type=float, help="Retry-After while an operation runs")
     parser.add_argument("--workers", type=int, default=8, help="the controller's worker threads")
     parser.add_argument("--kubeconfig", help="use this cluster instead of a private control plane")
+    parser.add_argument(
+        "--peer",
+        choices=("cilium",),
+        help="run Cilium's Azure IPAM operator on the same workload too (bench/ipam_versus.py)",
+    )
+    parser.add_argument("--nodes", type=int, action="append", help="node count (repeatable; default 50)")
+    parser.add_argument("--steady-seconds", type=float, default=120.0, help="steady window with --peer")
+    parser.add_argument("--fill-limit", type=float, help="with --peer: give up filling after this many s")
     arguments = parser.parse_args(argv)
     churn = arguments.churn_seconds or CHURN_SECONDS["full" if arguments.full else "quick"]
+    kubeconfig = arguments.kubeconfig or os.environ.get("KUBECONFIG")
+    if arguments.peer == "cilium":
+        from bench.ipam_versus import compare, render_side_by_side  # noqa: PLC0415 - it imports us
+
+        runs = compare(
+            arguments.nodes or [NODES], churn, arguments.steady_seconds, kubeconfig, arguments.fill_limit
+        )
+        print(render_side_by_side(runs, []))
+        return 0
     scenario = Scenario(
         arguments.consumer,
         churn,
@@ -534,8 +607,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         operation_seconds=arguments.operation_seconds,
         retry_after=arguments.retry_after,
         workers=arguments.workers,
+        nodes=(arguments.nodes or [NODES])[0],
     )
-    print(render(measure(scenario, arguments.kubeconfig or os.environ.get("KUBECONFIG"))))
+    print(render(measure(scenario, kubeconfig)))
     return 0
 
 

@@ -2,7 +2,7 @@
 # Builds the Go peers of nodewright's benchmarks (the controller-runtime contender, the client-go
 # informer, and aad-pod-identity's MIC, unmodified, from its Go module) into a cache directory
 # outside the repository, once per go.mod/go.sum content. Prints the bin directory.
-# Usage: bench/peers/build.sh [PEER...]   (default: the framework contenders; `mic` on request; NODEWRIGHT_CACHE overrides ~/.cache/nodewright)
+# Usage: bench/peers/build.sh [PEER...]   (default: the framework contenders; `mic`, `cilium` on request; NODEWRIGHT_CACHE overrides ~/.cache/nodewright)
 # Only the benches call this: CI and the test suite never build peers.
 set -euo pipefail
 shopt -s nullglob
@@ -22,7 +22,10 @@ declare -A targets=(
   [controller-runtime]=.
   [client-go-informer]=.
   [mic]=github.com/Azure/aad-pod-identity/cmd/mic
+  [cilium]=github.com/cilium/cilium/operator
 )
+# peer -> build tags (Cilium's Azure IPAM registers under ipam_provider_azure)
+declare -A tags=([cilium]=ipam_provider_azure)
 
 peers=("$@")
 if [[ ${#peers[@]} -eq 0 ]]; then
@@ -37,7 +40,7 @@ for peer in "${peers[@]}"; do
   if [[ ! -x "$out" ]]; then
     echo "bench/peers/build.sh: building $peer (first time only)" >&2
     start=$SECONDS
-    (cd "$dir" && CGO_ENABLED=0 go build -mod=readonly -trimpath -ldflags "-s -w" -o "$out.tmp" "$target")
+    (cd "$dir" && CGO_ENABLED=0 go build -mod=readonly -trimpath -tags "${tags[$peer]:-}" -ldflags "-s -w" -o "$out.tmp" "$target")
     mv "$out.tmp" "$out"
     echo "bench/peers/build.sh: built $peer in $((SECONDS - start)) s" >&2
   fi

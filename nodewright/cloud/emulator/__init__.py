@@ -62,6 +62,12 @@ document), ``POST /_emulator/reset``, ``POST /_emulator/throttling`` (request li
 :func:`~nodewright.cloud.emulator.throttling.limits_from_json`), ``POST
 /_emulator/operation-duration`` ``{"seconds": s, "retryAfter": r}``.
 
+Peers written in Go (go-autorest) also need the instance metadata service and Entra's v1 token
+route: ``imds.MetadataProxy(imds.InstanceMetadata(resource_group=...))`` answers
+``http://169.254.169.254/metadata/instance/compute/...`` for a process given ``HTTP_PROXY``
+(see :mod:`~nodewright.cloud.emulator.imds`), and ``POST /{tenant}/oauth2/token`` grants a
+client-secret token (:mod:`~nodewright.cloud.emulator.entra`).
+
 CLI: ``python -m nodewright.cloud.emulator --seed config/emulator/seed-sample.yaml --port 0
 --state-dir DIR`` prints the endpoint and CA path (also written to ``DIR/endpoint.json``).
 Seed file format: see :mod:`nodewright.cloud.emulator.seed`.

@@ -1,7 +1,8 @@
 """Microsoft.Network: virtual networks and subnets (with address usage), NAT gateways (state only:
 a subnet associated with one names it in ``natGateway``; a network that is a StandardV2 gateway's
 ``sourceVirtualNetwork`` names it in ``defaultPublicNatGateway``), network interfaces with
-full-PUT semantics and etags (a resource group's are listed in pages, :mod:`paging`); the
+full-PUT semantics and etags (a resource group's are listed in pages, :mod:`paging`, and so are a
+subscription's virtual networks, each with its subnets inline as in ``VirtualNetworkListAll.json``); the
 read-only NICs of Uniform scale-set instances are in :mod:`scale_set_network`.
 
 IP configurations get real addresses from their subnet's pool (:mod:`addresses`). Limits: 256 IP
@@ -484,8 +485,8 @@ def _subnets_of(state: EmulatorState, network: Resource) -> list[Subnet]:
     return [subnet for key, subnet in state.subnets.items() if key.startswith(prefix)]
 
 
-def get_virtual_network(state: EmulatorState, request: ArmRequest) -> ArmResponse:
-    network = _virtual_network(state, request)
+def _rendered_network(state: EmulatorState, network: Resource) -> dict[str, Any]:
+    """A virtual network as ARM answers it, its subnets inline."""
     document = network.render()
     document["properties"]["subnets"] = [subnet.render() for subnet in _subnets_of(state, network)]
     default_gateway = _default_nat_gateway(state, network)
@@ -493,7 +494,24 @@ def get_virtual_network(state: EmulatorState, request: ArmRequest) -> ArmRespons
         document["properties"]["defaultPublicNatGateway"] = {"id": default_gateway}
     document["properties"].setdefault("virtualNetworkPeerings", [])
     document["properties"].setdefault("enableDdosProtection", False)
-    return ArmResponse(200, document, {"ETag": network.etag})
+    document["properties"].setdefault("dhcpOptions", {"dnsServers": []})
+    return document
+
+
+def get_virtual_network(state: EmulatorState, request: ArmRequest) -> ArmResponse:
+    network = _virtual_network(state, request)
+    return ArmResponse(200, _rendered_network(state, network), {"ETag": network.etag})
+
+
+def list_all_virtual_networks(state: EmulatorState, request: ArmRequest) -> ArmResponse:
+    """Every virtual network of the subscription, each with its subnets, in pages."""
+    prefix = f"/subscriptions/{request.parameters['subscriptionId']}/".lower()
+    values = [
+        _rendered_network(state, network)
+        for key, network in sorted(state.virtual_networks.items())
+        if key.startswith(prefix)
+    ]
+    return paged(request, values, state.list_page_size)
 
 
 def get_subnet(state: EmulatorState, request: ArmRequest) -> ArmResponse:
@@ -543,6 +561,12 @@ def register(router: Router) -> None:
         "DELETE", nics + "/{networkInterfaceName}", "NetworkInterfaces.delete", delete_network_interface
     )
     scale_set_network.register(router)
+    router.add(
+        "GET",
+        "/subscriptions/{subscriptionId}/providers/Microsoft.Network/virtualNetworks",
+        "VirtualNetworks.list_all",
+        list_all_virtual_networks,
+    )
     networks = group + "Microsoft.Network/virtualNetworks/{virtualNetworkName}"
     router.add("GET", networks, "VirtualNetworks.get", get_virtual_network)
     router.add("GET", networks + "/usages", "VirtualNetworks.list_usage", list_usage)

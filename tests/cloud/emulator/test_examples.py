@@ -26,6 +26,9 @@ WITHOUT_EXAMPLE = frozenset(
         "Operations.status",
         "Operations.result",
         "NetworkInterfaces.scale_set_write",
+        # VirtualNetworkListAll.json (Microsoft.Network 2023-09-01) is not in shared/ yet:
+        # test_virtual_network_list holds each listed network to its fields and to the network's GET.
+        "VirtualNetworks.list_all",
         "FederatedIdentityCredentials.get",
         "FederatedIdentityCredentials.list",
         "FederatedIdentityCredentials.create_or_update",
