@@ -36,6 +36,13 @@ from nodewright.controllers.node_image.collaborators import Collaborators
 from nodewright.controllers.node_image.node_image import NodeImageCloud, NodeImageReconciler, NodeImageStores
 from nodewright.controllers.node_image.options import NodeImageSettings, parse_options
 from nodewright.controllers.node_image.pending_node import PendingNodeCloud, PendingNodeReconciler
+from nodewright.controllers.node_image.pools import (
+    GROUP_ID_INDEX,
+    POOL_INDEX,
+    node_images_of_node,
+    node_pool_keys,
+    scaling_group_id_keys,
+)
 from nodewright.controllers.node_image.resources import (
     AUTOSCALING_STRATEGY,
     AZURE_ASSIGNED_IDENTITY,
@@ -140,8 +147,7 @@ autoscaling_changed: Predicate = predicate(
 def _sharing_group_id(store: Store, obj: Object) -> list[Object]:
     """The ScalingGroups in ``store`` naming the scale set ``obj`` names (itself included when
     cached): a ScalingGroup created or deleted there may move the claim (``targeting``)."""
-    group_id = str((obj.get("spec") or {}).get("groupID") or "").lower()
-    return [g for g in store.list() if str((g.get("spec") or {}).get("groupID") or "").lower() == group_id]
+    return [group for key in scaling_group_id_keys(obj) for group in store.by_index(GROUP_ID_INDEX, key)]
 
 
 def _stores(manager: Manager, settings: NodeImageSettings) -> NodeImageStores:
@@ -149,11 +155,15 @@ def _stores(manager: Manager, settings: NodeImageSettings) -> NodeImageStores:
     ones only when the heir IP-pool and identity gates are on)."""
     cache = manager.cache
     namespace = settings.node_network_config_namespace
+    nodes = cache.informer(NODE, label_selector=settings.node_label_selector)
+    nodes.ensure_indexer(POOL_INDEX, node_pool_keys)
+    scaling_groups = cache.informer(SCALING_GROUP)
+    scaling_groups.ensure_indexer(GROUP_ID_INDEX, scaling_group_id_keys)
     return NodeImageStores(
         node_images=cache.informer(NODE_IMAGE).store,
-        nodes=cache.informer(NODE, label_selector=settings.node_label_selector).store,
+        nodes=nodes.store,
         pending_nodes=cache.informer(PENDING_NODE).store,
-        scaling_groups=cache.informer(SCALING_GROUP).store,
+        scaling_groups=scaling_groups.store,
         autoscaling_strategies=cache.informer(AUTOSCALING_STRATEGY).store,
         pod_disruption_budgets=cache.informer(POD_DISRUPTION_BUDGET).store,
         node_network_configs=cache.informer(NODE_NETWORK_CONFIG, namespace=namespace).store
@@ -212,12 +222,20 @@ def _wire_rollouts(wiring: _Wiring) -> None:
         return [Request("", str(name)) for name in sorted(n for n in names if n)]
 
     rollout = NodeImageReconciler(wiring.collaborators, stores=stores)
+
+    def node_images_of_its_pool(obj: Object) -> list[Request]:
+        """The NodeImages claiming the Node's scale set, not every NodeImage (``pools``)."""
+        return node_images_of_node(obj, stores.scaling_groups, stores.node_images, rollout.known_standalone)
+
     (
         wiring.manager.controller("nodeimage")
         .for_(NODE_IMAGE, predicate=generation_changed)
         .owns(PENDING_NODE, predicate=generation_changed)
         .watches(
-            NODE, all_node_images, predicate=node_changed, label_selector=wiring.settings.node_label_selector
+            NODE,
+            node_images_of_its_pool,
+            predicate=node_changed,
+            label_selector=wiring.settings.node_label_selector,
         )
         .watches(SCALING_GROUP, node_images_sharing_scale_set, predicate=scaling_group_changed)
         .watches(AUTOSCALING_STRATEGY, all_node_images, predicate=autoscaling_changed)

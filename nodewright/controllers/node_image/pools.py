@@ -1,0 +1,98 @@
+"""Which pool a Node belongs to, kept as cache indexes, so that a rollout pass and the Node watch
+reach only the Nodes of the scale sets a NodeImage claims, never every Node of the cluster.
+
+Owns two index functions and their names: ``POOL_INDEX`` on the Node informer (a Node's pool by
+``targeting.machine_group``: its scale-set annotation when written, else its providerID's scale
+set, or for a VM its resource group and ``UNPLACED``, since only the cloud can tell whether a VM
+is a Flexible scale set's member) and ``GROUP_ID_INDEX`` on the ScalingGroup informer (the
+lowercased groupID); ``node_images_of_node``, the Node watch's map function; ``pool_nodes`` and
+``unplaced_nodes``, a pass's reads. Reads of the informers' stores only, no I/O. Neighbours:
+``targeting`` (the rule on a decoded node, and the claims), ``node_image`` (the pass), the
+wiring in ``__init__``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from nodewright.controllers.node_image.grouping import SCALING_GROUP_ANNOTATION
+from nodewright.controllers.node_image.targeting import machine_group
+from nodewright.runtime.informer import Store
+from nodewright.runtime.reconcile import Request
+
+__all__ = [
+    "GROUP_ID_INDEX",
+    "POOL_INDEX",
+    "UNPLACED",
+    "node_images_of_node",
+    "node_pool_keys",
+    "pool_nodes",
+    "scaling_group_id_keys",
+    "unplaced_nodes",
+]
+
+Object = dict[str, Any]
+
+POOL_INDEX = "nodewright.io/pool"
+"""The Node informer's index: the lowercased ID of the scale set (or resource group) of a Node."""
+GROUP_ID_INDEX = "nodewright.io/group-id"
+"""The ScalingGroup informer's index: the lowercased ``spec.groupID``."""
+UNPLACED = "<vm-not-placed>"
+"""The pool index's value for a VM Node without a scale-set annotation (no ARM ID looks like it)."""
+
+
+def _provider_id(obj: Object) -> str:
+    return str((obj.get("spec") or {}).get("providerID") or "")
+
+
+def node_pool_keys(obj: Object) -> list[str]:
+    """The pool index of a Node: its group's lowercased ID, and ``UNPLACED`` for a VM not placed
+    yet (its resource group's, until the cloud says it belongs to a Flexible scale set)."""
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    annotation = str(annotations.get(SCALING_GROUP_ANNOTATION) or "")
+    group = machine_group(annotation, _provider_id(obj))
+    if not group:
+        return []
+    if annotation or "/providers/" in group:
+        return [group]
+    return [group, UNPLACED]
+
+
+def scaling_group_id_keys(obj: Object) -> list[str]:
+    """The group-ID index of a ScalingGroup: its lowercased ``spec.groupID``."""
+    group_id = str((obj.get("spec") or {}).get("groupID") or "")
+    return [group_id.lower()] if group_id else []
+
+
+def node_images_of_node(
+    obj: Object, scaling_groups: Store, node_images: Store, known_standalone: Callable[[str], bool]
+) -> list[Request]:
+    """The NodeImages a Node change concerns: those of the ScalingGroups naming its pool, or every
+    NodeImage for a VM that is not placed yet and not known to be standalone (whichever NodeImage
+    runs next asks the cloud where it belongs, and annotates it)."""
+    names: set[str] = set()
+    for key in node_pool_keys(obj):
+        if key == UNPLACED:
+            if not known_standalone(_provider_id(obj)):
+                return [Request("", name) for name in sorted(node_images.keys())]
+            continue
+        for group in scaling_groups.by_index(GROUP_ID_INDEX, key):
+            name = (group.get("spec") or {}).get("nodeImage")
+            if name:
+                names.add(str(name))
+    return [Request("", name) for name in sorted(names)]
+
+
+def pool_nodes(nodes: Store, pools: Iterable[str]) -> list[Object]:
+    """The cached Nodes of ``pools`` (lowercased IDs), each once."""
+    found: dict[str, Object] = {}
+    for pool in pools:
+        for obj in nodes.by_index(POOL_INDEX, pool):
+            found[str((obj.get("metadata") or {}).get("name", ""))] = obj
+    return list(found.values())
+
+
+def unplaced_nodes(nodes: Store, known_standalone: Callable[[str], bool]) -> list[Object]:
+    """The cached VM Nodes not placed yet whose machine is not known to be standalone."""
+    return [obj for obj in nodes.by_index(POOL_INDEX, UNPLACED) if not known_standalone(_provider_id(obj))]
