@@ -38,6 +38,7 @@ from nodewright.controllers.node_image.options import NodeImageSettings, parse_o
 from nodewright.controllers.node_image.pending_node import PendingNodeCloud, PendingNodeReconciler
 from nodewright.controllers.node_image.pools import (
     GROUP_ID_INDEX,
+    POD_NODE_INDEX,
     POOL_INDEX,
     node_images_of_node,
     node_pool_keys,
@@ -57,9 +58,10 @@ from nodewright.controllers.node_image.resources import (
 )
 from nodewright.controllers.node_image.scaling_group import ScalingGroupCloud, ScalingGroupReconciler
 from nodewright.controllers.node_image.standalone import StandaloneCloud
+from nodewright.runtime.cache import field_indexer
 from nodewright.runtime.handlers import request_for
 from nodewright.runtime.informer import Store
-from nodewright.runtime.kinds import NODE, POD_DISRUPTION_BUDGET
+from nodewright.runtime.kinds import NODE, POD, POD_DISRUPTION_BUDGET
 from nodewright.runtime.manager import Manager
 from nodewright.runtime.objects import condition_is_true
 from nodewright.runtime.predicates import Predicate, generation_changed, predicate
@@ -159,6 +161,8 @@ def _stores(manager: Manager, settings: NodeImageSettings) -> NodeImageStores:
     nodes.ensure_indexer(POOL_INDEX, node_pool_keys)
     scaling_groups = cache.informer(SCALING_GROUP)
     scaling_groups.ensure_indexer(GROUP_ID_INDEX, scaling_group_id_keys)
+    pods = cache.informer(POD)  # shared with IPAM's and identity's when they run
+    pods.ensure_indexer(POD_NODE_INDEX, field_indexer("spec.nodeName"))
     return NodeImageStores(
         node_images=cache.informer(NODE_IMAGE).store,
         nodes=nodes.store,
@@ -166,6 +170,7 @@ def _stores(manager: Manager, settings: NodeImageSettings) -> NodeImageStores:
         scaling_groups=scaling_groups.store,
         autoscaling_strategies=cache.informer(AUTOSCALING_STRATEGY).store,
         pod_disruption_budgets=cache.informer(POD_DISRUPTION_BUDGET).store,
+        pods=pods.store,
         node_network_configs=cache.informer(NODE_NETWORK_CONFIG, namespace=namespace).store
         if namespace
         else None,

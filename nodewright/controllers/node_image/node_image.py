@@ -1,9 +1,12 @@
 """NodeImageReconciler: replaces the nodes of its own ScalingGroups whose image is not the
 NodeImage's, within its surge, canary first, gated on health, rolled back when a gate fails.
 
-One reconcile reads the cluster (Nodes, this NodeImage's PendingNodes, every ScalingGroup and
-NodeImage, AutoscalingStrategies, PodDisruptionBudgets, NodeNetworkConfigs) from the shared cache,
-asks the cloud only what it cannot know (a new node's image), calls the pure functions in
+One reconcile reads the cluster (the Nodes of its claimed pools through the cache's pool index,
+``pools``, this NodeImage's PendingNodes, every ScalingGroup and NodeImage,
+AutoscalingStrategies, PodDisruptionBudgets, Pods, NodeNetworkConfigs) from the shared cache, so
+its cost follows its pools, not the cluster; the API server is asked fresh only right before a
+write that cannot be taken back (the claims, and a removed node's pods and heir before its Leave).
+It asks the cloud only what it cannot know (a new node's image), calls the pure functions in
 ``grouping``, ``pairing``, ``scale_out``, ``draining``, ``targeting`` and ``rollout_state`` and
 writes what they say, each write idempotent and named by a checkpoint:
 
@@ -148,7 +151,7 @@ RBAC_RULES: tuple[PolicyRule, ...] = (
     PolicyRule("nodewright.io", ("pendingnodes",), ("get", "list", "watch", "create", "delete")),
     PolicyRule("nodewright.io", ("autoscalingstrategies",), ("get", "list", "watch", "patch")),
     PolicyRule("", ("nodes",), ("get", "list", "watch", "patch")),
-    PolicyRule("", ("pods",), ("list",)),
+    PolicyRule("", ("pods",), ("list", "watch")),
     PolicyRule("", ("pods/eviction",), ("create",)),
     PolicyRule("policy", ("poddisruptionbudgets",), ("get", "list", "watch")),
     # The heir IP-pool gate reads NodeNetworkConfigs where CNS keeps them (the default of the

@@ -1,7 +1,8 @@
 """Which pool a Node belongs to, kept as cache indexes, so that a rollout pass and the Node watch
 reach only the Nodes of the scale sets a NodeImage claims, never every Node of the cluster.
 
-Owns two index functions and their names: ``POOL_INDEX`` on the Node informer (a Node's pool by
+Owns the index names a pass reads through, ``POD_NODE_INDEX`` (the Pods of a node), and two index
+functions: ``POOL_INDEX`` on the Node informer (a Node's pool by
 ``targeting.machine_group``: its scale-set annotation when written, else its providerID's scale
 set, or for a VM its resource group and ``UNPLACED``, since only the cloud can tell whether a VM
 is a Flexible scale set's member) and ``GROUP_ID_INDEX`` on the ScalingGroup informer (the
@@ -23,6 +24,7 @@ from nodewright.runtime.reconcile import Request
 
 __all__ = [
     "GROUP_ID_INDEX",
+    "POD_NODE_INDEX",
     "POOL_INDEX",
     "UNPLACED",
     "node_images_of_node",
@@ -38,6 +40,8 @@ POOL_INDEX = "nodewright.io/pool"
 """The Node informer's index: the lowercased ID of the scale set (or resource group) of a Node."""
 GROUP_ID_INDEX = "nodewright.io/group-id"
 """The ScalingGroup informer's index: the lowercased ``spec.groupID``."""
+POD_NODE_INDEX = "spec.nodeName"
+"""The Pod informer's index by node (``field_indexer("spec.nodeName")``, as IPAM's)."""
 UNPLACED = "<vm-not-placed>"
 """The pool index's value for a VM Node without a scale-set annotation (no ARM ID looks like it)."""
 

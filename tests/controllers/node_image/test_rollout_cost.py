@@ -1,6 +1,7 @@
-"""A NodeImage's cost follows its own pool, not the cluster: the pool index and the Node watch's
-map (table tests), and on the real API server, changes to other Nodes do not wake it and a pass
-decodes only its pool's Nodes (issue 32, item 4)."""
+"""A NodeImage's cost follows its own pool, not the cluster, and its reads come from the cache
+(issue 32, item 4): the pool index and the Node watch's map (table tests); on the real API server,
+changes to other Nodes do not wake it, a pass decodes only its pool's Nodes, and a rollout asks
+the API server for pods only once per node it removes."""
 
 from __future__ import annotations
 
@@ -25,11 +26,13 @@ from nodewright.controllers.node_image.pools import (
 from nodewright.controllers.node_image.rollout_state import READY_SEEN_ANNOTATION
 from nodewright.devenv.nodesim import SIMULATED_LABEL
 from nodewright.runtime.informer import Store
-from nodewright.runtime.kinds import NODE
+from nodewright.runtime.kinds import NODE, POD, Kind
+from nodewright.runtime.manager import Manager
 from nodewright.runtime.reconcile import Request
-from tests.controllers.node_image.support import OLD_IMAGE, RESOURCE_GROUP, RolloutBench
+from tests.controllers.node_image.support import NEW_IMAGE, OLD_IMAGE, RESOURCE_GROUP, RolloutBench
 
 OTHER_NODES = 60
+DEPLOYMENT = Kind("apps/v1", "Deployment", "deployments")
 GROUP = "/subscriptions/0000/resourceGroups/RG"
 SCALE_SET = GROUP + "/providers/Microsoft.Compute/virtualMachineScaleSets/Pool-A"
 VM = "azure://" + GROUP + "/providers/Microsoft.Compute/virtualMachines/"
@@ -183,3 +186,46 @@ def test_other_nodes_do_not_wake_a_node_image_and_a_pass_reads_only_its_pool(ben
         f"{after - settled:.0f} passes for 120 changes to other Nodes and 1 to its own"
     )
     assert _sample(bench, "nodewright_rollout_nodes_read", node_image=f"cluster-{bench.suffix}") == 3
+
+
+class PodLists:
+    """Counts the pod LISTs the manager's reconcilers send through its client (a spy: every call
+    still goes to the API server; the informers list through ``list_pages``, not counted)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def attach(self, manager: Manager) -> None:
+        real = manager.client.list
+
+        def counted(kind: Kind, *args: Any, **kwargs: Any) -> Any:
+            if kind == POD:
+                self.count += 1
+            return real(kind, *args, **kwargs)
+
+        setattr(manager.client, "list", counted)  # noqa: B010 - an instance attribute over the method
+
+
+def test_a_rollout_reads_pods_from_the_cache_and_once_fresh_per_removed_node(bench: RolloutBench) -> None:
+    """Three nodes running a Deployment's three replicas are replaced (maxSurge 1): the pods it
+    drains, announces and checks after eviction are the cache's, so the reconcilers send one pod
+    LIST per removed node (the fresh look before its Leave), not several per pass."""
+    scale_set = bench.add_scale_set("p", 3)
+    bench.start_simulator()
+    labels = {"app": "web"}
+    template = {
+        "metadata": {"labels": labels},
+        "spec": {
+            "nodeSelector": {SIMULATED_LABEL: bench.owner},
+            "containers": [{"name": "c", "image": "busybox"}],
+        },
+    }
+    spec = {"replicas": 3, "selector": {"matchLabels": labels}, "template": template}
+    bench.client.create(DEPLOYMENT, {"metadata": {"name": "web", "namespace": bench.namespace}, "spec": spec})
+    bench.create_node_image(image=NEW_IMAGE)
+    bench.create_scaling_group(scale_set)
+    lists = PodLists()
+    bench.start(also=lists.attach)
+    bench.wait_for(lambda: bench.condition() == ("True", "AllNodesUpToDate"), 120, "the pool replaced")
+    bench.wait_for(lambda: not bench.pending_nodes(), 60, "every Leave done")
+    assert 3 <= lists.count <= 3 + 2, f"{lists.count} pod LISTs for a rollout of 3 nodes"
