@@ -37,9 +37,12 @@ from nodewright.controllers.node_image.node_image import NodeImageCloud, NodeIma
 from nodewright.controllers.node_image.options import NodeImageSettings, parse_options
 from nodewright.controllers.node_image.pending_node import PendingNodeCloud, PendingNodeReconciler
 from nodewright.controllers.node_image.pools import (
+    ASSIGNED_NODE_INDEX,
+    ASSIGNED_TARGET_INDEX,
     GROUP_ID_INDEX,
     POD_NODE_INDEX,
     POOL_INDEX,
+    assigned_target_keys,
     node_images_of_node,
     node_pool_keys,
     scaling_group_id_keys,
@@ -174,10 +177,16 @@ def _stores(manager: Manager, settings: NodeImageSettings) -> NodeImageStores:
         node_network_configs=cache.informer(NODE_NETWORK_CONFIG, namespace=namespace).store
         if namespace
         else None,
-        assigned_identities=cache.informer(AZURE_ASSIGNED_IDENTITY).store
-        if settings.heir_identity_gate
-        else None,
+        assigned_identities=_assigned_identities(manager) if settings.heir_identity_gate else None,
     )
+
+
+def _assigned_identities(manager: Manager) -> Store:
+    """The AzureAssignedIdentities, indexed by node and by target (the heir identity gate's reads)."""
+    informer = manager.cache.informer(AZURE_ASSIGNED_IDENTITY)
+    informer.ensure_indexer(ASSIGNED_NODE_INDEX, field_indexer("spec.nodename"))
+    informer.ensure_indexer(ASSIGNED_TARGET_INDEX, assigned_target_keys)
+    return informer.store
 
 
 @dataclass(frozen=True)

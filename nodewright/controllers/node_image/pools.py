@@ -1,8 +1,9 @@
 """Which pool a Node belongs to, kept as cache indexes, so that a rollout pass and the Node watch
 reach only the Nodes of the scale sets a NodeImage claims, never every Node of the cluster.
 
-Owns the index names a pass reads through, ``POD_NODE_INDEX`` (the Pods of a node), and two index
-functions: ``POOL_INDEX`` on the Node informer (a Node's pool by
+Owns the index names a pass reads through, ``POD_NODE_INDEX`` (the Pods of a node),
+``ASSIGNED_NODE_INDEX`` and ``ASSIGNED_TARGET_INDEX`` (AzureAssignedIdentities by node and by the
+machine they are assigned on), and two index functions: ``POOL_INDEX`` on the Node informer (a Node's pool by
 ``targeting.machine_group``: its scale-set annotation when written, else its providerID's scale
 set, or for a VM its resource group and ``UNPLACED``, since only the cloud can tell whether a VM
 is a Flexible scale set's member) and ``GROUP_ID_INDEX`` on the ScalingGroup informer (the
@@ -23,10 +24,13 @@ from nodewright.runtime.informer import Store
 from nodewright.runtime.reconcile import Request
 
 __all__ = [
+    "ASSIGNED_NODE_INDEX",
+    "ASSIGNED_TARGET_INDEX",
     "GROUP_ID_INDEX",
     "POD_NODE_INDEX",
     "POOL_INDEX",
     "UNPLACED",
+    "assigned_target_keys",
     "node_images_of_node",
     "node_pool_keys",
     "pool_nodes",
@@ -36,12 +40,18 @@ __all__ = [
 
 Object = dict[str, Any]
 
-POOL_INDEX = "nodewright.io/pool"
+POOL_INDEX = "node-image.pool"
 """The Node informer's index: the lowercased ID of the scale set (or resource group) of a Node."""
-GROUP_ID_INDEX = "nodewright.io/group-id"
+GROUP_ID_INDEX = "node-image.group-id"
 """The ScalingGroup informer's index: the lowercased ``spec.groupID``."""
-POD_NODE_INDEX = "spec.nodeName"
-"""The Pod informer's index by node (``field_indexer("spec.nodeName")``, as IPAM's)."""
+POD_NODE_INDEX = "node-image.pod-node"
+"""The Pod informer's index by node (``field_indexer("spec.nodeName")``). The names are this
+reconciler's own: identity's and IPAM's indexes on the same informers use other functions under
+``spec.nodeName``, and ``ensure_indexer`` refuses a name held by another function."""
+ASSIGNED_NODE_INDEX = "node-image.assigned-node"
+"""The AzureAssignedIdentity informer's index by node (``field_indexer("spec.nodename")``)."""
+ASSIGNED_TARGET_INDEX = "node-image.assigned-target"
+"""The AzureAssignedIdentity informer's index by the lowercased ``status.target`` it reports."""
 UNPLACED = "<vm-not-placed>"
 """The pool index's value for a VM Node without a scale-set annotation (no ARM ID looks like it)."""
 
@@ -67,6 +77,12 @@ def scaling_group_id_keys(obj: Object) -> list[str]:
     """The group-ID index of a ScalingGroup: its lowercased ``spec.groupID``."""
     group_id = str((obj.get("spec") or {}).get("groupID") or "")
     return [group_id.lower()] if group_id else []
+
+
+def assigned_target_keys(obj: Object) -> list[str]:
+    """The target index of an AzureAssignedIdentity: the lowercased ``status.target``."""
+    target = str((obj.get("status") or {}).get("target") or "")
+    return [target.lower()] if target else []
 
 
 def node_images_of_node(

@@ -70,11 +70,12 @@ from nodewright.controllers.node_image.pairing import (
     removal_step,
     replacement_step,
 )
-from nodewright.controllers.node_image.pools import POD_NODE_INDEX
+from nodewright.controllers.node_image.pools import ASSIGNED_NODE_INDEX, ASSIGNED_TARGET_INDEX, POD_NODE_INDEX
 from nodewright.controllers.node_image.rollout_state import READY_SEEN_ANNOTATION
 from nodewright.controllers.node_image.rollout_writes import RolloutWrites
 from nodewright.runtime import errors
 from nodewright.runtime.cache import NAMESPACE_INDEX
+from nodewright.runtime.informer import object_key
 from nodewright.runtime.kinds import NODE, POD
 from nodewright.runtime.logs import get_logger
 from nodewright.runtime.times import format_time, parse_time
@@ -305,7 +306,14 @@ class NodeReplacement(RolloutWrites):
         except InvalidResourceIdError:
             return False  # grouping reports a node the cloud cannot place
         target = machine.scale_set if isinstance(machine, ScaleSetInstanceId) else machine
-        missing = heir_identities_missing(store.list(), donor=pair.donor.name, heir_target=str(target))
+        relevant = {  # the donor's and those on the heir's target, not every one in the cluster
+            object_key(assigned): assigned
+            for assigned in [
+                *store.by_index(ASSIGNED_NODE_INDEX, pair.donor.name),
+                *store.by_index(ASSIGNED_TARGET_INDEX, str(target).lower()),
+            ]
+        }
+        missing = heir_identities_missing(relevant.values(), donor=pair.donor.name, heir_target=str(target))
         if not missing:
             return False
         created = pair.heir.created
