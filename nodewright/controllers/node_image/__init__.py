@@ -43,6 +43,7 @@ from nodewright.controllers.node_image.pools import (
     POD_NODE_INDEX,
     POOL_INDEX,
     assigned_target_keys,
+    node_images_of_drained_pod,
     node_images_of_node,
     node_pool_keys,
     scaling_group_id_keys,
@@ -126,6 +127,8 @@ def _node_facts(obj: Object) -> tuple[Any, ...]:
 
 node_changed: Predicate = predicate(update=lambda old, new: _node_facts(old) != _node_facts(new))
 """Node updates that matter to a rollout: Ready, annotations, labels, cordon, providerID."""
+pod_deleted: Predicate = predicate(create=lambda _: False, update=lambda _old, _new: False)
+"""Pod deletions only (a drained node's last pod gone lets its hand-over run at once)."""
 node_presence_or_ready_changed: Predicate = predicate(update=lambda old, new: _ready(old) != _ready(new))
 scaling_group_changed: Predicate = predicate(
     update=lambda old, new: (
@@ -241,6 +244,10 @@ def _wire_rollouts(wiring: _Wiring) -> None:
         """The NodeImages claiming the Node's scale set, not every NodeImage (``pools``)."""
         return node_images_of_node(obj, stores.scaling_groups, stores.node_images, rollout.known_standalone)
 
+    def node_images_draining(obj: Object) -> list[Request]:
+        """The NodeImage draining the deleted pod's node, if one is (``pools``)."""
+        return node_images_of_drained_pod(obj, stores.nodes, stores.scaling_groups)
+
     (
         wiring.manager.controller("nodeimage")
         .for_(NODE_IMAGE, predicate=generation_changed)
@@ -251,6 +258,7 @@ def _wire_rollouts(wiring: _Wiring) -> None:
             predicate=node_changed,
             label_selector=wiring.settings.node_label_selector,
         )
+        .watches(POD, node_images_draining, predicate=pod_deleted)
         .watches(SCALING_GROUP, node_images_sharing_scale_set, predicate=scaling_group_changed)
         .watches(AUTOSCALING_STRATEGY, all_node_images, predicate=autoscaling_changed)
         .complete(rollout)

@@ -7,7 +7,8 @@ machine they are assigned on), and two index functions: ``POOL_INDEX`` on the No
 ``targeting.machine_group``: its scale-set annotation when written, else its providerID's scale
 set, or for a VM its resource group and ``UNPLACED``, since only the cloud can tell whether a VM
 is a Flexible scale set's member) and ``GROUP_ID_INDEX`` on the ScalingGroup informer (the
-lowercased groupID); ``node_images_of_node``, the Node watch's map function; ``pool_nodes`` and
+lowercased groupID); ``node_images_of_node`` and ``node_images_of_drained_pod``, the Node and Pod
+watches' map functions; ``pool_nodes`` and
 ``unplaced_nodes``, a pass's reads. Reads of the informers' stores only, no I/O. Neighbours:
 ``targeting`` (the rule on a decoded node, and the claims), ``node_image`` (the pass), the
 wiring in ``__init__``.
@@ -18,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from nodewright.controllers.node_image.grouping import SCALING_GROUP_ANNOTATION
+from nodewright.controllers.node_image.grouping import DRAIN_STARTED_ANNOTATION, SCALING_GROUP_ANNOTATION
 from nodewright.controllers.node_image.targeting import machine_group
 from nodewright.runtime.informer import Store
 from nodewright.runtime.reconcile import Request
@@ -31,6 +32,7 @@ __all__ = [
     "POOL_INDEX",
     "UNPLACED",
     "assigned_target_keys",
+    "node_images_of_drained_pod",
     "node_images_of_node",
     "node_pool_keys",
     "pool_nodes",
@@ -91,11 +93,30 @@ def node_images_of_node(
     """The NodeImages a Node change concerns: those of the ScalingGroups naming its pool, or every
     NodeImage for a VM that is not placed yet and not known to be standalone (whichever NodeImage
     runs next asks the cloud where it belongs, and annotates it)."""
+    keys = node_pool_keys(obj)
+    if UNPLACED in keys and not known_standalone(_provider_id(obj)):
+        return [Request("", name) for name in sorted(node_images.keys())]
+    return _node_images_naming(scaling_groups, keys)
+
+
+def node_images_of_drained_pod(pod: Object, nodes: Store, scaling_groups: Store) -> list[Request]:
+    """The NodeImages a pod's deletion concerns: those of its node's pool, while the node is being
+    drained (it carries ``nodewright.io/drain-started``), so the pass that hands it over runs as
+    its last pod goes, not at the next drain poll; none for any other node's pod."""
+    node_name = (pod.get("spec") or {}).get("nodeName")
+    node = nodes.get(str(node_name)) if node_name else None
+    if node is None or DRAIN_STARTED_ANNOTATION not in (
+        (node.get("metadata") or {}).get("annotations") or {}
+    ):
+        return []
+    return _node_images_naming(scaling_groups, node_pool_keys(node))
+
+
+def _node_images_naming(scaling_groups: Store, keys: Iterable[str]) -> list[Request]:
+    """The NodeImages of the ScalingGroups whose groupID is one of ``keys`` (lowercased)."""
     names: set[str] = set()
-    for key in node_pool_keys(obj):
+    for key in keys:
         if key == UNPLACED:
-            if not known_standalone(_provider_id(obj)):
-                return [Request("", name) for name in sorted(node_images.keys())]
             continue
         for group in scaling_groups.by_index(GROUP_ID_INDEX, key):
             name = (group.get("spec") or {}).get("nodeImage")

@@ -12,11 +12,12 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION
-from nodewright.controllers.node_image.grouping import SCALING_GROUP_ANNOTATION
+from nodewright.controllers.node_image.grouping import DRAIN_STARTED_ANNOTATION, SCALING_GROUP_ANNOTATION
 from nodewright.controllers.node_image.pools import (
     GROUP_ID_INDEX,
     POOL_INDEX,
     UNPLACED,
+    node_images_of_drained_pod,
     node_images_of_node,
     node_pool_keys,
     pool_nodes,
@@ -26,7 +27,7 @@ from nodewright.controllers.node_image.pools import (
 from nodewright.controllers.node_image.rollout_state import READY_SEEN_ANNOTATION
 from nodewright.devenv.nodesim import SIMULATED_LABEL
 from nodewright.runtime.informer import Store
-from nodewright.runtime.kinds import NODE, POD, Kind
+from nodewright.runtime.kinds import NODE, POD, POD_DISRUPTION_BUDGET, Kind
 from nodewright.runtime.manager import Manager
 from nodewright.runtime.reconcile import Request
 from tests.controllers.node_image.support import NEW_IMAGE, OLD_IMAGE, RESOURCE_GROUP, RolloutBench
@@ -65,7 +66,8 @@ def test_pool_index_of_a_node(obj: dict[str, Any], keys: list[str]) -> None:
 def test_a_node_change_maps_to_the_node_images_of_its_pool_only() -> None:
     """A Node maps to the NodeImages whose ScalingGroups name its pool (any case), never to the
     others; a VM not placed yet maps to every NodeImage until it is known standalone; a pass reads
-    its pools' Nodes and the VMs still to place through the index."""
+    its pools' Nodes and the VMs still to place through the index; a pod's deletion maps to its
+    node's NodeImage only while that node is being drained."""
     groups, images, nodes = Store(), Store(), Store()
     groups.ensure_indexer(GROUP_ID_INDEX, scaling_group_id_keys)
     nodes.ensure_indexer(POOL_INDEX, node_pool_keys)
@@ -97,6 +99,12 @@ def test_a_node_change_maps_to_the_node_images_of_its_pool_only() -> None:
     assert [o["metadata"]["name"] for o in pool_nodes(nodes, [SCALE_SET.lower()])] == ["i"]
     assert [o["metadata"]["name"] for o in unplaced_nodes(nodes, never)] == ["v"]
     assert unplaced_nodes(nodes, known) == []
+
+    pod = {"metadata": {"name": "p"}, "spec": {"nodeName": "i"}}
+    assert node_images_of_drained_pod(pod, nodes, groups) == []  # its node is not being drained
+    nodes.put("i", {**instance, "metadata": {"name": "i", "annotations": {DRAIN_STARTED_ANNOTATION: "x"}}})
+    assert node_images_of_drained_pod(pod, nodes, groups) == [Request("", "pool-a")]
+    assert node_images_of_drained_pod({"metadata": {"name": "q"}, "spec": {}}, nodes, groups) == []
 
 
 def _sample(bench: RolloutBench, series_name: str, **labels: str) -> float:
@@ -229,3 +237,46 @@ def test_a_rollout_reads_pods_from_the_cache_and_once_fresh_per_removed_node(ben
     bench.wait_for(lambda: bench.condition() == ("True", "AllNodesUpToDate"), 120, "the pool replaced")
     bench.wait_for(lambda: not bench.pending_nodes(), 60, "every Leave done")
     assert 3 <= lists.count <= 3 + 2, f"{lists.count} pod LISTs for a rollout of 3 nodes"
+
+
+def test_a_drained_node_is_handed_over_as_its_last_pod_goes_not_at_the_next_poll(bench: RolloutBench) -> None:
+    """With a drain poll of 60 s, a one-node pool whose donor runs one pod its disruption budget
+    keeps from eviction: once the drain waits (the donor cordoned, the controller idle), the pod
+    is deleted by hand; its deletion wakes the NodeImage, which hands the donor to its Leave within
+    seconds instead of at the next poll."""
+    scale_set = bench.add_scale_set("p", 1)
+    bench.start_simulator()
+    donor = bench.nodes()[0]["metadata"]["name"]
+    labels = {"app": "held"}
+    pod = {
+        "metadata": {"name": "held", "namespace": bench.namespace, "labels": labels},
+        "spec": {"nodeName": donor, "containers": [{"name": "c", "image": "busybox"}]},
+    }
+    bench.client.create(POD, pod)
+    budget: dict[str, Any] = {"metadata": {"name": "held", "namespace": bench.namespace}}
+    budget["spec"] = {"minAvailable": 1, "selector": {"matchLabels": labels}}
+    bench.client.create(POD_DISRUPTION_BUDGET, budget)
+    bench.create_node_image(image=NEW_IMAGE)
+    bench.create_scaling_group(scale_set)
+    bench.start(bench.settings(drain_poll_seconds=60.0, resync_seconds=60.0))
+
+    bench.wait_for(lambda: bench.client.get(NODE, donor)["spec"].get("unschedulable"), 60, "donor cordoned")
+
+    def waiting() -> bool:  # idle twice over, the same passes: the drain waits for its poll
+        passes = _passes(bench)
+        if not _idle(bench):
+            return False
+        time.sleep(0.5)
+        return _idle(bench) and _passes(bench) == passes
+
+    bench.wait_for(waiting, 30, "the drain waiting for the budget")
+    assert bench.client.list(POD, bench.namespace).items, "the budget kept the pod"
+    bench.client.delete(POD, "held", bench.namespace)
+    deleted_at = time.monotonic()
+
+    def handed_over() -> bool:
+        leave = any(p.spec.node_name == donor and p.spec.goal.value == "Leave" for p in bench.pending_nodes())
+        return leave or donor not in {n["metadata"]["name"] for n in bench.nodes()}
+
+    bench.wait_for(handed_over, 40, "the donor handed to its Leave")
+    assert time.monotonic() - deleted_at < 15
