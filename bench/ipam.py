@@ -240,7 +240,7 @@ class _Rig:
 
 def _settings(scenario: Scenario, namespace: str, owner: str) -> NodeNetworkConfigSettings:
     base = NodeNetworkConfigSettings(
-        namespace=namespace, node_selector=f"{SIMULATED_LABEL}={owner}", scaler=SCALER
+        namespace=namespace, node_selector=f"{SIMULATED_LABEL}={owner}", scaler=SCALER, demand_from_pods=True
     )
     return dataclasses.replace(
         base,

@@ -2,10 +2,12 @@
 
 Owns ``SpecDecision`` and ``DemandSide``:
 
-- consumer ``crd`` with ``demandFromPods: false``: the node agent (Azure CNS in CRD mode) writes
-  spec.requestedIPCount and spec.ipsNotInUse; they are read as they are.
-- consumer ``crd`` with ``demandFromPods: true`` (testing, or a CNS-compatible agent that only
-  reads status): nodewright writes the spec from the node's pods (``ipam.compute_request``).
+- consumer ``crd`` with ``demandFromPods: false`` (the default): the node agent (Azure CNS in CRD
+  mode, its pool monitor) writes spec.requestedIPCount and spec.ipsNotInUse; they are read as
+  they are and nodewright writes status only.
+- consumer ``crd`` with ``demandFromPods: true`` (nodewright configured as the node agent: a
+  CNS-compatible agent that only reads status, or testing): nodewright writes the spec from the
+  node's pods (``ipam.compute_request``).
 - consumer ``nodesubnet``: nodewright sizes the NIC from the node's pods plus
   ``discoveryHeadroomIPs`` and writes the spec as its own record. The consumer (Azure CNS in
   NodeSubnet mode) discovers IPs from the NIC and has no release handshake, so nothing is ever
@@ -19,12 +21,13 @@ annotation announces (``incoming_pods``): a heir's pool is sized for its donor's
 drain sends them, the rule the NodeImage reconciler's heir-network gate waits on
 (``ipam.incoming``); a lapsed or unreadable announcement counts for nothing. A surplus must have
 lasted ``scaleDownDelaySeconds`` before anything is marked (hysteresis).
-Side effects: spec patches (through the given ``patch``).
+Side effects: spec writes through ``spec_writer.SpecWriter`` (server-side apply under its own field
+manager; another writer of the spec is noticed and followed, never overwritten).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -33,6 +36,7 @@ from nodewright.api.acn.v1alpha import NodeNetworkConfig
 from nodewright.api.nodewright.v1alpha1 import INCOMING_PODS_ANNOTATION, IncomingPods
 from nodewright.controllers.node_network_config.nic_book import NicBook
 from nodewright.controllers.node_network_config.options import NodeNetworkConfigSettings
+from nodewright.controllers.node_network_config.spec_writer import SpecWriter
 from nodewright.ipam import PoolRequest, address_count, compute_request, pool_target
 from nodewright.runtime.logs import get_logger
 
@@ -51,6 +55,12 @@ class SpecDecision:
     """Every name in ipsNotInUse."""
     releasable: tuple[str, ...]
     """The listed names that may be released in this pass (settled)."""
+
+
+def _as_stored(config: NodeNetworkConfig) -> SpecDecision:
+    """The spec as stored, followed as it is (the node agent's, or another writer's). Pure."""
+    listed = tuple(dict.fromkeys(config.spec.ips_not_in_use))
+    return SpecDecision(config.spec.requested_ip_count, listed, listed)
 
 
 def incoming_pods(node: Mapping[str, Any], now: datetime | None) -> int:
@@ -81,11 +91,11 @@ class DemandSide:
     """Decides (and, when nodewright owns it, writes) a node's spec (see the module docstring)."""
 
     def __init__(
-        self, *, settings: NodeNetworkConfigSettings, book: NicBook, patch: Callable[[str, Object], Object]
+        self, *, settings: NodeNetworkConfigSettings, book: NicBook, spec_writer: SpecWriter
     ) -> None:
         self._settings = settings
         self._book = book
-        self._patch = patch
+        self._spec_writer = spec_writer
 
     def decide(
         self,
@@ -101,20 +111,21 @@ class DemandSide:
         """The spec for this pass; returns the object as stored after any spec patch."""
         spec = config.spec
         if not self._settings.computes_demand:
-            listed = tuple(dict.fromkeys(spec.ips_not_in_use))
-            return raw, SpecDecision(spec.requested_ip_count, listed, listed)
+            return raw, _as_stored(config)
         assignments = [(a.name, a.ip) for c in config.status.network_containers[:1] for a in c.ip_assignments]
         if self._settings.prefix_blocks:
             return self._blocks(raw, config, assignments, demand, exhausted)
         request = self._request(nic_id, assignments, spec.ips_not_in_use, demand, in_use, exhausted, now)
-        self._book.mark(nic_id, request.newly_marked, (*request.released, *request.reclaimed), now)
         name = raw["metadata"]["name"]
         if request.differs_from(spec.requested_ip_count, spec.ips_not_in_use):
             body = {
                 "requestedIPCount": request.requested_ip_count,
                 "ipsNotInUse": list(request.ips_not_in_use),
             }
-            raw = self._patch(name, {"spec": body})
+            stored = self._spec_writer.write(raw, body)
+            if stored is None:  # another writer holds the spec: follow it, mark nothing
+                return raw, _as_stored(config)
+            raw = stored
             log.info(
                 "Requested IPs",
                 node=name,
@@ -122,6 +133,7 @@ class DemandSide:
                 requested=request.requested_ip_count,
                 not_in_use=len(request.ips_not_in_use),
             )
+        self._book.mark(nic_id, request.newly_marked, (*request.released, *request.reclaimed), now)
         listed = tuple(request.ips_not_in_use)
         settled = self._book.settled(nic_id, listed, now, self._settings.release_settle_seconds)
         return raw, SpecDecision(request.requested_ip_count, listed, tuple(n for n in listed if n in settled))
@@ -141,9 +153,10 @@ class DemandSide:
         requested = max(target, address_count(address for _, address in assignments))
         spec = config.spec
         if spec.requested_ip_count != requested or spec.ips_not_in_use:
-            raw = self._patch(
-                raw["metadata"]["name"], {"spec": {"requestedIPCount": requested, "ipsNotInUse": []}}
-            )
+            stored = self._spec_writer.write(raw, {"requestedIPCount": requested, "ipsNotInUse": []})
+            if stored is None:  # another writer holds the spec: follow it
+                return raw, _as_stored(config)
+            raw = stored
             log.info("Requested IPs", node=raw["metadata"]["name"], demand=demand, requested=requested)
         return raw, SpecDecision(requested, (), ())
 

@@ -10,7 +10,7 @@ out-of-range values raise ``ConfigError`` with one line naming the key. Example:
           namespace: kube-system            # where NodeNetworkConfigs and ClusterSubnetStates live
           nodeSelector: "kubernetes.azure.com/mode=user"   # nodes that get one ("" = all)
           consumer: crd                     # crd | nodesubnet: who hands the IPs to pods (README)
-          demandFromPods: true              # crd only: false when Azure CNS writes the spec
+          demandFromPods: false             # crd only: true when nodewright is the node agent
           release: never                    # never (idle is refused: see RELEASE_IDLE_REFUSED)
           discoveryHeadroomIPs: 0           # pods a node may gain before the consumer sees new IPs
           scaleDownDelaySeconds: 60         # hysteresis: a surplus must last this long
@@ -71,7 +71,9 @@ class NodeNetworkConfigSettings:
 
     namespace: str = "kube-system"
     node_selector: str = ""
-    demand_from_pods: bool = True
+    demand_from_pods: bool = False
+    """consumer crd: nodewright writes the spec from pod demand (configured as the node agent);
+    off by default, since Azure CNS's pool monitor writes it in CRD mode."""
     consumer: Consumer = CONSUMER_CRD
     release: Release = "never"
     discovery_headroom_ips: int = 0

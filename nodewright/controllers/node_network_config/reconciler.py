@@ -68,6 +68,7 @@ from nodewright.controllers.node_network_config.resources import (
     node_pods,
     provider_id_of,
 )
+from nodewright.controllers.node_network_config.spec_writer import SpecWriter, spec_applier
 from nodewright.controllers.node_network_config.status import (
     EventSink,
     Outcome,
@@ -210,7 +211,14 @@ class NodeNetworkConfigReconciler:
             wall_clock=wall_clock,
         )
         self._status = StatusWriter(patch=self._patch, events=events, scaler=settings.scaler)
-        self._demand = DemandSide(settings=settings, book=self.book, patch=self._patch)
+        self.spec_writer = SpecWriter(
+            apply=spec_applier(client, settings.namespace, self._written.remember),
+            patch_status=lambda name, fields: self._patch(name, {"status": fields}, "status"),
+            events=events,
+            own_update_managers=(client.field_manager,),
+            clock=clock,
+        )
+        self._demand = DemandSide(settings=settings, book=self.book, spec_writer=self.spec_writer)
         self._lifecycle = Lifecycle(
             client=client,
             network=network,
@@ -239,6 +247,7 @@ class NodeNetworkConfigReconciler:
             return Result()
         if node is None or raw["metadata"].get("deletionTimestamp"):
             self.metrics.forget(request.name)
+            self.spec_writer.forget(request.name)
             return self._lifecycle.finalize(raw, node)
         return self._reconcile_live(raw, node)
 

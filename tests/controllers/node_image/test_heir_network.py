@@ -198,6 +198,7 @@ def test_ipam_sizes_the_heir_for_its_donors_pods(bench: RolloutBench, pods: int,
         namespace=bench.namespace,
         node_selector=bench.node_selector,
         consumer="nodesubnet" if consumer == "nodesubnet" else "crd",
+        demand_from_pods=True,  # nodewright as the node agent: it sizes the heir itself
         nic_refresh_seconds=1.0,
     )
 

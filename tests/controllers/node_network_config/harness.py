@@ -52,7 +52,10 @@ class IpamHarness:
     namespace: str
     emulator: ArmEmulator
     subnet_prefix: str = "10.240.0.0/22"
-    settings: NodeNetworkConfigSettings = field(default_factory=NodeNetworkConfigSettings)
+    settings: NodeNetworkConfigSettings = field(
+        default_factory=lambda: NodeNetworkConfigSettings(demand_from_pods=True)
+    )
+    """nodewright as the node agent (it writes the spec from pod demand) unless a test says not."""
     owner: str = field(default_factory=lambda: f"ipam-{uuid.uuid4().hex[:8]}")
     client: Client = field(init=False)
     cloud: Cloud = field(init=False)

@@ -82,7 +82,7 @@ def test_owner_references_migration() -> None:
     assert owner_references_for(_with_references(), {"metadata": {"name": "n"}}) is None
 
 
-CRD = NodeNetworkConfigSettings(scale_down_delay_seconds=30)
+CRD = NodeNetworkConfigSettings(scale_down_delay_seconds=30, demand_from_pods=True)
 NODESUBNET = dataclasses.replace(CRD, consumer="nodesubnet")
 
 

@@ -26,9 +26,12 @@ from nodewright.runtime.manager import Manager
 
 
 def test_defaults() -> None:
-    """No options: kube-system, every node, demand from pods, CNS's scaler defaults, 10 min grace."""
+    """No options: kube-system, every node, the spec left to the node agent (CNS), CNS's scaler
+    defaults, 10 min grace."""
     settings = parse_options({})
     assert settings == NodeNetworkConfigSettings()
+    assert not settings.demand_from_pods
+    assert not settings.computes_demand
     assert settings.scaler == PoolScaler(batch_size=16, request_threshold_percent=50, max_ip_count=250)
     assert settings.leak_grace_period_seconds == 600.0
 
@@ -39,7 +42,7 @@ def test_reads_every_key() -> None:
         {
             "namespace": "ipam",
             "nodeSelector": "pool=user",
-            "demandFromPods": False,
+            "demandFromPods": True,
             "scaler": {
                 "batchSize": 8,
                 "requestThresholdPercent": 100,
@@ -74,7 +77,7 @@ def test_reads_every_key() -> None:
     )
     assert nodesubnet.scale_down_delay_seconds == 120.0
     assert nodesubnet.computes_demand
-    assert not settings.demand_from_pods
+    assert settings.demand_from_pods
     assert settings.scaler == PoolScaler(8, 100, 64, 200)
     assert (
         settings.leak_grace_period_seconds,
