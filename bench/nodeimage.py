@@ -1,4 +1,5 @@
-"""``python -m bench.nodeimage [--full] [--kubeconfig PATH]``: a node image rollout at scale.
+"""``python -m bench.nodeimage [--full] [--nodes N] [--join-seconds S] [--other-nodes M] [--case LABEL]
+[--kubeconfig PATH]``: a node image rollout at scale.
 
 Rolls every node of three emulated scale sets to a new image with the node-image reconcilers
 (full: 30 nodes, a machine joins 20 s after it starts; quick: 6 nodes, 2 s), one pod per node to
@@ -7,7 +8,12 @@ and with a bad image whose machines stop as their Node registers, caught at the 
 rolled back (heirReadyTimeout full 30 s, quick 5 s). Reports the time (NodeImage created until
 every node runs the final image, the rollout is Complete or RolledBack, the extra machines are
 gone and no PendingNode is left) next to its lower bound, the most extra machines and the most
-machines on the new image seen at once, and the ARM calls by operation.
+machines on the new image seen at once, and the ARM calls by operation; then the controller's own
+cost: its passes, their CPU time (``nodewright_rollout_pass_cpu_seconds``), the pod LISTs and Node
+GETs the API server answered during the rollout (``apiserver_request_total``, every client), and
+the bench process's RSS (manager, emulator and simulator share it). ``--other-nodes`` adds Nodes
+of a scale set no NodeImage claims, in the manager's view, relabelled 20 times a second while the
+rollout runs (a cluster around the pool: its changes must not cost the rollout anything).
 
 ``run(full)`` returns the table as text. Starts a private control plane unless ``--kubeconfig``
 is given. Side effects: threads, loopback network I/O, a temporary directory.
@@ -18,14 +24,19 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
+import os
 import tempfile
 import threading
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from bench.cluster import cluster_kubeconfig
+from bench.processes import status_bytes
 from nodewright.api.aadpodidentity.v1 import RESOURCES as IDENTITY_RESOURCES
 from nodewright.api.acn.v1alpha import RESOURCES as NETWORK_RESOURCES
 from nodewright.api.nodewright.v1alpha1 import RESOURCES
@@ -58,6 +69,7 @@ SURGES = (1, 3)
 class Scale:
     nodes: int
     join_seconds: float
+    other_nodes: int = 0
 
 
 QUICK = Scale(nodes=6, join_seconds=2.0)
@@ -76,10 +88,125 @@ class Rollout:
     most_extra_machines: int
     arm_calls: dict[str, int] = field(default_factory=dict)
     most_on_new: int = 0
+    cost: ControllerCost | None = None
 
     @property
     def total_calls(self) -> int:
         return sum(self.arm_calls.values())
+
+
+@dataclass(frozen=True)
+class ControllerCost:
+    """What the rollout cost the controller itself (see the module docstring)."""
+
+    passes: int
+    pass_cpu_mean_ms: float
+    pass_cpu_p99_ms: float
+    """The upper bound of the histogram bucket holding the 99th percentile."""
+    pod_lists: int
+    node_gets: int
+    manager_pod_lists: int
+    manager_node_gets: int
+    rss_start_mib: float
+    rss_peak_mib: float
+
+
+def _manager_counts(manager: Manager) -> tuple[int, float, float]:
+    """The nodeimage controller's passes, and its passes' CPU mean and p99 bound (ms)."""
+    passes = cpu_sum = cpu_count = 0.0
+    buckets: list[tuple[float, float]] = []
+    for family in text_string_to_metric_families(manager.metrics.render().decode()):
+        for sample in family.samples:
+            if sample.name == "controller_runtime_reconcile_total":
+                passes += sample.value if sample.labels.get("controller") == "nodeimage" else 0.0
+            elif sample.name == "nodewright_rollout_pass_cpu_seconds_sum":
+                cpu_sum += sample.value
+            elif sample.name == "nodewright_rollout_pass_cpu_seconds_count":
+                cpu_count += sample.value
+            elif sample.name == "nodewright_rollout_pass_cpu_seconds_bucket":
+                buckets.append((float(sample.labels["le"]), sample.value))
+    totals: dict[float, float] = {}
+    for bound, value in buckets:  # one series per NodeImage: add them up per bound
+        totals[bound] = totals.get(bound, 0.0) + value
+    p99 = next((bound for bound, value in sorted(totals.items()) if value >= 0.99 * cpu_count), math.inf)
+    return int(passes), 1000 * cpu_sum / max(cpu_count, 1), 1000 * p99
+
+
+def _api_counts(client: Client) -> tuple[int, int]:
+    """Pod LISTs and Node GETs the API server has answered so far (every client's)."""
+    lists = gets = 0.0
+    for family in text_string_to_metric_families(client.request("GET", "/metrics").text):
+        for sample in family.samples:
+            if sample.name != "apiserver_request_total":
+                continue
+            verb, resource = sample.labels.get("verb"), sample.labels.get("resource")
+            if verb == "LIST" and resource == "pods":
+                lists += sample.value
+            elif verb == "GET" and resource == "nodes" and not sample.labels.get("subresource"):
+                gets += sample.value
+    return int(lists), int(gets)
+
+
+class _ClientCounts:
+    """The pod LISTs and Node GETs the manager's reconcilers send through its client (a spy: each
+    call still goes to the API server; the informers list through ``list_pages``)."""
+
+    def __init__(self, manager: Manager) -> None:
+        self.pod_lists = self.node_gets = 0
+        client = manager.client
+        real_list, real_get = client.list, client.get
+
+        def counted_list(kind: Kind, *args: Any, **kwargs: Any) -> Any:
+            self.pod_lists += kind == POD
+            return real_list(kind, *args, **kwargs)
+
+        def counted_get(kind: Kind, *args: Any, **kwargs: Any) -> Any:
+            self.node_gets += kind == NODE
+            return real_get(kind, *args, **kwargs)
+
+        setattr(client, "list", counted_list)  # noqa: B010 - instance attributes over the methods
+        setattr(client, "get", counted_get)  # noqa: B010
+
+
+def _rss_mib() -> float:
+    return status_bytes(os.getpid(), "VmRSS") / 2**20
+
+
+class _OtherNodes:
+    """Nodes of a scale set no NodeImage claims, in the manager's view (kwok makes them Ready and
+    heartbeats them), relabelled ``CHURN_PER_SECOND`` times a second by ``churn`` until stopped."""
+
+    CHURN_PER_SECOND = 20
+
+    def __init__(self, client: Client, owner: str, count: int) -> None:
+        self.client = client
+        self.names = [f"{owner}-other-{index}" for index in range(count)]
+        scale_set = (
+            f"/subscriptions/{DEFAULT_SUBSCRIPTION}/resourceGroups/{RESOURCE_GROUP}"
+            f"/providers/Microsoft.Compute/virtualMachineScaleSets/{owner}-other"
+        )
+        for index, name in enumerate(self.names):
+            metadata = {"name": name, "labels": {SIMULATED_LABEL: f"{owner}-other"}}
+            spec = {"providerID": f"azure://{scale_set}/virtualMachines/{index}"}
+            client.create(NODE, {"metadata": metadata, "spec": spec})
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self.churn, daemon=True, name="other-nodes")
+
+    def churn(self) -> None:
+        tick = 0
+        while not self.stopped.wait(1 / self.CHURN_PER_SECOND) and self.names:
+            name = self.names[tick % len(self.names)]
+            with contextlib.suppress(errors.NotFound):
+                self.client.patch(NODE, name, {"metadata": {"labels": {"bench/tick": str(tick)}}})
+            tick += 1
+
+    def close(self) -> None:
+        self.stopped.set()
+        if self.thread.is_alive():
+            self.thread.join(5)
+        for name in self.names:
+            with contextlib.suppress(errors.NotFound):
+                self.client.delete(NODE, name)
 
 
 @dataclass(frozen=True)
@@ -128,6 +255,9 @@ class _Estate:
         self.suffix = uuid.uuid4().hex[:6]
         self.owner = f"bench-{self.suffix}"
         self.selector = f"{SIMULATED_LABEL}={self.owner}"
+        self.manager_selector = f"{SIMULATED_LABEL} in ({self.owner},{self.owner}-other)"
+        """What the manager watches: the pools' Nodes and the other Nodes around them."""
+        self.others = _OtherNodes(client, self.owner, scale.other_nodes)
         estate = emulator.estate
         subnet = estate.add_virtual_network(
             RESOURCE_GROUP, f"vnet{self.suffix}", subnets={"nodes": "10.0.0.0/16"}
@@ -200,7 +330,7 @@ def _image_of(document: dict[str, object]) -> object:
     return reference.get("communityGalleryImageId")
 
 
-def _manager(kubeconfig: str, emulator: ArmEmulator, selector: str) -> tuple[_Runner, Cloud]:
+def _manager(kubeconfig: str, emulator: ArmEmulator, selector: str) -> tuple[_Runner, Cloud, _ClientCounts]:
     settings = CloudSettings(
         subscription_id=DEFAULT_SUBSCRIPTION,
         arm_endpoint=emulator.endpoint,
@@ -220,16 +350,20 @@ def _manager(kubeconfig: str, emulator: ArmEmulator, selector: str) -> tuple[_Ru
     )
     manager = Manager(config, kubeconfig=kubeconfig)
     install(manager, NodeImageSettings(node_label_selector=selector), cloud.compute, cloud.standalone)
-    return _Runner(manager), cloud
+    counts = _ClientCounts(manager)
+    return _Runner(manager), cloud, counts
 
 
 def _roll(client: Client, kubeconfig: str, emulator: ArmEmulator, scale: Scale, case: Case) -> Rollout:
     """Build three scale sets of old nodes, roll them, measure; cleans up its objects. The
     emulator must be fresh: the node simulator turns every machine in it into a Node."""
     estate = _Estate(client, emulator, scale)
-    runner, cloud = _manager(kubeconfig, emulator, estate.selector)
+    runner, cloud, counts = _manager(kubeconfig, emulator, estate.manager_selector)
     node_image = f"bench-{estate.suffix}"
     emulator.requests.clear()
+    estate.others.thread.start()
+    api_before, rss_start = _api_counts(client), _rss_mib()
+    rss_peak = rss_start
     started = time.monotonic()
     most_extra = most_on_new = 0
     try:
@@ -245,6 +379,7 @@ def _roll(client: Client, kubeconfig: str, emulator: ArmEmulator, scale: Scale, 
                 estate.stop_bad_machines(client, emulator)
             live, on_new = estate.census(emulator)
             most_extra, most_on_new = max(most_extra, live - scale.nodes), max(most_on_new, on_new)
+            rss_peak = max(rss_peak, _rss_mib())
             if (
                 _finished(client, estate.selector, node_image, scale.nodes, case.final_image)
                 and live == scale.nodes
@@ -255,13 +390,27 @@ def _roll(client: Client, kubeconfig: str, emulator: ArmEmulator, scale: Scale, 
             time.sleep(0.2)
         seconds = time.monotonic() - started
         calls = dict(sorted(emulator.requests.counts_by_operation().items()))
+        api_after = _api_counts(client)
+        passes, cpu_mean, cpu_p99 = _manager_counts(runner.manager)
+        cost = ControllerCost(
+            passes,
+            cpu_mean,
+            cpu_p99,
+            api_after[0] - api_before[0],
+            api_after[1] - api_before[1],
+            counts.pod_lists,
+            counts.node_gets,
+            rss_start,
+            rss_peak,
+        )
     finally:
         runner.stop()
+        estate.others.close()
         estate.simulator.stop()
         cloud.close()
         _clean(client, node_image, estate.scale_sets, estate.selector)
     return Rollout(
-        case.label, case.max_surge, seconds, case.lower_bound(scale), most_extra, calls, most_on_new
+        case.label, case.max_surge, seconds, case.lower_bound(scale), most_extra, calls, most_on_new, cost
     )
 
 
@@ -297,8 +446,9 @@ def _clean(client: Client, node_image: str, scale_sets: list[str], selector: str
 
 def _table(scale: Scale, rollouts: list[Rollout]) -> str:
     operations = sorted({operation for rollout in rollouts for operation in rollout.arm_calls})
+    around = f", {scale.other_nodes} other Nodes relabelled 20/s around them" if scale.other_nodes else ""
     lines = [
-        f"node image rollout: {scale.nodes} nodes over {SCALE_SETS} scale sets, "
+        f"node image rollout: {scale.nodes} nodes over {SCALE_SETS} scale sets{around}, "
         f"join time {scale.join_seconds:g} s, one pod per node to drain, production defaults otherwise",
         "",
         "| case | maxSurge | rollout (s) | lower bound (s) | ratio | most extra machines "
@@ -325,14 +475,41 @@ def _table(scale: Scale, rollouts: list[Rollout]) -> str:
         "removes the canaries). Every row has the default canary of one node per scale set. ARM calls "
         "are every request the emulator answered (long-running operation polls included)."
     )
-    return "\n".join(lines)
+    return "\n".join([*lines, "", *_cost_table(rollouts)])
+
+
+def _cost_table(rollouts: list[Rollout]) -> list[str]:
+    lines = [
+        "| case | passes | pass CPU mean (ms) | pass CPU p99 <= (ms) | pod LISTs (manager / all) "
+        "| Node GETs (manager / all) | RSS start -> peak (MiB) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for rollout in rollouts:
+        cost = rollout.cost
+        if cost is None:
+            continue
+        lines.append(
+            f"| {rollout.label} | {cost.passes} | {cost.pass_cpu_mean_ms:.1f} | {cost.pass_cpu_p99_ms:g} | "
+            f"{cost.manager_pod_lists} / {cost.pod_lists} | {cost.manager_node_gets} / {cost.node_gets} | "
+            f"{cost.rss_start_mib:.0f} -> {cost.rss_peak_mib:.0f} |"
+        )
+    lines += [
+        "",
+        "passes and pass CPU: the nodeimage controller's (its worker thread's CPU time per pass, I/O "
+        "waits excluded); pod LISTs and Node GETs: the manager's reconcilers' (its informers' own "
+        "lists and watches apart) / every client's, as the API server counted them during the "
+        "rollout (kwok and the node simulator included); RSS: the bench process (manager, ARM "
+        "emulator and node simulator).",
+    ]
+    return lines
 
 
 def cases(scale: Scale) -> list[Case]:
     """The rows: two surges with a good image, a canary with a soak after each batch, and a bad
     image caught at the canary and rolled back."""
-    soak = 10.0 if scale is FULL else 2.0
-    heir_ready = 30.0 if scale is FULL else 5.0
+    full = scale.join_seconds >= FULL.join_seconds
+    soak = 10.0 if full else 2.0
+    heir_ready = 30.0 if full else 5.0
     return [
         *(Case(f"maxSurge {surge}", surge) for surge in SURGES),
         Case("canary + soak", 3, {"canary": 1, "soakDuration": f"{soak:g}s"}, soak_seconds=soak),
@@ -346,15 +523,20 @@ def cases(scale: Scale) -> list[Case]:
     ]
 
 
-def run(full: bool, kubeconfig: str | None = None) -> str:
-    """Run the benchmark; returns the table."""
-    scale = FULL if full else QUICK
+def run(
+    full: bool, kubeconfig: str | None = None, *, scale: Scale | None = None, only: str | None = None
+) -> str:
+    """Run the benchmark (``scale`` overrides the quick or full sizes, ``only`` runs the one case
+    of that label); returns the table."""
+    scale = scale or (FULL if full else QUICK)
     rollouts: list[Rollout] = []
     certificates = issue_loopback_certificates()
     with cluster_kubeconfig(kubeconfig) as config:
         client = Client.from_kubeconfig(config)
         install_crds(client, [*RESOURCES, *NETWORK_RESOURCES, *IDENTITY_RESOURCES])
         for case in cases(scale):
+            if only is not None and case.label != only:
+                continue
             with (
                 tempfile.TemporaryDirectory(prefix="bench-nodeimage-") as directory,
                 ArmEmulator(state_dir=Path(directory), certificates=certificates) as emulator,
@@ -368,8 +550,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.nodeimage", description=__doc__)
     parser.add_argument("--full", action="store_true", help="30 nodes, 20 s joins (default: 6 nodes, 2 s)")
     parser.add_argument("--kubeconfig", help="use this cluster instead of a private control plane")
+    parser.add_argument("--nodes", type=int, help="nodes in the pools (default: the size's)")
+    parser.add_argument("--join-seconds", type=float, help="how long a machine takes to join")
+    parser.add_argument("--other-nodes", type=int, default=0, help="Nodes around the pools (none)")
+    parser.add_argument("--case", help="run only the case of this label, such as 'maxSurge 3'")
     arguments = parser.parse_args(argv)
-    print(run(arguments.full, arguments.kubeconfig))
+    base = FULL if arguments.full else QUICK
+    scale = Scale(
+        arguments.nodes or base.nodes,
+        base.join_seconds if arguments.join_seconds is None else arguments.join_seconds,
+        arguments.other_nodes,
+    )
+    print(run(arguments.full, arguments.kubeconfig, scale=scale, only=arguments.case))
     return 0
 
 

@@ -178,6 +178,18 @@ class Store:
             for key, stored in self._items.items():
                 self._index_one(name, function, key, self.decode(stored))
 
+    def ensure_indexer(self, name: str, function: IndexFunc) -> None:
+        """Add the index unless it exists already with the same function (the same object, or
+        one of the same module and qualified name, as ``field_indexer`` makes them), so that
+        every reconciler sharing an informer may ask for the index it reads. Raises ValueError
+        when ``name`` is taken by a different function."""
+        with self._lock:
+            existing = self._indexers.get(name)
+            if existing is None:
+                self.add_indexer(name, function)
+            elif not _same_function(existing, function):
+                raise ValueError(f"index {name!r} already exists with another function")
+
     def put(self, key: str, obj: dict[str, Any]) -> dict[str, Any] | None:
         """Store ``obj`` under ``key``; returns the object it replaced."""
         stored = self.encode(obj)
@@ -232,6 +244,14 @@ class Store:
                     keys.discard(key)
                     if not keys:
                         del index[value]
+
+
+def _same_function(first: IndexFunc, second: IndexFunc) -> bool:
+    """Whether two index functions are the same one (or made alike, by the same factory)."""
+    if first is second:
+        return True
+    names = [(getattr(f, "__module__", None), getattr(f, "__qualname__", None)) for f in (first, second)]
+    return names[0] == names[1] and names[0][1] is not None and "<lambda>" not in str(names[0][1])
 
 
 @dataclass(slots=True)
@@ -327,6 +347,10 @@ class Informer:
     def add_indexer(self, name: str, fn: IndexFunc) -> None:
         """Add an index over the store; ``fn(obj)`` returns the index values of one object."""
         self.store.add_indexer(name, fn)
+
+    def ensure_indexer(self, name: str, fn: IndexFunc) -> None:
+        """Add the index unless the same one exists already (idempotent; see ``Store.ensure_indexer``)."""
+        self.store.ensure_indexer(name, fn)
 
     def start(self) -> None:
         """Start the reflector thread (and the resync thread); idempotent."""

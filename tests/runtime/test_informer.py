@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from nodewright.runtime import errors
+from nodewright.runtime.cache import field_indexer
 from nodewright.runtime.client import Client
 from nodewright.runtime.informer import CompressedJson, Informer, Store, object_key
 from nodewright.runtime.kinds import CONFIG_MAP, NAMESPACE
@@ -452,3 +453,18 @@ def test_compressed_store_keeps_little_and_hands_out_fresh_copies() -> None:
     assert not store.unchanged(store.encode(pod), store._items["ns/p"])
     assert store.remove("ns/p") == moved
     assert store.by_index("node", "n2") == []
+
+
+def test_ensure_indexer_is_idempotent_and_refuses_another_function() -> None:
+    """Reconcilers sharing an informer may each ask for the index they read: the same function
+    (or one made alike by ``field_indexer``) is a no-op, another function under the name is refused."""
+    store = Store()
+    store.put("ns/p", {"metadata": {"name": "p", "namespace": "ns"}, "spec": {"nodeName": "n1"}})
+    store.ensure_indexer("spec.nodeName", field_indexer("spec.nodeName"))
+    store.ensure_indexer("spec.nodeName", field_indexer("spec.nodeName"))
+    assert store.index_names() == ["spec.nodeName"]
+    assert [o["metadata"]["name"] for o in store.by_index("spec.nodeName", "n1")] == ["p"]
+    with pytest.raises(ValueError, match="another function"):
+        store.ensure_indexer("spec.nodeName", field_indexer("spec.hostname"))
+    with pytest.raises(ValueError, match="another function"):
+        store.ensure_indexer("spec.nodeName", lambda obj: [obj["spec"]["nodeName"]])

@@ -36,6 +36,18 @@ from nodewright.controllers.node_image.collaborators import Collaborators
 from nodewright.controllers.node_image.node_image import NodeImageCloud, NodeImageReconciler, NodeImageStores
 from nodewright.controllers.node_image.options import NodeImageSettings, parse_options
 from nodewright.controllers.node_image.pending_node import PendingNodeCloud, PendingNodeReconciler
+from nodewright.controllers.node_image.pools import (
+    ASSIGNED_NODE_INDEX,
+    ASSIGNED_TARGET_INDEX,
+    GROUP_ID_INDEX,
+    POD_NODE_INDEX,
+    POOL_INDEX,
+    assigned_target_keys,
+    node_images_of_drained_pod,
+    node_images_of_node,
+    node_pool_keys,
+    scaling_group_id_keys,
+)
 from nodewright.controllers.node_image.resources import (
     AUTOSCALING_STRATEGY,
     AZURE_ASSIGNED_IDENTITY,
@@ -50,9 +62,10 @@ from nodewright.controllers.node_image.resources import (
 )
 from nodewright.controllers.node_image.scaling_group import ScalingGroupCloud, ScalingGroupReconciler
 from nodewright.controllers.node_image.standalone import StandaloneCloud
+from nodewright.runtime.cache import field_indexer
 from nodewright.runtime.handlers import request_for
 from nodewright.runtime.informer import Store
-from nodewright.runtime.kinds import NODE, POD_DISRUPTION_BUDGET
+from nodewright.runtime.kinds import NODE, POD, POD_DISRUPTION_BUDGET
 from nodewright.runtime.manager import Manager
 from nodewright.runtime.objects import condition_is_true
 from nodewright.runtime.predicates import Predicate, generation_changed, predicate
@@ -114,6 +127,8 @@ def _node_facts(obj: Object) -> tuple[Any, ...]:
 
 node_changed: Predicate = predicate(update=lambda old, new: _node_facts(old) != _node_facts(new))
 """Node updates that matter to a rollout: Ready, annotations, labels, cordon, providerID."""
+pod_deleted: Predicate = predicate(create=lambda _: False, update=lambda _old, _new: False)
+"""Pod deletions only (a drained node's last pod gone lets its hand-over run at once)."""
 node_presence_or_ready_changed: Predicate = predicate(update=lambda old, new: _ready(old) != _ready(new))
 scaling_group_changed: Predicate = predicate(
     update=lambda old, new: (
@@ -140,8 +155,7 @@ autoscaling_changed: Predicate = predicate(
 def _sharing_group_id(store: Store, obj: Object) -> list[Object]:
     """The ScalingGroups in ``store`` naming the scale set ``obj`` names (itself included when
     cached): a ScalingGroup created or deleted there may move the claim (``targeting``)."""
-    group_id = str((obj.get("spec") or {}).get("groupID") or "").lower()
-    return [g for g in store.list() if str((g.get("spec") or {}).get("groupID") or "").lower() == group_id]
+    return [group for key in scaling_group_id_keys(obj) for group in store.by_index(GROUP_ID_INDEX, key)]
 
 
 def _stores(manager: Manager, settings: NodeImageSettings) -> NodeImageStores:
@@ -149,20 +163,33 @@ def _stores(manager: Manager, settings: NodeImageSettings) -> NodeImageStores:
     ones only when the heir IP-pool and identity gates are on)."""
     cache = manager.cache
     namespace = settings.node_network_config_namespace
+    nodes = cache.informer(NODE, label_selector=settings.node_label_selector)
+    nodes.ensure_indexer(POOL_INDEX, node_pool_keys)
+    scaling_groups = cache.informer(SCALING_GROUP)
+    scaling_groups.ensure_indexer(GROUP_ID_INDEX, scaling_group_id_keys)
+    pods = cache.informer(POD)  # shared with IPAM's and identity's when they run
+    pods.ensure_indexer(POD_NODE_INDEX, field_indexer("spec.nodeName"))
     return NodeImageStores(
         node_images=cache.informer(NODE_IMAGE).store,
-        nodes=cache.informer(NODE, label_selector=settings.node_label_selector).store,
+        nodes=nodes.store,
         pending_nodes=cache.informer(PENDING_NODE).store,
-        scaling_groups=cache.informer(SCALING_GROUP).store,
+        scaling_groups=scaling_groups.store,
         autoscaling_strategies=cache.informer(AUTOSCALING_STRATEGY).store,
         pod_disruption_budgets=cache.informer(POD_DISRUPTION_BUDGET).store,
+        pods=pods.store,
         node_network_configs=cache.informer(NODE_NETWORK_CONFIG, namespace=namespace).store
         if namespace
         else None,
-        assigned_identities=cache.informer(AZURE_ASSIGNED_IDENTITY).store
-        if settings.heir_identity_gate
-        else None,
+        assigned_identities=_assigned_identities(manager) if settings.heir_identity_gate else None,
     )
+
+
+def _assigned_identities(manager: Manager) -> Store:
+    """The AzureAssignedIdentities, indexed by node and by target (the heir identity gate's reads)."""
+    informer = manager.cache.informer(AZURE_ASSIGNED_IDENTITY)
+    informer.ensure_indexer(ASSIGNED_NODE_INDEX, field_indexer("spec.nodename"))
+    informer.ensure_indexer(ASSIGNED_TARGET_INDEX, assigned_target_keys)
+    return informer.store
 
 
 @dataclass(frozen=True)
@@ -212,13 +239,26 @@ def _wire_rollouts(wiring: _Wiring) -> None:
         return [Request("", str(name)) for name in sorted(n for n in names if n)]
 
     rollout = NodeImageReconciler(wiring.collaborators, stores=stores)
+
+    def node_images_of_its_pool(obj: Object) -> list[Request]:
+        """The NodeImages claiming the Node's scale set, not every NodeImage (``pools``)."""
+        return node_images_of_node(obj, stores.scaling_groups, stores.node_images, rollout.known_standalone)
+
+    def node_images_draining(obj: Object) -> list[Request]:
+        """The NodeImage draining the deleted pod's node, if one is (``pools``)."""
+        return node_images_of_drained_pod(obj, stores.nodes, stores.scaling_groups)
+
     (
         wiring.manager.controller("nodeimage")
         .for_(NODE_IMAGE, predicate=generation_changed)
         .owns(PENDING_NODE, predicate=generation_changed)
         .watches(
-            NODE, all_node_images, predicate=node_changed, label_selector=wiring.settings.node_label_selector
+            NODE,
+            node_images_of_its_pool,
+            predicate=node_changed,
+            label_selector=wiring.settings.node_label_selector,
         )
+        .watches(POD, node_images_draining, predicate=pod_deleted)
         .watches(SCALING_GROUP, node_images_sharing_scale_set, predicate=scaling_group_changed)
         .watches(AUTOSCALING_STRATEGY, all_node_images, predicate=autoscaling_changed)
         .complete(rollout)

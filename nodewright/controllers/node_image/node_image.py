@@ -1,9 +1,12 @@
 """NodeImageReconciler: replaces the nodes of its own ScalingGroups whose image is not the
 NodeImage's, within its surge, canary first, gated on health, rolled back when a gate fails.
 
-One reconcile reads the cluster (Nodes, this NodeImage's PendingNodes, every ScalingGroup and
-NodeImage, AutoscalingStrategies, PodDisruptionBudgets, NodeNetworkConfigs) from the shared cache,
-asks the cloud only what it cannot know (a new node's image), calls the pure functions in
+One reconcile reads the cluster (the Nodes of its claimed pools through the cache's pool index,
+``pools``, this NodeImage's PendingNodes, every ScalingGroup and NodeImage,
+AutoscalingStrategies, PodDisruptionBudgets, Pods, NodeNetworkConfigs) from the shared cache, so
+its cost follows its pools, not the cluster; the API server is asked fresh only right before a
+write that cannot be taken back (the claims, and a removed node's pods and heir before its Leave).
+It asks the cloud only what it cannot know (a new node's image), calls the pure functions in
 ``grouping``, ``pairing``, ``scale_out``, ``draining``, ``targeting`` and ``rollout_state`` and
 writes what they say, each write idempotent and named by a checkpoint:
 
@@ -43,6 +46,7 @@ a surge it already spent. Neighbours: ``pending_node`` (machines leaving and joi
 from __future__ import annotations
 
 import copy
+import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -92,6 +96,7 @@ from nodewright.controllers.node_image.pairing import (
     nodes_to_restore,
     pair_nodes,
 )
+from nodewright.controllers.node_image.pools import pool_nodes, unplaced_nodes
 from nodewright.controllers.node_image.replacement import NodeReplacement, RemovalContext, ReplacementPass
 from nodewright.controllers.node_image.resources import (
     is_controlled_by,
@@ -146,7 +151,7 @@ RBAC_RULES: tuple[PolicyRule, ...] = (
     PolicyRule("nodewright.io", ("pendingnodes",), ("get", "list", "watch", "create", "delete")),
     PolicyRule("nodewright.io", ("autoscalingstrategies",), ("get", "list", "watch", "patch")),
     PolicyRule("", ("nodes",), ("get", "list", "watch", "patch")),
-    PolicyRule("", ("pods",), ("list",)),
+    PolicyRule("", ("pods",), ("list", "watch")),
     PolicyRule("", ("pods/eviction",), ("create",)),
     PolicyRule("policy", ("poddisruptionbudgets",), ("get", "list", "watch")),
     # The heir IP-pool gate reads NodeNetworkConfigs where CNS keeps them (the default of the
@@ -231,9 +236,11 @@ class NodeImageReconciler(NodeReplacement):
             ]
             self._write_status(obj, None, problem)  # with one Warning Event (a new Degraded reason)
             return Result()
+        started = time.thread_time()
         try:
             return self._roll_out(self._read(obj, node_image, memory, desired))
         finally:
+            self._metrics.pass_done(node_image.name, time.thread_time() - started)
             self._writes.wait()
 
     def _read(
@@ -244,7 +251,7 @@ class NodeImageReconciler(NodeReplacement):
         claims = claim_scaling_groups(self._all_scaling_groups(), node_image.name, now=self._clock())
         pending = self._pending_nodes(str(obj["metadata"]["uid"]))
         pending += self._adopt_recorded_scale_outs(obj, claims.scaling_groups, pending)
-        nodes, invalid = self._annotated_nodes(claims)
+        nodes, invalid = self._annotated_nodes(claims, node_image.name)
         groups = group_nodes(nodes, pending, desired, invalid=invalid)
         for join in settled_joins(groups, pending):
             self._delete_pending_node(join, "delete-settled-join")
@@ -494,14 +501,13 @@ class NodeImageReconciler(NodeReplacement):
                 )
         return sorted(found, key=lambda p: p.name)
 
-    def _annotated_nodes(self, claims: Claims) -> tuple[list[ClusterNode], set[str]]:
+    def _annotated_nodes(self, claims: Claims, name: str) -> tuple[list[ClusterNode], set[str]]:
         """The Nodes of the claimed scale sets (by annotation or providerID), annotated with their
         scale set and image when they were not yet; the names of those the cloud cannot find
         (grouping marks them invalid; the Degraded condition and its one Event name them)."""
         nodes: list[ClusterNode] = []
         invalid: set[str] = set()
-        every = [self._place_member(ClusterNode.from_object(cached)) for cached in self._stores.nodes.list()]
-        for claimed in sorted(nodes_claimed(every, claims), key=lambda n: n.name):
+        for claimed in self._claimed_nodes(claims, name):
             node = claimed
             if not node.scaling_group_id or not node.image:
                 annotations, problem = self._placement(node)
@@ -519,6 +525,24 @@ class NodeImageReconciler(NodeReplacement):
                     node = ClusterNode.from_object(patched) if patched is not None else node
             nodes.append(node)
         return nodes, invalid
+
+    def _claimed_nodes(self, claims: Claims, name: str) -> list[ClusterNode]:
+        """The cached Nodes of the claimed pools, found through the pool index (never a scan of
+        every Node), VM nodes not placed yet placed first (a Flexible member gets its scale set);
+        sorted by name. Only these are decoded (their number is the nodes-read metric)."""
+        found = {
+            node.name: node
+            for node in map(ClusterNode.from_object, pool_nodes(self._stores.nodes, claims.scale_set_ids))
+        }
+        for cached in unplaced_nodes(self._stores.nodes, self.known_standalone):
+            placed = self._place_member(ClusterNode.from_object(cached))
+            found[placed.name] = placed  # kept below only when its pool is claimed
+        self._metrics.nodes_read(name, len(found))
+        return sorted(nodes_claimed(found.values(), claims), key=lambda n: n.name)
+
+    def known_standalone(self, provider_id: str) -> bool:
+        """Whether the cloud said this VM belongs to no scale set (read by the Node watch too)."""
+        return provider_id in self._standalone_machines
 
     def _place_member(self, node: ClusterNode) -> ClusterNode:
         """A VM node without a scale-set annotation annotated with the Flexible scale set its VM is

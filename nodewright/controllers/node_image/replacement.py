@@ -11,9 +11,11 @@ sizes its pool for them first) and the heir's machine must hold the identities t
 use (``heir_identity``, read from the AzureAssignedIdentities' status); only then is the donor
 cordoned and drained (Eviction API, PodDisruptionBudgets respected, never forced; the pods about
 to be evicted are first recorded on the heir for the evicted-pods health gate, ``evicted_pods``)
-and handed to a Leave PendingNode, once a fresh read of the heir (not the cache) still shows it
-Ready. A drain not done within the reconciler's ``drainTimeoutSeconds`` is reported (Degraded
-DrainStuck); one not done within the NodeImage's ``drainTimeout`` meets
+and handed to a Leave PendingNode, once fresh reads (not the cache) still show the heir Ready and
+no pod left to drain on the node. Every other pod read is the cache's (the Pod informer's
+``spec.nodeName`` and namespace indexes). A drain not done within the reconciler's
+``drainTimeoutSeconds`` is reported (Degraded DrainStuck); one not done within the NodeImage's
+``drainTimeout`` meets
 ``undrainableNodeBehavior``: under ``Cordon`` the donor is labelled
 ``nodewright.io/upgrade-status=Quarantined``, stays cordoned and its heir is released (at most
 ``maxBlockedNodes``); otherwise the rollout fails. New-image nodes get the ready-seen mark the
@@ -68,9 +70,12 @@ from nodewright.controllers.node_image.pairing import (
     removal_step,
     replacement_step,
 )
+from nodewright.controllers.node_image.pools import ASSIGNED_NODE_INDEX, ASSIGNED_TARGET_INDEX, POD_NODE_INDEX
 from nodewright.controllers.node_image.rollout_state import READY_SEEN_ANNOTATION
 from nodewright.controllers.node_image.rollout_writes import RolloutWrites
 from nodewright.runtime import errors
+from nodewright.runtime.cache import NAMESPACE_INDEX
+from nodewright.runtime.informer import object_key
 from nodewright.runtime.kinds import NODE, POD
 from nodewright.runtime.logs import get_logger
 from nodewright.runtime.times import format_time, parse_time
@@ -238,8 +243,8 @@ class NodeReplacement(RolloutWrites):
     ) -> list[dict[str, Any]]:
         """Tell IPAM how many of the donor's pods the heir is about to need IPs for (the
         incoming-pods annotation on the heir; removed once none are left to move), so it sizes
-        the heir's pool before the gate asks for it. Returns the donor's pods, read fresh."""
-        pods = self._client.list(POD, field_selector=f"spec.nodeName={pair.donor.name}").items
+        the heir's pool before the gate asks for it. Returns the donor's pods, as cached."""
+        pods = self._pods_on(pair.donor.name)
         count = incoming_pods(pods)
         heir = current.get(pair.heir.name, pair.heir)
         known = IncomingPods.parse(heir.annotations.get(INCOMING_PODS_ANNOTATION))
@@ -271,7 +276,7 @@ class NodeReplacement(RolloutWrites):
         """Whether the heir's IP pool cannot take the donor's pods yet (logged with why; a pool
         that cannot grow is reported, one that can never hold them all lets the donor go with a
         Warning Event once it is full)."""
-        heir_pods = self._client.list(POD, field_selector=f"spec.nodeName={pair.heir.name}").items
+        heir_pods = self._pods_on(pair.heir.name)
         verdict = heir_pool_verdict(
             *configs,
             incoming=incoming_pods(donor_pods),
@@ -301,7 +306,14 @@ class NodeReplacement(RolloutWrites):
         except InvalidResourceIdError:
             return False  # grouping reports a node the cloud cannot place
         target = machine.scale_set if isinstance(machine, ScaleSetInstanceId) else machine
-        missing = heir_identities_missing(store.list(), donor=pair.donor.name, heir_target=str(target))
+        relevant = {  # the donor's and those on the heir's target, not every one in the cluster
+            object_key(assigned): assigned
+            for assigned in [
+                *store.by_index(ASSIGNED_NODE_INDEX, pair.donor.name),
+                *store.by_index(ASSIGNED_TARGET_INDEX, str(target).lower()),
+            ]
+        }
+        missing = heir_identities_missing(relevant.values(), donor=pair.donor.name, heir_target=str(target))
         if not missing:
             return False
         created = pair.heir.created
@@ -367,7 +379,13 @@ class NodeReplacement(RolloutWrites):
             goal=PendingNodeGoal.LEAVE,
             deadline=format_time(self._clock() + self._settings.timeouts.leave),
         )
-        confirm = None if heir is None else (lambda: self._heir_still_ready(node, heir))
+        cached = self._stores.pending_nodes.get(node.name) or {}
+        if (cached.get("spec") or {}).get("goal") == PendingNodeGoal.LEAVE.value:
+            return  # handed over already: no fresh reads, no create answered AlreadyExists
+
+        def confirm() -> bool:
+            return self._drained_on_server(node) and (heir is None or self._heir_still_ready(node, heir))
+
         if not self._create_pending_node(context.owner, spec, "create-leave", confirm).metadata.get("uid"):
             return  # it existed already (a restart: counted then), or the heir is no longer Ready
         group = context.scaling_group_names.get(node.scaling_group_id.lower(), node.scaling_group_id)
@@ -375,6 +393,29 @@ class NodeReplacement(RolloutWrites):
         if heir is not None and heir.created is not None:
             seconds = (self._clock() - heir.created).total_seconds()
         self._metrics.node_replaced(context.reason if heir is not None else "Obsolete", group, seconds)
+
+    def _pods_on(self, node: str) -> list[dict[str, Any]]:
+        """The cached pods bound to ``node`` (through the informer's index, never a LIST)."""
+        return self._stores.pods.by_index(POD_NODE_INDEX, node)
+
+    def _plan_drain(self, node: ClusterNode, pods: list[dict[str, Any]], timeout: timedelta) -> DrainPlan:
+        return plan_drain(
+            pods,
+            self._stores.pod_disruption_budgets.list(),
+            now=self._clock(),
+            drain_started=parse_time(node.annotations.get(DRAIN_STARTED_ANNOTATION)),
+            timeout=timeout,
+        )
+
+    def _drained_on_server(self, node: ClusterNode) -> bool:
+        """Whether the API server, asked now for the node's pods (one LIST narrowed to the node,
+        not the cache), agrees that nothing is left to evict or wait for: the Leave deletes the
+        machine, so a pod bound a moment ago and not cached yet must hold it back."""
+        pods = self._client.list(POD, field_selector=f"spec.nodeName={node.name}").items
+        if self._plan_drain(node, pods, self._settings.timeouts.drain).done:
+            return True
+        log.info("Node stays: the API server still shows pods to drain", node=node.name)
+        return False
 
     def _heir_still_ready(self, donor: ClusterNode, heir: ClusterNode) -> bool:
         """Whether the heir is Ready as the API server has it now (a fresh read, not the cache)."""
@@ -409,14 +450,16 @@ class NodeReplacement(RolloutWrites):
         self._patch(NODE, self._stores.nodes, heir.name, body, "record-evictions")
 
     def _check_evicted_pods(self, nodes: Iterable[ClusterNode], timeout: timedelta) -> list[EvictionCheck]:
-        """The eviction records on ``nodes`` checked against their namespaces' pods (read fresh)."""
+        """The eviction records on ``nodes`` checked against their namespaces' pods (as cached)."""
         records = {
             node.name: record
             for node in nodes
             if (record := EvictionRecord.parse(node.annotations.get(EVICTED_PODS_ANNOTATION))) is not None
         }
         namespaces = sorted({namespace for record in records.values() for namespace in record.namespaces})
-        pods = [pod for namespace in namespaces for pod in self._client.list(POD, namespace).items]
+        pods = [
+            pod for namespace in namespaces for pod in self._stores.pods.by_index(NAMESPACE_INDEX, namespace)
+        ]
         return check_evictions(records, pods, now=self._clock(), timeout=timeout)
 
     def _settle_evictions(
@@ -453,15 +496,10 @@ class NodeReplacement(RolloutWrites):
 
     def _drain(self, node: ClusterNode, timeout: timedelta, heir: ClusterNode | None = None) -> DrainPlan:
         """Plan the node's drain and evict what the plan allows now, recorded on the heir first
-        (side effects: the record, evictions)."""
-        pods = self._client.list(POD, field_selector=f"spec.nodeName={node.name}").items
-        plan = plan_drain(
-            pods,
-            self._stores.pod_disruption_budgets.list(),
-            now=self._clock(),
-            drain_started=parse_time(node.annotations.get(DRAIN_STARTED_ANNOTATION)),
-            timeout=timeout,
-        )
+        (side effects: the record, evictions). The pods are the cache's: a pod it does not show
+        yet is found by the fresh read before the node leaves (``_drained_on_server``)."""
+        pods = self._pods_on(node.name)
+        plan = self._plan_drain(node, pods, timeout)
         if heir is not None and plan.evict:
             self._record_evictions(node, heir, pods, plan.evict)
         for key in plan.evict:

@@ -51,6 +51,7 @@ __all__ = [
     "claim_scaling_groups",
     "claim_settles_at",
     "claimed_by_message",
+    "machine_group",
     "node_scale_set",
     "nodes_claimed",
     "parse_scaling_groups",
@@ -148,10 +149,16 @@ def node_scale_set(node: ClusterNode) -> str:
     (a Flexible member's is written from the cloud, see ``node_image``), else read from its
     providerID: a Uniform instance's scale set, or for a VM (placed in no Flexible scale set by
     then) its resource group, the groupID of a group of standalone VMs; empty otherwise."""
-    if node.scaling_group_id:
-        return node.scaling_group_id.lower()
+    return machine_group(node.scaling_group_id, node.provider_id)
+
+
+def machine_group(annotation: str, provider_id: str) -> str:
+    """``node_scale_set``'s rule on a Node's scale-set annotation and providerID (the cache's pool
+    index applies it to Nodes not decoded, ``pools``)."""
+    if annotation:
+        return annotation.lower()
     try:
-        machine = parse_provider_id(node.provider_id)
+        machine = parse_provider_id(provider_id)
     except InvalidResourceIdError:
         return ""
     if isinstance(machine, ScaleSetInstanceId):
