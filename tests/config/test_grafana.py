@@ -23,7 +23,7 @@ from nodewright.controllers.status import AZURE_ASSIGNED_IDENTITY, NODE_IMAGE, N
 from nodewright.controllers.status_metrics import register_status_metrics
 from nodewright.runtime.client import Client
 from nodewright.runtime.config import ManagerConfig
-from nodewright.runtime.kinds import NODE
+from nodewright.runtime.kinds import NODE, Kind
 from nodewright.runtime.manager import Manager
 from nodewright.runtime.ratelimit import ItemExponentialRateLimiter
 from nodewright.runtime.workqueue import WorkQueue
@@ -56,7 +56,7 @@ UNREACHABLE_KUBECONFIG = {
 def cached_objects(manager: Manager) -> None:
     """A NodeImage, a Node with its NodeNetworkConfig and an AzureAssignedIdentity in the
     manager's informer stores, as its reconcilers' informers would hold them."""
-    objects = [
+    objects: list[tuple[Kind, str | None, dict[str, Any]]] = [
         (NODE_IMAGE, None, {"metadata": {"name": "user-pool"}, "status": {"upToDateNodes": 1, "totalNodes": 2}}),
         (NODE, None, {"metadata": {"name": "node-1", "labels": {"kubernetes.azure.com/agentpool": "user"}}}),
         (NODE_NETWORK_CONFIG, "kube-system", {"metadata": {"name": "node-1", "namespace": "kube-system"}}),
