@@ -65,7 +65,7 @@ test: $(PYTHON) controlplane helm prometheus ## Run every test against a real lo
 	$(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 .PHONY: test-unit
-test-unit: $(PYTHON) ## Run only the tests that need no cluster.
+test-unit: $(PYTHON) helm prometheus ## Run only the tests that need no cluster (helm and promtool are still needed).
 	$(PYTHON) -m pytest -m "not cluster" $(PYTEST_ARGS)
 
 .PHONY: run
