@@ -57,7 +57,7 @@ def cached_objects(manager: Manager) -> None:
     """A NodeImage, a Node with its NodeNetworkConfig and an AzureAssignedIdentity in the
     manager's informer stores, as its reconcilers' informers would hold them."""
     objects: list[tuple[Kind, str | None, dict[str, Any]]] = [
-        (NODE_IMAGE, None, {"metadata": {"name": "user-pool"}, "status": {"upToDateNodes": 1, "totalNodes": 2}}),
+        (NODE_IMAGE, None, {"metadata": {"name": "user-pool"}, "status": {"upToDateNodes": 1}}),
         (NODE, None, {"metadata": {"name": "node-1", "labels": {"kubernetes.azure.com/agentpool": "user"}}}),
         (NODE_NETWORK_CONFIG, "kube-system", {"metadata": {"name": "node-1", "namespace": "kube-system"}}),
         (AZURE_ASSIGNED_IDENTITY, "default", {"metadata": {"name": "a", "namespace": "default"}}),
