@@ -34,6 +34,10 @@ controlplane: ## Build the local cluster (etcd, kube-apiserver, controller manag
 helm: ## Build helm from its Go module (once, into the cache; the chart tests use it).
 	@bash hack/build-helm.sh >/dev/null
 
+.PHONY: prometheus
+prometheus: ## Build Prometheus and promtool from their Go module (once, into the cache; make run and the tests use them).
+	@bash hack/build-prometheus.sh >/dev/null
+
 .PHONY: helm-lint
 helm-lint: helm ## helm lint --strict the chart generated from config/ (charts/nodewright).
 	$(BIN)/helm lint --strict charts/nodewright
@@ -57,15 +61,15 @@ fmt: $(PYTHON) ## Format and autofix with ruff.
 TEST_WORKERS ?= 2
 
 .PHONY: test
-test: $(PYTHON) controlplane helm ## Run every test against a real local control plane (TEST_WORKERS=0 for one process).
+test: $(PYTHON) controlplane helm prometheus ## Run every test against a real local control plane (TEST_WORKERS=0 for one process).
 	$(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 .PHONY: test-unit
-test-unit: $(PYTHON) ## Run only the tests that need no cluster.
+test-unit: $(PYTHON) helm prometheus ## Run only the tests that need no cluster (helm and promtool are still needed).
 	$(PYTHON) -m pytest -m "not cluster" $(PYTEST_ARGS)
 
 .PHONY: run
-run: $(PYTHON) controlplane ## Start the local environment and print how to reach it (Ctrl-C stops it).
+run: $(PYTHON) controlplane prometheus ## Start the local environment, Prometheus included, and print how to reach it (Ctrl-C stops it).
 	$(PYTHON) -m nodewright.devenv up
 
 .PHONY: bench

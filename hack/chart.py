@@ -6,7 +6,8 @@ metrics' RBAC, one template per reconciler's roles (rendered only when ``config.
 the values enables that reconciler, as config/default includes only the enabled ones' components),
 the Deployment, the metrics Service and the manager's ConfigMap, whose ``config.yaml`` is
 ``.Values.config``, and the server-side write fence (config/fence), its binding's Lease taken from
-``.Values.config.leaderElection``. The transformation is the one config/default makes with
+``.Values.config.leaderElection``, and the PrometheusRule of config/prometheus (off unless
+``prometheusRule.enabled``). The transformation is the one config/default makes with
 kustomize: names prefixed ``nodewright-``, objects without a namespace (and the bindings'
 ServiceAccount subjects) in the release namespace, objects that name one (the kube-system Role)
 keep it. The Namespace object is left to ``helm install --create-namespace``. With the default
@@ -22,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from hack.prometheus_rule import chart_template as prometheus_rule_template
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "config"
@@ -119,6 +122,7 @@ def _values() -> str:
     values = {
         "image": {"repository": "nodewright", "tag": "dev"},
         "replicas": 2,
+        "prometheusRule": {"enabled": False, "labels": {}},
         "config": yaml.safe_load((CONFIG / "manager" / "config.yaml").read_text()),
     }
     return (
@@ -127,6 +131,8 @@ def _values() -> str:
         + "# config: the manager's config.yaml (keys in nodewright/runtime/config.py). Each reconciler\n"
         + "# listed under config.reconcilers and not `enabled: false` gets its RBAC bound, so\n"
         + "# enabling one here is all it takes (with its options).\n"
+        + "# prometheusRule: the alerts of config/prometheus/rules.yaml as a PrometheusRule (needs the\n"
+        + "# Prometheus Operator's CRD); labels are added for its ruleSelector. Runbooks: docs/alerts.md.\n"
         + yaml.safe_dump(values, sort_keys=False)
     )
 
@@ -173,6 +179,7 @@ def chart_files(pending: dict[Path, str]) -> dict[Path, str]:
     service = [_kustomize_like(d) for d in _load(CONFIG / "default" / "metrics_service.yaml")]
     files[CHART / "templates" / "metrics-service.yaml"] = HEADER + _dump(service)
     files[CHART / "templates" / "manager-config.yaml"] = HEADER + _config_map()
+    files[CHART / "templates" / "prometheus-rule.yaml"] = prometheus_rule_template(PREFIX, NAMESPACE)
     return files
 
 

@@ -8,7 +8,8 @@ reconciler gets a kustomize Component, ``config/rbac/reconcilers/<name>/``, with
 its cluster-wide rules (``RBAC_RULES`` beside its code) and a Role per namespace its namespaced
 rules name, each bound to the manager's ServiceAccount. config/default lists the components of the
 reconcilers config/manager enables (tests/config/test_rbac.py holds the two together). The Helm
-chart under charts/nodewright is generated from the same files (``hack/chart.py``). ``--check``
+chart under charts/nodewright is generated from the same files (``hack/chart.py``), and the
+PrometheusRule of config/prometheus from its rules.yaml (``hack/prometheus_rule.py``). ``--check``
 writes nothing and exits 1 naming each stale or missing file, so CI fails when someone edits a
 model or a rule without regenerating.
 """
@@ -23,6 +24,7 @@ import yaml
 
 from hack.chart import chart_files
 from hack.chart import existing_files as existing_chart_files
+from hack.prometheus_rule import config_files as prometheus_rule_files
 from nodewright.api import RESOURCES
 from nodewright.controllers.main import BUILT_IN_RECONCILERS
 from nodewright.runtime.rbac import RUNTIME_RULES, PolicyRule, merge_rules
@@ -51,6 +53,7 @@ def render() -> dict[Path, str]:
     files[CRD_DIR / "kustomization.yaml"] = HEADER + yaml.safe_dump(kustomization, sort_keys=False)
     files[RBAC_FILE] = HEADER + yaml.safe_dump_all(rbac_documents(), sort_keys=False)
     files.update(component_files())
+    files.update(prometheus_rule_files())
     files.update(chart_files(files))
     return files
 

@@ -5,10 +5,11 @@
 one mutation token bucket, one call observer and the process's one ARM request budget for the
 subscription and principal (``budget.shared_budget``); each client gets its own Retry-After gate.
 The throttling and counting policies go right after azure-core's ``RetryPolicy`` so they see
-every attempt. ``build_cloud`` wraps the clients in the services the rest of nodewright uses
-(``ComputeService``, ``NetworkService``, ``IdentityService``), sharing one per-target backoff
-and one ``OperationTracker`` (the long-running operations of their ``begin_`` calls, polled at
-``polling_interval`` or ARM's ``Retry-After``).
+every attempt, behind a span per attempt (``tracing.ArmSpanPolicy``). ``build_cloud`` wraps the
+clients in the services the rest of nodewright uses (``ComputeService``, ``NetworkService``,
+``IdentityService``), sharing one per-target backoff and one ``OperationTracker`` (the
+long-running operations of their ``begin_`` calls, polled at ``polling_interval`` or ARM's
+``Retry-After``).
 
 Side effect: azure-core's per-request HTTP logger is set to WARNING unless
 ``settings.http_logging`` is on (then INFO): at INFO it is most of a manager's log at idle.
@@ -43,6 +44,7 @@ from nodewright.cloud.throttle import (
     RetryAfterGatePolicy,
     TokenBucket,
 )
+from nodewright.cloud.tracing import ArmSpanPolicy
 from nodewright.cloud.write_guard import WriteGuard, WriteGuardPolicy
 
 
@@ -116,6 +118,7 @@ def _policies(
     # The token first, the Retry-After gate and the budget last: a write that waited for a token
     # must still check them, or a 429 that arrived during the wait would not hold it back.
     return [
+        ArmSpanPolicy(),  # first: a span covers the waits below too
         bucket,
         RetryAfterGatePolicy(gate),
         budget,

@@ -6,7 +6,8 @@ manager's metrics (``nodewright_azure_calls_total``, ``nodewright_azure_requests
 (``nodewright_arm_ratelimit_remaining{subscription,class}``,
 ``nodewright_arm_throttled_total{class,code}``), and whose every mutating ARM request passes the
 write guard installed with ``install_write_guard`` (the composition root installs the manager's
-leadership fence: ``manager.fence.guard("arm")``; a refused request is never sent).
+leadership fence: ``manager.fence.guard("arm")``; a refused request is never sent), and whose every
+ARM request is a span of the runtime's tracer while spans are recorded (``cloud.tracing``).
 
 Owns the YAML shape of that block (camelCase, strict: unknown keys and wrong types fail with
 one line naming the key) and the OpenTelemetry observer. Composition-root code: it may import
@@ -30,11 +31,14 @@ from typing import Any
 
 import requests
 from azure.core.pipeline.transport import RequestsTransport
+from opentelemetry.trace import Tracer
 from urllib3.util.retry import Retry
 
 from nodewright.cloud.config import CloudSettings, CredentialKind, CredentialSettings
 from nodewright.cloud.factory import Cloud, build_cloud
 from nodewright.cloud.throttle import CallEvent, CallObserver
+from nodewright.cloud.tracing import install_tracer
+from nodewright.runtime import tracing
 from nodewright.runtime.config import ConfigError
 from nodewright.runtime.fence import guard_session
 from nodewright.runtime.metrics import get_meter
@@ -50,6 +54,14 @@ __all__ = [
     "settings_as_options",
     "shared_cloud",
 ]
+
+
+def _cloud_tracer() -> Tracer | None:
+    """The runtime's tracer for ARM spans, or None while no span processor is attached."""
+    return tracing.tracer("nodewright.cloud") if tracing.recording() else None
+
+
+install_tracer(_cloud_tracer)
 
 _SETTINGS_FIELDS = {
     "subscriptionId": ("subscription_id", str),

@@ -19,6 +19,7 @@ from typing import Any
 
 from nodewright.controllers import cloud_access, federation, identity, node_image, node_network_config
 from nodewright.controllers.status import main_status
+from nodewright.controllers.status_metrics import register_status_metrics
 from nodewright.runtime import logs
 from nodewright.runtime.config import ConfigError, ManagerConfig, load_config
 from nodewright.runtime.errors import ApiError
@@ -140,6 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         manager.setup_reconcilers(REGISTRY)
     except ConfigError as error:
         return _fail(EXIT_CONFIG, f"{path}: {error}")
+    register_status_metrics(manager)  # what `nodewright status` shows, from the same caches
     try:
         problems = missing_permissions(manager.client, required_rules(config))
     except ApiError as error:

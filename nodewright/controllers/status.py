@@ -9,7 +9,9 @@ leaving (pending), the budget of new nodes, and the conditions that are not True
 allocated on the NICs, requested by the nodes, not in use (pending release) and the pools still
 filling. Identity assignments: how many are Assigned, and each one that is not, with the node.
 A kind whose CRD is not installed, or that this user may not list, shows why instead. Side
-effects: GETs to the API server only.
+effects: GETs to the API server only. The figures come from ``node_image_line``, ``pool_lines``
+and ``assignment_state`` (pure, over the CRs' status), which ``status_metrics`` also uses for the
+manager's gauges, so the dashboard and this view show the same numbers (docs/observability.md).
 """
 
 from __future__ import annotations
@@ -25,7 +27,17 @@ from nodewright.runtime.client import Client
 from nodewright.runtime.kinds import NODE, Kind
 from nodewright.runtime.objects import condition_is_true
 
-__all__ = ["NodeImageLine", "PoolLine", "StatusView", "main_status", "read_view", "render"]
+__all__ = [
+    "NodeImageLine",
+    "PoolLine",
+    "StatusView",
+    "assignment_state",
+    "main_status",
+    "node_image_line",
+    "pool_lines",
+    "read_view",
+    "render",
+]
 
 NODE_IMAGE = Kind("nodewright.io/v1alpha1", "NodeImage", "nodeimages", namespaced=False)
 NODE_NETWORK_CONFIG = Kind("acn.azure.com/v1alpha", "NodeNetworkConfig", "nodenetworkconfigs")
@@ -73,7 +85,8 @@ class StatusView:
     unavailable: dict[str, str] = field(default_factory=dict)
 
 
-def _node_image_line(image: Object) -> NodeImageLine:
+def node_image_line(image: Object) -> NodeImageLine:
+    """A NodeImage's figures from its status (pure)."""
     status = image.get("status") or {}
     problems = tuple(
         f"{c.get('type')}={c.get('status')}: {c.get('message') or c.get('reason') or ''}".rstrip(": ")
@@ -105,7 +118,8 @@ def _stage(status: Object) -> str:
     return ", ".join(part for part in parts if part)
 
 
-def _pools(configs: list[Object], nodes: list[Object]) -> list[PoolLine]:
+def pool_lines(configs: list[Object], nodes: list[Object]) -> list[PoolLine]:
+    """Per node pool, the NodeNetworkConfigs' figures from their spec and status (pure)."""
     pool_of = {n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get(POOL_LABEL, "-") for n in nodes}
     pools: dict[str, PoolLine] = {}
     for config in configs:
@@ -127,8 +141,13 @@ def _ready(node: Object) -> bool:
     return condition_is_true(node)
 
 
+def assignment_state(item: Object) -> str:
+    """An AzureAssignedIdentity's ``status.status`` (Created until written otherwise). Pure."""
+    return str((item.get("status") or {}).get("status", "Created"))
+
+
 def _identity_failure(item: Object) -> str | None:
-    status = (item.get("status") or {}).get("status", "Created")
+    status = assignment_state(item)
     if status == "Assigned":
         return None
     spec = item.get("spec") or {}
@@ -151,11 +170,11 @@ def _list(
 def read_view(client: Client, namespace: str = "kube-system") -> StatusView:
     """Read every section's objects (side effect: list requests) into a ``StatusView``."""
     view = StatusView()
-    view.node_images = [_node_image_line(i) for i in _list(client, NODE_IMAGE, view, "node images")]
+    view.node_images = [node_image_line(i) for i in _list(client, NODE_IMAGE, view, "node images")]
     nodes = _list(client, NODE, view, "nodes")
     view.nodes = len(nodes)
     view.nodes_ready = sum(map(_ready, nodes))
-    view.pools = _pools(_list(client, NODE_NETWORK_CONFIG, view, "ip pools", namespace), nodes)
+    view.pools = pool_lines(_list(client, NODE_NETWORK_CONFIG, view, "ip pools", namespace), nodes)
     identities = _list(client, AZURE_ASSIGNED_IDENTITY, view, "identities")
     view.identities = len(identities)
     view.identity_failures = [f for f in map(_identity_failure, identities) if f]

@@ -59,6 +59,7 @@ def _up(work_dir: Path) -> int:
         return 1
     assert environment.plane is not None
     kubectl = environment.kubectl
+    prometheus_url = environment.prometheus.url if environment.prometheus else "(not started)"
     print(
         f"""
 Everything is up after {time.monotonic() - started:.1f} s.
@@ -74,7 +75,8 @@ Everything is up after {time.monotonic() - started:.1f} s.
   {Path(sys.executable).parent / "nodewright"} status --watch
   metrics  https://127.0.0.1:{environment.metrics_port}/metrics (HTTPS; token of a nodewright-metrics-reader)
   health   http://127.0.0.1:{environment.health_port}/readyz
-  logs     {work_dir / "logs"} (manager.log, kube-apiserver.log, kube-controller-manager.log, kwok.log, ...)
+  prometheus {prometheus_url} (HTTP API: /api/v1/query, /api/v1/targets, /api/v1/alerts)
+  logs     {work_dir / "logs"} (manager.log, prometheus.log, kube-apiserver.log, kwok.log, ...)
 
 Progress every 5 s; press Ctrl-C to stop and clean up.""",
         flush=True,
@@ -93,7 +95,7 @@ Progress every 5 s; press Ctrl-C to stop and clean up.""",
                 print(f"[{time.monotonic() - started:6.1f} s] {line}", flush=True)
                 last = line
     finally:
-        print("\nStopping the manager, node simulator, ARM emulator and cluster ...", flush=True)
+        print("\nStopping Prometheus, the manager, node simulator, ARM emulator and cluster ...", flush=True)
         environment.stop()
     print("Stopped; nothing left running.")
     return code

@@ -9,7 +9,10 @@ Azure CNS NodeSubnet stand-in (``cns_nodesubnet``) handing pods addresses from t
 pool, which the manager's ``node-network-config`` (consumer ``nodesubnet``) sizes, and the
 manager itself as a child process (``nodewright run``) configured for the emulator; plus a
 progress line that tells a newcomer what the reconcilers are doing and how many of the
-Deployment's pods have an address from their node's pool. Everything is torn down by ``stop``.
+Deployment's pods have an address from their node's pool; and a real Prometheus (``prometheus``)
+scraping the manager's HTTPS endpoint with the token of a ServiceAccount bound to
+``nodewright-metrics-reader``, loaded with config/prometheus/rules.yaml. Everything is torn down
+by ``stop``.
 
 Side effects: processes, loopback ports, files under the work directory.
 """
@@ -37,6 +40,13 @@ from nodewright.devenv.crds import install_crds
 from nodewright.devenv.kwok import POD_IP_SOURCE_LABEL
 from nodewright.devenv.nodesim import SIMULATED_LABEL, NodeSimulator, machines_in_emulator
 from nodewright.devenv.paths import DEFAULT_CACHE
+from nodewright.devenv.prometheus import (
+    Prometheus,
+    grant_metrics_reader,
+    scrape_config,
+    scrape_job,
+    scraper_token,
+)
 from nodewright.ipam import addresses_of
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
@@ -49,6 +59,9 @@ CRD = Kind(
     "apiextensions.k8s.io/v1", "CustomResourceDefinition", "customresourcedefinitions", namespaced=False
 )
 NAMESPACE = "nodewright-system"
+SCRAPER = "prometheus"
+"""The ServiceAccount whose token Prometheus scrapes with (bound to nodewright-metrics-reader)."""
+METRICS_JOB = "nodewright"
 
 
 def manager_config(
@@ -175,8 +188,23 @@ def workload_objects() -> list[tuple[Kind, dict[str, Any]]]:
 class LocalEnvironment:
     """Control plane + ARM emulator + node simulator + CRDs + samples + manager."""
 
-    def __init__(self, work_dir: Path, *, seed: Path, samples: Path, join_delay: float = 3.0) -> None:
+    def __init__(
+        self,
+        work_dir: Path,
+        *,
+        seed: Path,
+        samples: Path,
+        join_delay: float = 3.0,
+        prometheus: bool = True,
+        manager_module: str = "nodewright.controllers.main",
+        manager_arguments: tuple[str, ...] = (),
+    ) -> None:
+        """``prometheus`` False leaves Prometheus out; ``manager_module`` (run as ``python -m``
+        with ``run --config FILE`` and ``manager_arguments``) lets a test wrap the manager."""
         self.work_dir = work_dir
+        self.start_prometheus = prometheus
+        self.manager_module = manager_module
+        self.manager_arguments = manager_arguments
         self.seed = seed
         self.samples = samples
         self.join_delay = join_delay
@@ -185,6 +213,7 @@ class LocalEnvironment:
         self.simulator: NodeSimulator | None = None
         self.cns: NodeSubnetConsumer | None = None
         self.manager: subprocess.Popen[bytes] | None = None
+        self.prometheus: Prometheus | None = None
         self.client: Client | None = None
         self.metrics_port = free_port()
         self.health_port = free_port()
@@ -233,6 +262,24 @@ class LocalEnvironment:
         self._start_workload()
         say("Starting the manager (nodewright run) ...")
         self._start_manager()
+        if self.start_prometheus:
+            say("Starting Prometheus (scrapes the manager over HTTPS with a metrics-reader token) ...")
+            self._start_prometheus()
+
+    def scrape_jobs(self) -> list[dict[str, Any]]:
+        """The demo's scrape job: the manager's HTTPS endpoint, with the scraper's token (side
+        effect: creates the ServiceAccount, its binding and a token file)."""
+        assert self.client is not None
+        grant_metrics_reader(self.client, SCRAPER, NAMESPACE)
+        token = scraper_token(self.client, SCRAPER, NAMESPACE, self.work_dir / "prometheus" / "token")
+        return [scrape_job(METRICS_JOB, f"127.0.0.1:{self.metrics_port}", token)]
+
+    def _start_prometheus(self) -> None:
+        config = scrape_config(self.scrape_jobs())
+        self.prometheus = Prometheus(
+            self.work_dir / "prometheus", config, self.work_dir / "logs" / "prometheus.log"
+        )
+        self.prometheus.start()
 
     def _start_workload(self) -> None:
         """Create ``WORKLOAD``: the scheduler places its pods on the old-image user nodes (they
@@ -260,7 +307,15 @@ class LocalEnvironment:
         log = os.open(self.work_dir / "logs" / "manager.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
             self.manager = subprocess.Popen(
-                [sys.executable, "-m", "nodewright.controllers.main", "run", "--config", str(config_path)],
+                [
+                    sys.executable,
+                    "-m",
+                    self.manager_module,
+                    "run",
+                    "--config",
+                    str(config_path),
+                    *self.manager_arguments,
+                ],
                 env={**os.environ, "KUBECONFIG": str(self.plane.kubeconfig)},
                 stdout=log,
                 stderr=log,
@@ -278,6 +333,7 @@ class LocalEnvironment:
             ("kube-apiserver", self.plane.apiserver_process),
             *self.plane.component_processes.items(),
             ("manager", self.manager),
+            ("prometheus", self.prometheus.process if self.prometheus else None),
         ):
             if process is not None and process.poll() is not None:
                 return f"{name} exited with code {process.returncode} (logs in {self.work_dir / 'logs'})"
@@ -297,6 +353,8 @@ class LocalEnvironment:
 
     def stop(self) -> None:
         """Tear everything down, newest first; safe to call on a half-started environment."""
+        if self.prometheus is not None:
+            self.prometheus.stop()
         if self.manager is not None and self.manager.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.manager.pid, 15)

@@ -163,6 +163,8 @@ class WriteFence:
             "nodewright_fenced_writes_total",
             description="Mutating calls refused because this replica may not lead, by target",
         )
+        for target, by in (("kubernetes", "client"), ("kubernetes", "server"), ("arm", "client")):
+            self._refused.add(0, {"target": target, "by": by})  # at zero, as controller-runtime does
 
     @classmethod
     def always_open(cls, metrics: Metrics | None = None) -> WriteFence:

@@ -11,7 +11,8 @@ shutdown timeout, and then releases the Lease so a standby takes over at once.
 
 Leadership is a fence, not a flag. A replica that does not lead is a warm standby: its
 informers run and its caches stay synced (``/readyz`` is 200 on leader and standby alike; the
-``nodewright_leader`` gauge tells them apart), but no reconciler runs and no write passes. The
+``nodewright_leader`` gauge tells them apart; ``nodewright_informers_stopped`` counts informers that
+stopped), but no reconciler runs and no write passes. The
 client handed to reconcilers (``manager.client``) is fenced by ``manager.fence`` (``fence.py``),
 which the elector opens on every renew; the elector alone writes the Lease, through the
 unfenced client. Losing the Lease revokes the fence, cancels every controller at once (no
@@ -94,6 +95,11 @@ class Manager:
             "nodewright_leader",
             callbacks=[lambda _: [Observation(1 if self.is_leader() else 0)]],
             description="1 while this replica leads and may write, 0 while it is a standby",
+        )
+        self.metrics.provider.get_meter("nodewright.runtime").create_observable_gauge(
+            "nodewright_informers_stopped",
+            callbacks=[lambda _: [Observation(sum(i.is_stopped() for i in self.cache.informers()))]],
+            description="Informers that stopped while the manager runs (liveness fails meanwhile)",
         )
         self.health = HealthServer()
         self.health.add_readiness_check("informers-synced", self._informers_synced)

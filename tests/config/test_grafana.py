@@ -1,5 +1,6 @@
 """config/grafana's dashboard asks only for series nodewright exports: every metric name in its
-queries appears on a manager's /metrics once each instrument has recorded something."""
+queries appears on a manager's /metrics once each instrument has recorded something (without a
+cluster; tests/devenv/test_prometheus.py evaluates every query against a real Prometheus)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from nodewright.api.nodewright.v1alpha1 import RolloutState
 from nodewright.cloud.throttle import CallEvent
 from nodewright.controllers.cloud_access import MetricsCallObserver
-from nodewright.runtime import metrics as metrics_module
-from nodewright.runtime.metrics import Metrics
+from nodewright.controllers.node_image.rollout_metrics import RolloutMetrics
+from nodewright.controllers.node_network_config.metrics import IpamMetrics
+from nodewright.controllers.status import AZURE_ASSIGNED_IDENTITY, NODE_IMAGE, NODE_NETWORK_CONFIG
+from nodewright.controllers.status_metrics import register_status_metrics
+from nodewright.runtime.client import Client
+from nodewright.runtime.config import ManagerConfig
+from nodewright.runtime.kinds import NODE, Kind
+from nodewright.runtime.manager import Manager
 from nodewright.runtime.ratelimit import ItemExponentialRateLimiter
 from nodewright.runtime.workqueue import WorkQueue
 
@@ -33,11 +42,38 @@ def queries(dashboard: dict[str, Any]) -> Iterator[str]:
             yield str(query["query"])
 
 
+UNREACHABLE_KUBECONFIG = {
+    "apiVersion": "v1",
+    "kind": "Config",
+    "clusters": [{"name": "none", "cluster": {"server": "https://127.0.0.1:1"}}],
+    "users": [{"name": "none", "user": {"token": "unused"}}],
+    "contexts": [{"name": "none", "context": {"cluster": "none", "user": "none"}}],
+    "current-context": "none",
+}
+"""The manager below is built, never run: nothing is sent to this address."""
+
+
+def cached_objects(manager: Manager) -> None:
+    """A NodeImage, a Node with its NodeNetworkConfig and an AzureAssignedIdentity in the
+    manager's informer stores, as its reconcilers' informers would hold them."""
+    objects: list[tuple[Kind, str | None, dict[str, Any]]] = [
+        (NODE_IMAGE, None, {"metadata": {"name": "user-pool"}, "status": {"upToDateNodes": 1}}),
+        (NODE, None, {"metadata": {"name": "node-1", "labels": {"kubernetes.azure.com/agentpool": "user"}}}),
+        (NODE_NETWORK_CONFIG, "kube-system", {"metadata": {"name": "node-1", "namespace": "kube-system"}}),
+        (AZURE_ASSIGNED_IDENTITY, "default", {"metadata": {"name": "a", "namespace": "default"}}),
+    ]
+    for kind, namespace, item in objects:
+        key = f"{namespace}/{item['metadata']['name']}" if namespace else item["metadata"]["name"]
+        manager.cache.informer(kind, namespace=namespace).store.put(key, item)
+
+
 @pytest.fixture
-def exported() -> set[str]:
+def exported(tmp_path: Path) -> set[str]:
     """Sample names on /metrics after every instrument recorded once (as in a working manager)."""
-    metrics = Metrics()
-    metrics_module.activate(metrics)
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump(UNREACHABLE_KUBECONFIG))
+    manager = Manager(ManagerConfig(), Client.from_kubeconfig(kubeconfig))
+    metrics = manager.metrics
     metrics.controller_registered("nodenetworkconfig", 4)
     metrics.reconcile_total.add(1, {"controller": "nodenetworkconfig", "result": "success"})
     metrics.reconcile_time.record(0.1, {"controller": "nodenetworkconfig"})
@@ -56,7 +92,12 @@ def exported() -> set[str]:
     observer = MetricsCallObserver()
     observer.record(CallEvent("call", "network.put_nic", "success", 0.2))
     observer.record(CallEvent("request", "network.put_nic", "429", 0.1))
+    RolloutMetrics().rollout_state("user-pool", RolloutState.ROLLING)
+    ipam = IpamMetrics(lambda _now: {}, lambda: {"nodes": False})
+    register_status_metrics(manager)
+    cached_objects(manager)
     text = metrics.render().decode()
+    assert ipam.exhausted_subnets() == {"nodes": False}
     queue.shut_down()
     metrics.shutdown()
     return {sample.name for family in text_string_to_metric_families(text) for sample in family.samples}

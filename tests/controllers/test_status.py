@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from nodewright.controllers.status import StatusView, _node_image_line, _pools, read_view, render, summary
+from nodewright.controllers.status import StatusView, node_image_line, pool_lines, read_view, render, summary
 from nodewright.devenv.crds import install_crds
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
@@ -46,7 +46,7 @@ def test_rollout_line_shows_progress_replacements_and_failing_conditions() -> No
             {"type": "Degraded", "status": "False", "message": "node x has no providerID"},
         ],
     )
-    text = render(StatusView(node_images=[_node_image_line(image)]))
+    text = render(StatusView(node_images=[node_image_line(image)]))
     assert "workers" in text
     assert "[##########----------] 2/4 on 2.0.0  replacing 1  pending 1  budget 1" in text
     assert "! Degraded=False: node x has no providerID" in text
@@ -58,9 +58,9 @@ def test_rollout_line_shows_the_canary_batch_and_soak() -> None:
     soaking = node_image(
         1, 4, rolloutState="Soaking", canaryPassed=False, batchInFlight=True, soakUntil="2026-11-30T23:00:00Z"
     )
-    text = render(StatusView(node_images=[_node_image_line(soaking)]))
+    text = render(StatusView(node_images=[node_image_line(soaking)]))
     assert "[Soaking, canary, batch under way, soaking until 2026-11-30T23:00:00Z]" in text
-    done = render(StatusView(node_images=[_node_image_line(node_image(4, 4, rolloutState="Complete"))]))
+    done = render(StatusView(node_images=[node_image_line(node_image(4, 4, rolloutState="Complete"))]))
     assert "[Complete]" in done
 
 
@@ -80,7 +80,7 @@ def test_pools_group_node_network_configs_by_the_nodes_agent_pool() -> None:
             },
         }
 
-    pools = _pools([config("a0", 16, 16, 2), config("a1", 16, 4), config("s0", 8, 8)], nodes)
+    pools = pool_lines([config("a0", 16, 16, 2), config("a1", 16, 4), config("s0", 8, 8)], nodes)
     assert [(p.pool, p.nodes, p.allocated, p.requested, p.not_in_use, p.filling) for p in pools] == [
         ("system", 1, 8, 8, 0, 0),
         ("user", 2, 20, 32, 2, 1),

@@ -8,7 +8,9 @@ per node pool at scrape time:
 - ``nodewright_ipam_requested_ips``: spec.requestedIPCount summed;
 - ``nodewright_ipam_pending_release_ips``: names listed in ipsNotInUse still on the NIC;
 - ``nodewright_ipam_subnet_exhaustion_seconds``: per subnet, seconds until it runs out at the
-  average consumption rate seen since the reconciler started (absent while not consumed).
+  average consumption rate seen since the reconciler started (absent while not consumed);
+- ``nodewright_ipam_subnet_exhausted``: per subnet the reconciler has read, 1 while it counts as
+  exhausted (what it publishes in the subnet's ClusterSubnetState), else 0.
 
 A node pool is the node's ``kubernetes.azure.com/agentpool`` label, else its scale set's name,
 else ``standalone``. Side effects: none beyond the process's metric registry.
@@ -86,6 +88,13 @@ def _exhaustion(_: CallbackOptions) -> Iterable[Observation]:
     return [Observation(seconds, {"subnet": subnet}) for subnet, seconds in forecasts.items()]
 
 
+def _exhausted(_: CallbackOptions) -> Iterable[Observation]:
+    states: dict[str, bool] = {}
+    for instance in list(_instances):
+        states.update(instance.exhausted_subnets())
+    return [Observation(int(exhausted), {"subnet": subnet}) for subnet, exhausted in states.items()]
+
+
 def _register_once() -> None:
     """The gauges exist once per active ``Metrics`` (the manager activates its own when it runs,
     after the reconciler was built); they sum over every live ``IpamMetrics``."""
@@ -103,16 +112,26 @@ def _register_once() -> None:
             callbacks=[_exhaustion],
             description="Seconds until the subnet runs out at the consumption rate seen so far",
         )
+        meter.create_observable_gauge(
+            "nodewright_ipam_subnet_exhausted",
+            callbacks=[_exhausted],
+            description="1 while the subnet counts as exhausted (its ClusterSubnetState says so)",
+        )
         _registered_on.add(metrics)
 
 
 class IpamMetrics:
     """Per-node figures of one reconciler, summed per node pool at scrape time."""
 
-    def __init__(self, forecasts: Callable[[float], Mapping[str, float]]) -> None:
+    def __init__(
+        self,
+        forecasts: Callable[[float], Mapping[str, float]],
+        exhausted_subnets: Callable[[], Mapping[str, bool]] = dict,
+    ) -> None:
         self._lock = threading.Lock()
         self._nodes: dict[str, NodeFigures] = {}
         self.forecasts = forecasts
+        self.exhausted_subnets = exhausted_subnets
         _register_once()
         _instances.add(self)
 

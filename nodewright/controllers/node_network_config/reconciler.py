@@ -216,7 +216,7 @@ class NodeNetworkConfigReconciler:
             fresh_pod_addresses=self._fresh_pod_addresses,
             patch=self._patch,
         )
-        self.metrics = IpamMetrics(self.subnets.exhaustion_forecasts)
+        self.metrics = IpamMetrics(self.subnets.exhaustion_forecasts, self.subnets.exhaustion_states)
 
     # -- entry point ------------------------------------------------------------------------
 

@@ -112,6 +112,11 @@ class SubnetBook:
                 forecasts[key.rsplit("/", 1)[-1]] = seconds
         return forecasts
 
+    def exhaustion_states(self) -> dict[str, bool]:
+        """Subnet name -> whether it counts as exhausted, for every subnet read or marked."""
+        with self._lock:
+            return {key.rsplit("/", 1)[-1]: memory.exhausted for key, memory in self._memory.items()}
+
     def exhausted(self, subnet_id: str) -> bool:
         """Whether the subnet is exhausted; publishes the state when it changed (side effect)."""
         with self._lock:
