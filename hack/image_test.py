@@ -13,6 +13,7 @@ on any failure. Side effects: processes, loopback ports, a temporary work direct
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import ssl
@@ -29,6 +30,7 @@ from typing import Any
 import yaml
 
 from nodewright.devenv.demo import REPOSITORY, LocalEnvironment, manager_config
+from nodewright.runtime import errors
 from nodewright.runtime.client import Client
 from nodewright.runtime.kinds import Kind
 
@@ -151,7 +153,8 @@ def reader_token(client: Client) -> str:
     """A token of a ServiceAccount bound to the ClusterRole nodewright-metrics-reader."""
     role = yaml.safe_load((REPOSITORY / "config" / "rbac" / "metrics_reader_role.yaml").read_text())
     role["metadata"]["name"] = "nodewright-metrics-reader"
-    client.create(CLUSTER_ROLE, role)
+    with contextlib.suppress(errors.AlreadyExists):  # the local environment installs it for Prometheus
+        client.create(CLUSTER_ROLE, role)
     client.create(SERVICE_ACCOUNT, {"metadata": {"name": "scraper"}}, "default")
     subject = {"kind": "ServiceAccount", "name": "scraper", "namespace": "default"}
     role_ref = {
