@@ -26,6 +26,7 @@ from nodewright.cloud.throttle import (
     RequestCountingPolicy,
     RetryAfterGatePolicy,
 )
+from nodewright.cloud.tracing import ArmSpanPolicy
 from tests.cloud.helpers import cloud_for
 
 SUBSCRIPTION = "00000000-0000-0000-0000-000000000001"
@@ -91,7 +92,8 @@ def test_policies_sit_after_the_retry_policy_in_every_client() -> None:
             assert policies[retry] is ReadRetryPolicy
             assert getattr(chain[retry], "_method_whitelist", None) == frozenset({"GET", "HEAD", "OPTIONS"})
             assert all(chain[index].next is chain[index + 1] for index in range(len(chain) - 1))
-            assert policies[retry + 1 : retry + 5] == [
+            assert policies[retry + 1 : retry + 6] == [
+                ArmSpanPolicy,  # first: its span covers the waits of the policies after it
                 MutationRateLimitPolicy,
                 RetryAfterGatePolicy,
                 ArmBudgetPolicy,

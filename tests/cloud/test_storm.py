@@ -47,7 +47,8 @@ def test_no_storm_under_each_fault_kind(arm_emulator: ArmEmulator) -> None:
 def test_writes_resume_within_the_hold_once_throttling_clears(arm_emulator: ArmEmulator) -> None:
     """45 s of the Compute provider throttling every VM write (429 OperationNotAllowed,
     Retry-After 2 s) while three nodes keep asking: once it clears, every node converges within
-    the 2 s hold plus three paced writes (about 5 s; 10 s allowed on a loaded machine), because
+    the 2 s hold plus three paced writes and their operation polls (about 5 s; 15 s allowed on a
+    loaded machine), because
     throttling backs a target off for the class hold only and the first write that goes through
     releases the others. Were throttles counted as failures of each target (0.2 s doubling), the
     targets would by then back off 25 s between tries and converge about 20 s after the clear."""
@@ -93,7 +94,7 @@ def test_writes_resume_within_the_hold_once_throttling_clears(arm_emulator: ArmE
         cloud.close()
     throttled = [entry for entry in arm_emulator.requests.entries() if entry.status == 429]
     assert converged
-    assert took <= 10.0, f"converged {took:.1f} s after the throttling cleared"
+    assert took <= 15.0, f"converged {took:.1f} s after the throttling cleared"
     assert len(throttled) >= 3, throttled  # the throttling was met, again and again
 
 

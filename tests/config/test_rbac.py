@@ -261,6 +261,7 @@ def test_every_reconciler_works_under_the_generated_roles(restricted_manager: tu
                     "cloud": cloud,
                     "namespace": "kube-system",  # where the generated Role grants NodeNetworkConfigs
                     "nodeSelector": f"kubernetes.io/hostname={node}",
+                    "demandFromPods": True,  # nodewright as the node agent: it writes the spec too
                 }
             },
             "node-image": {

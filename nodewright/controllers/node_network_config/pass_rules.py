@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from nodewright.controllers.node_network_config.options import NodeNetworkConfigSettings
 from nodewright.ipam import MAX_SECONDARY_IPS_PER_NIC
 from nodewright.runtime.informer import Store
+from nodewright.runtime.reconcile import Request
 
-__all__ = ["NodeNetworkConfigStores", "check_requested", "resync_jitter", "usable_maximum"]
+__all__ = ["NodeNetworkConfigStores", "check_requested", "ignore_request", "resync_jitter", "usable_maximum"]
 
 RESYNC_JITTER = 0.1
 
@@ -47,3 +48,8 @@ def check_requested(requested: int, maximum: int) -> tuple[int | None, tuple[str
         message = f"requestedIPCount {requested} is above this node's usable maximum of {maximum} IPs"
         return maximum, ("RequestedIPCountAboveMaximum", message)
     return requested, None
+
+
+def ignore_request(request: Request) -> None:
+    """Where an ended write's request goes when nothing listens (tests driving passes by hand)."""
+    del request

@@ -74,6 +74,7 @@ from nodewright.controllers.node_network_config.options import NodeNetworkConfig
 from nodewright.controllers.node_network_config.pass_rules import (
     NodeNetworkConfigStores,
     check_requested,
+    ignore_request,
     resync_jitter,
     usable_maximum,
 )
@@ -179,17 +180,14 @@ class NodeNetworkConfigReconciler:
         self._clock = clock
         self._wall_clock = wall_clock
         self._jitter = jitter
-        self._written = RecentWrites()
-        """The server's answers to our NodeNetworkConfig writes, until the cache shows them."""
+        self._written = RecentWrites()  # our writes' answers, until the cache shows them
         self.book = NicBook(
             backoff_base_seconds=settings.backoff_base_seconds,
             backoff_cap_seconds=settings.backoff_cap_seconds,
             leak_grace_seconds=settings.leak_grace_period_seconds,
         )
-        prefix = BLOCK_PREFIX_LENGTH if settings.prefix_blocks else None
-        self._writes = NicWrites(
-            network, self.book, settings.namespace, notify or (lambda _: None), new_name, prefix
-        )
+        prefix, notify_end = BLOCK_PREFIX_LENGTH if settings.prefix_blocks else None, notify or ignore_request
+        self._writes = NicWrites(network, self.book, settings.namespace, notify_end, new_name, prefix)
         self.subnets = SubnetBook(
             client=client,
             network=network,
