@@ -36,7 +36,7 @@ from nodewright.cloud.emulator.pki import CertificateAuthority, KeyPair, private
 from nodewright.devenv.components import Component, grant_kwok, kubeconfig_document, prepare_components
 from nodewright.devenv.paths import DEFAULT_CACHE
 
-__all__ = ["ControlPlane", "ControlPlaneError", "find_binaries"]
+__all__ = ["ControlPlane", "ControlPlaneError", "find_binaries", "terminate_process_group"]
 
 START_TIMEOUT = 60.0
 SERVICE_CIDR = "10.96.0.0/16"
@@ -186,7 +186,7 @@ class ControlPlane:
 
     def restart_apiserver(self, timeout: float = START_TIMEOUT, down_for: float = 0.0) -> None:
         """Stop kube-apiserver and start it again on the same port (etcd keeps its data)."""
-        self._terminate(self.apiserver_process)
+        terminate_process_group(self.apiserver_process)
         self.apiserver_process = None
         if down_for:
             time.sleep(down_for)
@@ -195,10 +195,10 @@ class ControlPlane:
     def stop(self) -> None:
         """Stop every process and remove the work directory; safe to call twice."""
         for process in self.component_processes.values():
-            self._terminate(process)
+            terminate_process_group(process)
         self.component_processes = {}
-        self._terminate(self.apiserver_process)
-        self._terminate(self.etcd_process)
+        terminate_process_group(self.apiserver_process)
+        terminate_process_group(self.etcd_process)
         self.apiserver_process = None
         self.etcd_process = None
         if self._owns_work_dir:
@@ -384,18 +384,22 @@ class ControlPlane:
         self.kubeconfig.write_text(yaml.safe_dump(config))
         self.kubeconfig.chmod(0o600)
 
-    @staticmethod
-    def _terminate(process: subprocess.Popen[bytes] | None, grace: float = 10.0) -> None:
-        if process is None or process.poll() is not None:
-            return
+
+def terminate_process_group(
+    process: subprocess.Popen[bytes] | None, grace: float = 10.0, after_kill: float | None = None
+) -> None:
+    """SIGTERM a child's process group, SIGKILL it if it has not exited within ``grace`` seconds,
+    then wait ``after_kill`` more (``grace`` when None). Safe on a process already gone or None."""
+    if process is None or process.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=grace)
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=grace if after_kill is None else after_kill)
 
 
 def _terminate_with_parent() -> None:

@@ -19,7 +19,6 @@ Side effects: processes, loopback ports, files under the work directory.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import subprocess
@@ -35,7 +34,7 @@ from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION, ArmEmulator
 from nodewright.controllers.status import read_view, summary
 from nodewright.devenv.cns_nodesubnet import NodeSubnetConsumer
 from nodewright.devenv.cns_nodesubnet_nmagent import answers_in_emulator
-from nodewright.devenv.controlplane import ControlPlane, free_port
+from nodewright.devenv.controlplane import ControlPlane, free_port, terminate_process_group
 from nodewright.devenv.crds import install_crds
 from nodewright.devenv.kwok import POD_IP_SOURCE_LABEL
 from nodewright.devenv.nodesim import SIMULATED_LABEL, NodeSimulator, machines_in_emulator
@@ -355,15 +354,7 @@ class LocalEnvironment:
         """Tear everything down, newest first; safe to call on a half-started environment."""
         if self.prometheus is not None:
             self.prometheus.stop()
-        if self.manager is not None and self.manager.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.manager.pid, 15)
-            try:
-                self.manager.wait(timeout=40)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.manager.pid, 9)
-                self.manager.wait(timeout=10)
+        terminate_process_group(self.manager, grace=40, after_kill=10)
         if self.cns is not None:
             self.cns.stop()
         if self.simulator is not None:

@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from nodewright.devenv.controlplane import free_port
+from nodewright.devenv.controlplane import free_port, terminate_process_group
 from nodewright.devenv.paths import DEFAULT_CACHE
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
@@ -191,13 +191,4 @@ class Prometheus:
 
     def stop(self) -> None:
         """Stop the process (SIGTERM, then SIGKILL after 20 s); safe to call twice."""
-        if self.process is None or self.process.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.process.pid, 15)
-        try:
-            self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, 9)
-            self.process.wait(timeout=10)
+        terminate_process_group(self.process, grace=20, after_kill=10)
