@@ -52,7 +52,7 @@ def test_plan_update_adds_what_is_missing_and_repairs_drift() -> None:
     assert plan.remove == frozenset()
     assert plan.sends
     assert plan.outcome().attempt == {key("demo")}
-    assert plan.outcome().landed == {key("other")}
+    assert plan.outcome().landed == frozenset({key("other")})
 
 
 def test_plan_update_holds_back_a_refused_identity_until_its_retry() -> None:
@@ -62,7 +62,7 @@ def test_plan_update_holds_back_a_refused_identity_until_its_retry() -> None:
     )
     rejections = {key("demo"): refused}
     plan = plan_update(view_of(), holding(), rejections, NOW, AssignmentPolicy(), target_gone=False)
-    assert (plan.add, plan.held, plan.sends) == (frozenset(), {key("demo")}, False)
+    assert (plan.add, plan.held, plan.sends) == (frozenset(), frozenset({key("demo")}), False)
     later = plan_update(
         view_of(), holding(), rejections, NOW + timedelta(seconds=6), AssignmentPolicy(), target_gone=False
     )
