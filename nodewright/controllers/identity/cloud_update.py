@@ -114,7 +114,7 @@ class TargetUpdates:
             plan = self._plan(view, remembered, target_gone=False)
             if plan.sends:
                 try:
-                    return self._write(view, plan)
+                    return self._send(view, plan)
                 except PreconditionFailedError:
                     self.known.forget(view.key)
                     log.info("Found target changed since it was read, reading again", target=view.key)
@@ -122,7 +122,7 @@ class TargetUpdates:
             current, target_gone = self._read(view)
             plan = self._plan(view, current, target_gone=target_gone)
             try:
-                return self._write(view, plan)
+                return self._send(view, plan)
             except PreconditionFailedError as error:  # changed between the GET and the PATCH
                 self.known.forget(view.key)
                 failed = dataclasses.replace(
@@ -145,18 +145,16 @@ class TargetUpdates:
         rejections = self.rejections.of(view.key)
         return plan_update(view, current, rejections, self.clock(), self.policy, target_gone=target_gone)
 
-    def _write(self, view: TargetView, plan: CloudPlan) -> CloudOutcome:
-        """Intents, then the PATCH when there is anything to change."""
+    def _send(self, view: TargetView, plan: CloudPlan) -> CloudOutcome:
+        """Intents, then the PATCH when there is anything to change, and what landed (re-read
+        after a failure by ``ComputeService``); a 412 goes to ``apply``, which reads again."""
         if plan.repairs:
             log.info(
                 "Re-added identities removed out of band", target=view.key, identities=sorted(plan.repairs)
             )
         self.writer.write_intents(view.changes, view.key, plan.add, view.records_here)
-        return self._patch(view, plan) if plan.sends else plan.outcome()
-
-    def _patch(self, view: TargetView, plan: CloudPlan) -> CloudOutcome:
-        """The PATCH, and what landed (re-read after a failure by ``ComputeService``); a 412
-        goes to ``apply``, which reads again."""
+        if not plan.sends:
+            return plan.outcome()
         key, current = view.key, plan.current
         try:
             result = self.compute.update_identities(
