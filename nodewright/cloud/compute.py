@@ -458,10 +458,6 @@ class ComputeService:
             return NodeState.TERMINATED
         return node_state_from_status_codes(_status_codes(view))
 
-    def get_instance_image(self, machine: MachineId) -> ImageReference | None:
-        """The image the machine runs."""
-        return self.get_instance(machine).image
-
     def delete_instance(self, machine: MachineId) -> None:
         """Delete a scale-set instance or a VM and wait; one already gone counts as deleted."""
         try:

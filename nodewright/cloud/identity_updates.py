@@ -96,17 +96,3 @@ def apply_patch(current: ResourceIdentities, patch: IdentityPatch) -> ResourceId
     return ResourceIdentities(
         type=patch.type, system_assigned=current.system_assigned, user_assigned=frozenset(remaining)
     )
-
-
-def without_identities(
-    patch: IdentityPatch, current: ResourceIdentities, dropped: Iterable[str]
-) -> IdentityPatch | None:
-    """The patch with some identities taken out of its delta (type re-derived); ``None`` if empty."""
-    excluded = {identity_id.lower() for identity_id in dropped}
-    changes = tuple(change for change in patch.changes if change[0] not in excluded)
-    if not changes:
-        return None
-    remaining = (set(current.user_assigned) - {i for i, add in changes if not add}) | {
-        i for i, add in changes if add
-    }
-    return IdentityPatch(type=identity_type(current.system_assigned, bool(remaining)), changes=changes)

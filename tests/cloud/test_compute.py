@@ -232,6 +232,29 @@ def test_a_bad_identity_is_isolated_and_the_rest_land(estate: Estate) -> None:
     assert keys(rendered_identity(estate.emulator, scale_set_id)) == result.identities.user_assigned
 
 
+def test_a_swap_whose_addition_is_rejected_is_sent_again_as_a_removal(estate: Estate) -> None:
+    """Swapping the only user-assigned identity of a VM that also has a system-assigned one: ARM
+    refuses the addition, and the request sent again without it removes the last identity with
+    the type re-derived (SystemAssigned, no map)."""
+    denied = estate.identity(2)
+    estate.emulator.state.deny_linked_access(denied)
+    vm_id = estate.emulator.estate.add_virtual_machine(
+        GROUP, "vm-0", subnet_id=estate.subnet_id, identity_ids=[estate.identity(1)], system_assigned=True
+    )
+    machine = parse_machine_id(vm_id)
+    assert not isinstance(machine, ScaleSetInstanceId)
+
+    result = estate.cloud.compute.update_identities(machine, add=[denied], remove=[estate.identity(1)])
+
+    assert [rejection.identity_id for rejection in result.rejected] == [denied.lower()]
+    assert result.identities.type == "SystemAssigned"
+    assert result.identities.user_assigned == frozenset()
+    identity = rendered_identity(estate.emulator, vm_id)
+    assert identity["type"] == "SystemAssigned"
+    assert keys(identity) == set()
+    assert [e.status for e in estate.emulator.requests.entries("VirtualMachines.update")][-1] == 200
+
+
 def test_failed_update_rereads_what_landed(estate: Estate) -> None:
     """The LRO fails after a first chunk landed: the error carries the identities re-read from ARM."""
     many = [estate.emulator.estate.add_identity(GROUP, f"bulk-{index:03d}") for index in range(200)]
@@ -304,7 +327,7 @@ def test_scale_set_image_get_set_and_new_instances_get_it(
     estate.cloud.compute.set_scale_set_image(scale_set, image)
 
     assert estate.cloud.compute.get_scale_set_image(scale_set) == image
-    assert estate.cloud.compute.get_instance_image(scale_set.instance("0")) == original
+    assert estate.cloud.compute.get_instance(scale_set.instance("0")).image == original
     assert estate.cloud.compute.scale_out_by_one(scale_set).image == image
 
 

@@ -8,7 +8,6 @@ from nodewright.cloud.identity_updates import (
     identity_delta,
     identity_type,
     plan_identity_patches,
-    without_identities,
 )
 from nodewright.cloud.models import ResourceIdentities
 
@@ -98,13 +97,3 @@ def test_removing_everything_in_chunks_sets_none_only_on_the_last() -> None:
     patches = plan_identity_patches(state(*range(200)), [], [identity(n) for n in range(200)])
     assert [patch.type for patch in patches] == ["UserAssigned", "None"]
     assert "userAssignedIdentities" not in patches[1].body()
-
-
-def test_dropping_a_rejected_identity_rederives_the_type() -> None:
-    """Without the only addition, a swap becomes a removal of the last identity."""
-    current = state(1, system=True)
-    patch = plan_identity_patches(current, [identity(2)], [identity(1)])[0]
-    reduced = without_identities(patch, current, [identity(2)])
-    assert reduced is not None
-    assert reduced.type == "SystemAssigned"
-    assert without_identities(reduced, current, [identity(1)]) is None

@@ -91,24 +91,24 @@ def setup(manager: Manager, options: Mapping[str, Any]) -> None:
         manager.controller(NAME, IdentityWork)
         .watches(
             NODE,
-            assignment.requests_for_node,
+            assignment.requests.for_node,
             predicate=predicate(update=node_relevant_change),
         )
         .watches(
             POD,
-            assignment.requests_for_pod,
+            assignment.requests.for_pod,
             predicate=predicate(update=pod_relevant_change),
             label_selector=POD_LABEL,
         )
-        .watches(AZURE_IDENTITY, assignment.requests_for_identity, predicate=generation_changed)
+        .watches(AZURE_IDENTITY, assignment.requests.for_identity, predicate=generation_changed)
         .watches(
             AZURE_IDENTITY_BINDING,
-            assignment.requests_for_binding,
+            assignment.requests.for_binding,
             predicate=predicate(update=binding_relevant_change),
         )
         .watches(
             AZURE_ASSIGNED_IDENTITY,
-            assignment.requests_for_assigned,
+            assignment.requests.for_assigned,
             predicate=predicate(
                 create=_never_on_create,
                 update=spec_or_deletion_change,

@@ -2,11 +2,14 @@
 objects with the ownership intent recorded *before* the cloud update, recording each outcome (state,
 target, the Assigned condition) with MIC's Events on the binding, and deleting released objects
 once their identity is off the target (finalizer first). Kubernetes writes run ``writeConcurrency``
-at a time. Side effects: API server writes through the runtime ``Client`` and Events.
+at a time. ``write_intents`` is the apply step's Kubernetes half; ``write_records`` carries out a
+pass's ``RecordPlan`` (the record step). Side effects: API server writes through the runtime
+``Client`` and Events.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -33,6 +36,7 @@ from nodewright.controllers.identity.decisions import (
 )
 from nodewright.controllers.identity.intent import intent_annotations
 from nodewright.controllers.identity.options import AZURE_ASSIGNED_IDENTITY, AZURE_IDENTITY_BINDING
+from nodewright.controllers.identity.pass_view import OutcomeWrite, RecordPlan, ReleaseWrite
 from nodewright.controllers.identity.targets import (
     TARGET_UPDATE_FAILED,
     AssignmentOutcome,
@@ -99,9 +103,28 @@ class AssignedIdentityWriter:
         whether nodewright is the one adding the identity (so a crash after the PATCH cannot
         leave an identity nodewright added without a record that lets it remove it later)."""
         target = _TargetPass(key, attempt, records_here)
-        self.each(changes.create, lambda wanted: self._create(wanted, target))
-        self.each(changes.update, lambda pair: self._rewrite(pair[0], pair[1], target))
-        self.each(changes.keep, lambda pair: self._note_target(pair[0], pair[1], target))
+        self.each(changes.create, functools.partial(self._create, target=target))
+        self.each(changes.update, functools.partial(self._rewrite, target=target))
+        self.each(changes.keep, functools.partial(self._note_target, target=target))
+
+    def write_records(self, plan: RecordPlan) -> None:
+        """The record step: each outcome into its object's status and each release finished
+        (independent objects: written together, ``writeConcurrency`` at a time), then a failure
+        of the whole target update announced once per binding."""
+        newly_failed: list[DesiredAssignment] = []
+        writes: list[OutcomeWrite | ReleaseWrite] = [*plan.outcomes, *plan.releases]
+        self.each(writes, functools.partial(self._write_record, plan, newly_failed))
+        self.announce_target_failure([*plan.waiting, *newly_failed], plan.target, plan.failure)
+
+    def _write_record(
+        self, plan: RecordPlan, newly_failed: list[DesiredAssignment], write: OutcomeWrite | ReleaseWrite
+    ) -> None:
+        if isinstance(write, ReleaseWrite):
+            self.finish_release(
+                write.assigned_object, write.record, plan.landed, plan.retained, plan.target_gone
+            )
+        elif self.record_outcome(write.wanted, write.assigned_object, write.outcome):
+            newly_failed.append(write.wanted)
 
     def each(self, items: Iterable[Any], function: Callable[[Any], object]) -> None:
         """Run ``function`` on every item, ``writeConcurrency`` at a time (MIC's createDeleteBatch),
@@ -135,9 +158,8 @@ class AssignedIdentityWriter:
             node=wanted.node_name,
         )
 
-    def _rewrite(
-        self, assigned_object: AzureAssignedIdentity, wanted: DesiredAssignment, target: _TargetPass
-    ) -> None:
+    def _rewrite(self, pair: tuple[AzureAssignedIdentity, DesiredAssignment], target: _TargetPass) -> None:
+        assigned_object, wanted = pair
         body = assigned_object.to_object()
         body["metadata"]["labels"] = {
             **(body["metadata"].get("labels") or {}),
@@ -156,8 +178,9 @@ class AssignedIdentityWriter:
         )
 
     def _note_target(
-        self, assigned_object: AzureAssignedIdentity, wanted: DesiredAssignment, target: _TargetPass
+        self, pair: tuple[AzureAssignedIdentity, DesiredAssignment], target: _TargetPass
     ) -> None:
+        assigned_object, wanted = pair
         status = assigned_object.status
         intended = self._intent_status(wanted, target, previous=assigned_object)
         if status.target != intended["target"] or status.added_by_nodewright != intended["addedByNodewright"]:

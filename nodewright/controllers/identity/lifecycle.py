@@ -2,7 +2,7 @@
 such a pod keeps its object (condition NodeNotFound, retried on a capped exponential backoff) and
 when the object is collected. A pod created before its node registers gets its identity as soon
 as the node appears; a pod left on a node that was deleted stops holding an object after
-``missing_node_attempts`` attempts. No I/O; ``assignment`` keeps one ``NodeWait`` per such pod.
+``missing_node_attempts`` attempts. No I/O; ``unresolved`` keeps one ``NodeWait`` per such pod.
 """
 
 from __future__ import annotations

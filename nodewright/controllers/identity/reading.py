@@ -1,14 +1,23 @@
-"""The read step of the identity assignment passes, apart from the stores it reads: parsing the
-cached aadpodidentity.k8s.io objects into models (skipping, with a log line, any that fail
-validation), planning the desired AzureAssignedIdentities around names other passes hold, and
-the typed target of a pass. No I/O beyond the log; the store lookups are passed in."""
+"""The read step of the identity assignment passes: the cached objects a pass reads
+(``IdentityStores``), parsed into models (skipping, with a log line, any that fail validation);
+``read_target``, one target's view (its nodes, their pods, the AzureAssignedIdentities recorded
+there and what should exist, ``TargetView``); planning the desired AzureAssignedIdentities
+around names other passes hold; and the typed target of a pass. Reads the informers' stores
+only (no API calls); the plan is ``decisions``'.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from nodewright.api.aadpodidentity.v1 import AzureAssignedIdentity, AzureIdentity, AzureIdentityBinding
+from nodewright.api.aadpodidentity.v1 import (
+    POD_LABEL,
+    AzureAssignedIdentity,
+    AzureIdentity,
+    AzureIdentityBinding,
+)
 from nodewright.api.base import Resource, ValidationError
 from nodewright.cloud.resource_ids import (
     InvalidResourceIdError,
@@ -23,21 +32,43 @@ from nodewright.controllers.identity.decisions import (
     PodInfo,
     assigned_identity_name,
     assigned_identity_namespace,
+    assignment_changes,
     assignment_key_of,
     desired_assignments,
     match_pods,
 )
-from nodewright.controllers.identity.intent import with_recorded_intent
+from nodewright.controllers.identity.intent import recorded_target, with_recorded_intent
 from nodewright.controllers.identity.options import (
     AZURE_ASSIGNED_IDENTITY,
     AZURE_IDENTITY,
     AZURE_IDENTITY_BINDING,
 )
-from nodewright.controllers.identity.targets import target_of_provider_id
-from nodewright.controllers.identity.watches import with_kind
+from nodewright.controllers.identity.pass_view import TargetView
+from nodewright.controllers.identity.targets import AssignmentRecord, target_of_provider_id
+from nodewright.controllers.identity.watches import (
+    ASSIGNED_NODE_INDEX,
+    ASSIGNED_TARGET_INDEX,
+    NODE_NAME_INDEX,
+    TARGET_INDEX,
+    with_kind,
+)
+from nodewright.runtime.cache import Cache
+from nodewright.runtime.informer import Informer
+from nodewright.runtime.kinds import NODE, POD
 from nodewright.runtime.logs import get_logger
 
-__all__ = ["parse_assigned", "parse_bindings", "parse_identities", "plan_desired", "typed_target"]
+__all__ = [
+    "IdentityStores",
+    "parse_assigned",
+    "parse_bindings",
+    "parse_identities",
+    "plan_desired",
+    "read_target",
+    "typed_target",
+]
+
+Overlay = Callable[[Iterable[dict[str, Any]]], list[dict[str, Any]]]
+"""The objects as this process last wrote them, while the cache is behind (``RecentWrites``)."""
 
 log = get_logger(__name__)
 
@@ -123,3 +154,72 @@ def typed_target(key: str, nodes: list[dict[str, Any]]) -> IdentityTarget:
         return parse_scale_set_id(key)
     machine = parse_machine_id(key)
     return machine.scale_set if isinstance(machine, ScaleSetInstanceId) else machine
+
+
+@dataclass(frozen=True)
+class IdentityStores:
+    """The cached objects the identity passes read, from the manager's shared cache."""
+
+    nodes: Informer
+    pods: Informer
+    identities: Informer
+    bindings: Informer
+    assigned: Informer
+
+    @classmethod
+    def of(cls, cache: Cache) -> IdentityStores:
+        return cls(
+            nodes=cache.informer(NODE),
+            pods=cache.informer(POD, label_selector=POD_LABEL),
+            identities=cache.informer(AZURE_IDENTITY),
+            bindings=cache.informer(AZURE_IDENTITY_BINDING),
+            assigned=cache.informer(AZURE_ASSIGNED_IDENTITY),
+        )
+
+    def plan_desired(
+        self, pods: list[PodInfo], existing_here: list[AzureAssignedIdentity], *, force_namespaced: bool
+    ) -> tuple[list[DesiredAssignment], set[tuple[str, str]]]:
+        """``plan_desired`` with the cached identities and bindings."""
+        return plan_desired(
+            pods,
+            existing_here,
+            parse_identities(self.identities.store.list()),
+            parse_bindings(self.bindings.store.list()),
+            self.assigned.store.get,
+            force_namespaced=force_namespaced,
+        )
+
+
+def read_target(
+    stores: IdentityStores, key: str, overlay: Overlay, *, force_namespaced: bool
+) -> TargetView | None:
+    """A target's nodes, their pods and the objects recorded there (``overlay``: as this process
+    last wrote them), and what should exist (None when the target has neither nodes nor objects)."""
+    nodes = stores.nodes.store.by_index(TARGET_INDEX, key)
+    node_names = {str(node["metadata"]["name"]) for node in nodes}
+    pods = [
+        PodInfo.from_object(pod)
+        for name in sorted(node_names)
+        for pod in stores.pods.store.by_index(NODE_NAME_INDEX, name)
+    ]
+    recorded = stores.assigned.store.by_index(ASSIGNED_TARGET_INDEX, key)
+    unrecorded = [
+        obj
+        for name in node_names
+        for obj in stores.assigned.store.by_index(ASSIGNED_NODE_INDEX, name)
+        if not recorded_target(obj)
+    ]
+    existing_here = parse_assigned(overlay([*recorded, *unrecorded]))
+    if not nodes and not existing_here:
+        return None
+    desired, names_in_use = stores.plan_desired(pods, existing_here, force_namespaced=force_namespaced)
+    changes = assignment_changes(desired, existing_here, names_in_use=names_in_use)
+    return TargetView(
+        key=key,
+        target=typed_target(key, nodes),
+        has_nodes=bool(nodes),
+        desired=desired,
+        changes=changes,
+        records_here=[r for r in (AssignmentRecord.of(a, node_target=key) for a in existing_here) if r],
+        released={(a.namespace, a.name): AssignmentRecord.of(a, node_target=key) for a in changes.release},
+    )

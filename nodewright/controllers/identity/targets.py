@@ -4,7 +4,7 @@ each target needs, what existing AzureAssignedIdentities record there, the delta
 ownership rules), which identities ARM refused recently and when to try them again (exponential
 backoff, capped), drift repair (add only) and the status each assignment gets afterwards.
 
-No I/O; see ``decisions`` for the rules' rationale. ``assignment`` reads, calls these and writes.
+No I/O; see ``decisions`` for the rules' rationale. ``pass_plan`` puts a pass's values through them.
 """
 
 from __future__ import annotations

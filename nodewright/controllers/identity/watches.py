@@ -1,12 +1,13 @@
 """What the identity assignment controller watches and how: the cache indexes its passes read
 (nodes by target, pods by node and by binding label, AzureAssignedIdentities by target, node and
-pod) and the predicates that drop status-only churn. Pure; no I/O. (A burst of events for one
-target is folded into one pass by the work queue's ``BatchWindow``.)
+pod), the predicates that drop status-only churn, and ``TargetRequests``, the map functions from
+each watched object to the targets whose pass must run. Reads the informers' stores; no I/O. (A
+burst of events for one target is folded into one pass by the work queue's ``BatchWindow``.)
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from nodewright.api.aadpodidentity.v1 import (
@@ -17,7 +18,9 @@ from nodewright.api.aadpodidentity.v1 import (
 from nodewright.cloud.resource_ids import InvalidResourceIdError
 from nodewright.controllers.identity.decisions import PodInfo
 from nodewright.controllers.identity.intent import recorded_target
+from nodewright.controllers.identity.keys import IdentityWork, TargetKey, target_key
 from nodewright.controllers.identity.targets import target_of_provider_id
+from nodewright.runtime.informer import Informer
 
 __all__ = [
     "ASSIGNED_NODE_INDEX",
@@ -26,6 +29,7 @@ __all__ = [
     "BINDING_LABEL_INDEX",
     "NODE_NAME_INDEX",
     "TARGET_INDEX",
+    "TargetRequests",
     "assigned_node_index",
     "assigned_pod_index",
     "assigned_target_index",
@@ -136,3 +140,60 @@ def _cut_over(binding: Mapping[str, Any]) -> bool:
         and c.get("reason") == MIGRATION_CUT_OVER
         for c in (binding.get("status") or {}).get("conditions") or []
     )
+
+
+class TargetRequests:
+    """The controller's map functions: each watched object to the targets whose pass must run."""
+
+    def __init__(self, nodes: Informer, pods: Informer, bindings: Informer) -> None:
+        self.nodes = nodes
+        self.pods = pods
+        self.bindings = bindings
+
+    def _of_node_name(self, node_name: str) -> IdentityWork:
+        node = self.nodes.store.get(node_name)
+        return target_key(target_key_of_node(node) if node is not None else "")
+
+    def for_pod(self, pod: dict[str, Any]) -> list[IdentityWork]:
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        return [self._of_node_name(str(node_name))] if node_name else []
+
+    def for_node(self, node: dict[str, Any]) -> list[IdentityWork]:
+        return [target_key(target_key_of_node(node))]
+
+    def _for_selectors(self, selectors: Iterable[str]) -> list[IdentityWork]:
+        requests: dict[IdentityWork, None] = {}
+        for selector in selectors:
+            if not selector:
+                continue
+            for pod in self.pods.store.by_index(BINDING_LABEL_INDEX, selector):
+                for request in self.for_pod(pod):
+                    requests.setdefault(request, None)
+        return list(requests)
+
+    def for_binding(self, binding: dict[str, Any]) -> list[IdentityWork]:
+        return self._for_selectors([str((binding.get("spec") or {}).get("selector") or "")])
+
+    def for_identity(self, identity: dict[str, Any]) -> list[IdentityWork]:
+        metadata = identity.get("metadata") or {}
+        selectors = [
+            str((binding.get("spec") or {}).get("selector") or "")
+            for binding in self.bindings.store.list()
+            if (binding.get("metadata") or {}).get("namespace") == metadata.get("namespace")
+            and (binding.get("spec") or {}).get("azureIdentity") == metadata.get("name")
+        ]
+        return self._for_selectors(selectors)
+
+    def for_assigned(self, assigned: dict[str, Any]) -> list[IdentityWork]:
+        requests: dict[IdentityWork, None] = {}
+        target = recorded_target(assigned)
+        if target:
+            requests.setdefault(TargetKey(target), None)
+        spec = assigned.get("spec") or {}
+        if spec.get("nodename"):
+            requests.setdefault(self._of_node_name(str(spec["nodename"])), None)
+        pod = self.pods.store.get(f"{spec.get('podNamespace', '')}/{spec.get('pod', '')}")
+        if pod is not None:
+            for request in self.for_pod(pod):
+                requests.setdefault(request, None)
+        return list(requests)
