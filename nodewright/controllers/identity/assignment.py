@@ -21,7 +21,6 @@ Side effects: Kubernetes writes and Events, ARM calls through ``IdentityCompute`
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import threading
 import time
@@ -100,7 +99,7 @@ from nodewright.controllers.identity.watches import (
     target_key_of_node,
     with_kind,
 )
-from nodewright.runtime.cache import Cache
+from nodewright.runtime.cache_view import CacheView
 from nodewright.runtime.client import Client
 from nodewright.runtime.events import EventRecorder
 from nodewright.runtime.kinds import NODE, POD
@@ -156,7 +155,7 @@ class IdentityAssignmentReconciler:
     def __init__(
         self,
         client: Client,
-        cache: Cache,
+        cache: CacheView,
         compute: IdentityCompute,
         recorder: EventRecorder,
         options: IdentityOptions,
@@ -190,13 +189,12 @@ class IdentityAssignmentReconciler:
 
     def add_indexers(self) -> None:
         """Indexes the passes and map functions read (call before the cache starts)."""
-        self.nodes.add_indexer(TARGET_INDEX, node_target_index)
-        self.pods.add_indexer(NODE_NAME_INDEX, pod_node_index)
-        with contextlib.suppress(ValueError):  # the same index, added first by the migration
-            self.pods.add_indexer(BINDING_LABEL_INDEX, pod_binding_label_index)
-        self.assigned.add_indexer(ASSIGNED_TARGET_INDEX, assigned_target_index)
-        self.assigned.add_indexer(ASSIGNED_NODE_INDEX, assigned_node_index)
-        self.assigned.add_indexer(ASSIGNED_POD_INDEX, assigned_pod_index)
+        self.nodes.ensure_indexer(TARGET_INDEX, node_target_index)
+        self.pods.ensure_indexer(NODE_NAME_INDEX, pod_node_index)
+        self.pods.ensure_indexer(BINDING_LABEL_INDEX, pod_binding_label_index)  # the migration's too
+        self.assigned.ensure_indexer(ASSIGNED_TARGET_INDEX, assigned_target_index)
+        self.assigned.ensure_indexer(ASSIGNED_NODE_INDEX, assigned_node_index)
+        self.assigned.ensure_indexer(ASSIGNED_POD_INDEX, assigned_pod_index)
 
     # --- map functions --------------------------------------------------------------------------
 
@@ -289,7 +287,7 @@ class IdentityAssignmentReconciler:
             for obj in self.assigned.store.by_index(ASSIGNED_NODE_INDEX, name)
             if not recorded_target(obj)
         ]
-        existing_here = parse_assigned(self.writer.recent.overlay([*recorded, *unrecorded]))
+        existing_here = parse_assigned([*recorded, *unrecorded])
         if not nodes and not existing_here:
             return None
         desired, names_in_use = self._plan_desired(pods, existing_here)
