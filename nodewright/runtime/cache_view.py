@@ -43,33 +43,39 @@ class StoreView:
         return self.own.newer(self.kind, obj)
 
     def list(self) -> list[Object]:
-        objects = self.store.list()
-        if not self.own.has_writes(self.kind):
-            return objects
-        return [newer for obj in objects if (newer := self.own.newer(self.kind, obj)) is not None]
+        pending = self.own.pending(self.kind) if self.own.has_writes(self.kind) else None
+        if not pending:
+            return self.store.list()
+        items = self.store.items()
+        found = [obj for key, obj in items if key not in pending]
+        for key, obj in items:  # the few pending ones, after the others
+            if key in pending and (newer := self.own.newer(self.kind, obj)) is not None:
+                found.append(newer)
+        return found
 
     def by_index(self, index_name: str, value: str) -> builtins.list[Object]:
         """The objects whose ``index_name`` is ``value`` as this controller last wrote them: one it
         wrote since the cache's copy is listed under the values of its written version."""
         indexed = self.store.by_index(index_name, value)
-        if not self.own.has_writes(self.kind):
+        pending = self.own.pending(self.kind) if self.own.has_writes(self.kind) else None
+        if not pending:
             return indexed
         function = self.store.index_function(index_name)
-        in_index = {object_key(obj): obj for obj in indexed}
-        candidates = dict(in_index)
-        for key in self.own.writes(self.kind).pending_keys():
-            if key not in candidates and (cached := self.store.get(key)) is not None:
-                candidates[key] = cached
         found: builtins.list[Object] = []
-        for key, cached in candidates.items():
-            newer = self.own.newer(self.kind, cached)
-            if newer is None:
+        seen: set[str] = set()
+        for obj in indexed:
+            key = object_key(obj)
+            seen.add(key)
+            newer = obj if key not in pending else self.own.newer(self.kind, obj)
+            if newer is not None and (newer is obj or value in _index_values(function, newer)):
+                found.append(newer)
+        for key, written in self.own.writes(self.kind).pending():  # written into this index value
+            if key in seen or value not in _index_values(function, written):
                 continue
-            if newer is not cached:
-                if value in _index_values(function, newer):
-                    found.append(newer)
-            elif key in in_index:
-                found.append(cached)
+            cached = self.store.get(key)
+            newer = None if cached is None else self.own.newer(self.kind, cached)
+            if newer is not None and newer is not cached and value in _index_values(function, newer):
+                found.append(newer)
         return found
 
     def index_names(self) -> builtins.list[str]:

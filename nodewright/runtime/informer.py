@@ -149,6 +149,11 @@ class Store:
         with self._lock:
             return list(self._items)
 
+    def items(self) -> builtins.list[tuple[str, dict[str, Any]]]:
+        with self._lock:
+            stored = list(self._items.items())
+        return stored if self._codec is None else [(key, self.decode(item)) for key, item in stored]
+
     def __len__(self) -> int:
         with self._lock:
             return len(self._items)

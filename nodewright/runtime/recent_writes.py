@@ -66,6 +66,16 @@ def _put_newest(table: dict[str, V], key: str, value: V, limit: int) -> None:
         del table[next(iter(table))]
 
 
+def _drop_expired(table: dict[str, Any], before: float) -> None:
+    """Drop the entries noted before ``before`` (the oldest come first); the caller holds the
+    table's lock."""
+    while table:
+        key = next(iter(table))
+        if table[key].at >= before:
+            return
+        del table[key]
+
+
 class RecentWrites:
     """Thread-safe; at most ``limit`` objects are kept (the oldest go first)."""
 
@@ -82,9 +92,15 @@ class RecentWrites:
         return len(self._written)
 
     def pending_keys(self) -> list[str]:
-        """The keys of the objects kept (some may have caught up; ``newer`` tells)."""
+        """The keys of the objects kept (some may have caught up; ``newer`` tells), once those
+        older than ``ttl`` are let go."""
+        return [key for key, _ in self.pending()]
+
+    def pending(self) -> list[tuple[str, Object]]:
+        """The objects kept, by key (as ``pending_keys``)."""
         with self._lock:
-            return list(self._written)
+            _drop_expired(self._written, self.clock() - self.ttl)
+            return [(key, written.obj) for key, written in self._written.items()]
 
     def remember(self, obj: Object) -> None:
         """Keep the server's answer to a write (an object with its new resourceVersion)."""
@@ -148,6 +164,12 @@ class RecentDeletes:
     def __len__(self) -> int:
         return len(self._deleting)
 
+    def keys(self) -> list[str]:
+        """The keys of the live entries (those older than ``ttl`` are let go)."""
+        with self._lock:
+            _drop_expired(self._deleting, self.clock() - self.ttl)
+            return list(self._deleting)
+
     def deleting(self, key: str, uid: str = "") -> None:
         with self._lock:
             _put_newest(self._deleting, key, _Deleting(uid, self.clock()), self.limit)
@@ -195,8 +217,8 @@ class RecentDeletes:
             return entry is not None and entry.gone and entry.uid == _uid(obj)
 
 
-def _kind_key(kind: Kind) -> str:
-    return f"{kind.plural}.{kind.group}"
+def _kind_key(kind: Kind) -> tuple[str, str]:
+    return (kind.plural, kind.group)
 
 
 def _gone_by(answer: Object) -> bool:
@@ -223,23 +245,37 @@ class OwnWrites:
 
     def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
-        self._writes: dict[str, RecentWrites] = {}
-        self._deletes: dict[str, RecentDeletes] = {}
+        self._writes: dict[tuple[str, str], RecentWrites] = {}
+        self._deletes: dict[tuple[str, str], RecentDeletes] = {}
         self._lock = threading.Lock()
 
     def writes(self, kind: Kind) -> RecentWrites:
-        with self._lock:
-            return self._writes.setdefault(_kind_key(kind), RecentWrites(clock=self.clock))
+        key = _kind_key(kind)
+        table = self._writes.get(key)
+        if table is None:
+            with self._lock:
+                table = self._writes.setdefault(key, RecentWrites(clock=self.clock))
+        return table
 
     def deletes(self, kind: Kind) -> RecentDeletes:
-        with self._lock:
-            return self._deletes.setdefault(_kind_key(kind), RecentDeletes(clock=self.clock))
+        key = _kind_key(kind)
+        deletes = self._deletes.get(key)
+        if deletes is None:
+            with self._lock:
+                deletes = self._deletes.setdefault(key, RecentDeletes(clock=self.clock))
+        return deletes
+
+    def pending(self, kind: Kind) -> set[str]:
+        """The keys of ``kind`` whose reads this record may change (none: read the cache as is)."""
+        key = _kind_key(kind)
+        table, deletes = self._writes.get(key), self._deletes.get(key)
+        return {*(table.pending_keys() if table else ()), *(deletes.keys() if deletes else ())}
 
     def has_writes(self, kind: Kind) -> bool:
         """Whether anything of ``kind`` is kept (reads skip the overlay when nothing is)."""
-        table = self._writes.get(_kind_key(kind))
-        deletes = self._deletes.get(_kind_key(kind))
-        return bool(table is not None and len(table)) or bool(deletes is not None and len(deletes))
+        key = _kind_key(kind)
+        table, deletes = self._writes.get(key), self._deletes.get(key)
+        return bool(table) or bool(deletes)
 
     # ---- the client's hooks (``client.WriteRecorder``) -------------------------------------
     def wrote(self, kind: Kind, answer: Object) -> None:

@@ -171,8 +171,6 @@ def test_an_object_deleted_by_someone_else_is_not_brought_back(
         names = {o["metadata"]["name"]: _step(o) for o in stepper.cache.list(CONFIG_MAP, namespace)}
         assert "b" not in names, "an object someone else deleted is never resurrected"
         assert names["c"] == "theirs", "a later write by someone else wins over ours"
-        pending = stepper.cache.own.writes(CONFIG_MAP).pending_keys()
-        assert pending == [f"{namespace}/b"], "c's entry went once the cache caught up; b's waits out its ttl"
     finally:
         gate.release()
         running.stop()

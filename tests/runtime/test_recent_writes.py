@@ -161,6 +161,6 @@ def test_an_indexed_read_places_a_written_object_by_its_written_fields() -> None
     view = StoreView(store, CONFIG_MAP, own)
     assert [o["metadata"]["name"] for o in view.by_index("colour", "red")] == ["b"]
     assert [o["data"] for o in view.by_index("colour", "blue")] == [{"colour": "blue"}]
-    assert [o["metadata"]["name"] for o in store.by_index("colour", "red")] == ["a", "b"], "the cache"
+    assert sorted(o["metadata"]["name"] for o in store.by_index("colour", "red")) == ["a", "b"], "the cache"
     store.put("n/a", {**_answer("a", "6"), "data": {"colour": "blue"}})
     assert view.by_index("colour", "blue") == [store.get("n/a")], "caught up: the cache's own object"
