@@ -6,6 +6,7 @@ re-exported here as modules land.
 
 from nodewright.runtime.builder import Builder
 from nodewright.runtime.cache import Cache, field_indexer
+from nodewright.runtime.cache_view import CacheView
 from nodewright.runtime.client import Client, ObjectList
 from nodewright.runtime.config import ConfigError, ManagerConfig, load_config
 from nodewright.runtime.controller import Controller
@@ -31,7 +32,7 @@ from nodewright.runtime.predicates import (
 )
 from nodewright.runtime.ratelimit import RateLimiter, default_controller_rate_limiter
 from nodewright.runtime.rbac import PolicyRule
-from nodewright.runtime.recent_writes import RecentWrites
+from nodewright.runtime.recent_writes import OwnWrites, RecentWrites
 from nodewright.runtime.reconcile import Reconciler, Request, Result, TerminalError
 from nodewright.runtime.registry import ReconcilerPlugin, ReconcilerRegistry
 from nodewright.runtime.retry import DEFAULT_BACKOFF, DEFAULT_RETRY, retry_on_conflict
@@ -44,6 +45,7 @@ __all__ = [
     "BatchWindow",
     "Builder",
     "Cache",
+    "CacheView",
     "Client",
     "ConfigError",
     "Controller",
@@ -59,6 +61,7 @@ __all__ = [
     "ManagerConfig",
     "Metrics",
     "ObjectList",
+    "OwnWrites",
     "PolicyRule",
     "PollingSource",
     "Predicate",

@@ -12,6 +12,12 @@ queue wait for a burst of events on one key to go quiet before the key is reconc
 Informers come from the manager's shared cache; the finished ``Controller`` is handed to the
 manager, which starts it while leading. A ``max_concurrent_reconciles`` set for this name in the
 manager's config wins over the one given in code.
+
+Each builder holds its controller's own writes (``OwnWrites``, ``recent_writes.py``): the
+reconciler writes through ``builder.client`` and reads through ``builder.cache`` (a
+``CacheView``), and so reads its own writes while the watch is behind. ``ignore_own_deletes()``
+drops the delete events of objects that client deleted: the pass that deleted one has already
+decided without it.
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic
 
+from nodewright.runtime.cache_view import CacheView
+from nodewright.runtime.client import Client
 from nodewright.runtime.controller import Controller
 from nodewright.runtime.handlers import (
     Handler,
@@ -30,8 +38,9 @@ from nodewright.runtime.handlers import (
     enqueue_owner,
 )
 from nodewright.runtime.kinds import Kind
-from nodewright.runtime.predicates import Predicate
+from nodewright.runtime.predicates import Predicate, predicate
 from nodewright.runtime.ratelimit import RateLimiter
+from nodewright.runtime.recent_writes import OwnWrites, RecentDeletes
 from nodewright.runtime.reconcile import K, Reconciler, ReconcilerFunc, Request
 from nodewright.runtime.sources import Source
 from nodewright.runtime.workqueue import BatchWindow
@@ -66,6 +75,13 @@ class Builder(Generic[K]):
         self._max_concurrent_reconciles = 1
         self._rate_limiter: RateLimiter | None = None
         self._batch_window: BatchWindow | None = None
+        self._ignore_own_deletes = False
+        self.own_writes = OwnWrites()
+        """What this controller wrote and deleted through ``client``, until its cache shows it."""
+        self.client: Client = manager.client.with_own_writes(self.own_writes)
+        """The controller's client: the manager's (fenced), recording each write's answer."""
+        self.cache = CacheView(manager.cache, self.own_writes)
+        """The controller's cache: the shared one, read with its own writes laid over."""
 
     def for_(
         self: Builder[Request],
@@ -134,6 +150,13 @@ class Builder(Generic[K]):
             self._batch_window = batch_window
         return self
 
+    def ignore_own_deletes(self) -> Builder[K]:
+        """Drop the delete events of objects this controller's ``client`` deleted (or whose last
+        finalizer it removed after someone else's delete): they wake no pass. Other deletes of
+        the watched kinds still do."""
+        self._ignore_own_deletes = True
+        return self
+
     def complete(
         self, reconciler: Reconciler[K] | ReconcilerFunc[K] | Callable[..., object]
     ) -> Controller[K]:
@@ -161,7 +184,10 @@ class Builder(Generic[K]):
             informer = self._manager.cache.informer(
                 spec.kind, namespace=spec.namespace, label_selector=spec.label_selector
             )
-            controller.watch(informer, typing.cast("Handler[K]", handler), spec.predicates)
+            predicates = spec.predicates
+            if self._ignore_own_deletes:
+                predicates = (*predicates, _not_deleted_by(self.own_writes.deletes(spec.kind)))
+            controller.watch(informer, typing.cast("Handler[K]", handler), predicates)
         for source in self._sources:
             controller.add_source(source)
         self._manager.add_controller(controller)
@@ -178,5 +204,9 @@ def _is_handler(value: object) -> bool:
     return all(callable(getattr(value, method, None)) for method in ("create", "update", "delete"))
 
 
-def _tuple(predicate: Predicate | None) -> tuple[Predicate, ...]:
-    return () if predicate is None else (predicate,)
+def _tuple(given: Predicate | None) -> tuple[Predicate, ...]:
+    return () if given is None else (given,)
+
+
+def _not_deleted_by(deletes: RecentDeletes) -> Predicate:
+    return predicate(delete=lambda obj: not deletes.caused(obj))

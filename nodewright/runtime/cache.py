@@ -2,8 +2,10 @@
 controller, and cached reads served from them.
 
 Owns ``Cache``, the built-in ``namespace`` index, ``field_indexer`` for indexes on a dotted
-field path such as ``spec.nodeName``, and a small label-selector matcher for cached lists (which
-also refuses keys and values no label can have, through ``labels``).
+field path such as ``spec.nodeName``, the ``StoreReader`` protocol with the cached ``get`` and
+``list`` over any reader (``get_cached``, ``list_cached``: a controller's cache view, in
+``cache_view.py``, reads through the same), and a small label-selector matcher for cached lists
+(which also refuses keys and values no label can have, through ``labels``).
 The manager creates one cache and starts it before the controllers; controllers ask it for
 informers (to register event handlers) and read through it. Writes go to the ``Client``.
 
@@ -12,11 +14,12 @@ Objects returned are shared with the informers' stores: never mutate them (deep-
 
 from __future__ import annotations
 
+import builtins
 import re
 import threading
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Protocol
 
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
@@ -25,7 +28,16 @@ from nodewright.runtime.kinds import Kind
 from nodewright.runtime.labels import label_key_problem, label_value_problem, shown
 from nodewright.runtime.logs import get_logger
 
-__all__ = ["NAMESPACE_INDEX", "Cache", "field_indexer", "label_selector_matcher", "namespace_index"]
+__all__ = [
+    "NAMESPACE_INDEX",
+    "Cache",
+    "StoreReader",
+    "field_indexer",
+    "get_cached",
+    "label_selector_matcher",
+    "list_cached",
+    "namespace_index",
+]
 
 log = get_logger(__name__)
 
@@ -195,7 +207,7 @@ class Cache:
                     compress=kind.kind in self.compressed_kinds,
                     resync_period=self.resync_period,
                 )
-                informer.add_indexer(NAMESPACE_INDEX, namespace_index)
+                informer.ensure_indexer(NAMESPACE_INDEX, namespace_index)
                 self._informers[key] = informer
                 log.info(
                     "Created informer",
@@ -238,7 +250,9 @@ class Cache:
         return True
 
     # ---- cached reads ---------------------------------------------------------------------
-    def _reader(self, kind: Kind, namespace: str | None) -> Informer:
+    def reading_informer(self, kind: Kind, namespace: str | None) -> Informer:
+        """The synced informer ``get`` and ``list`` read ``kind`` from: the cluster-wide one, or
+        the one for ``namespace``; created (and waited for) when none exists."""
         with self._lock:
             informer = self._informers.get((kind, None, None, None))
             if informer is None and namespace and kind.namespaced:
@@ -253,16 +267,7 @@ class Cache:
 
     def get(self, kind: Kind, name: str, namespace: str | None = None) -> dict[str, Any]:
         """The cached object; raises ``errors.NotFound`` when the cache does not hold it."""
-        informer = self._reader(kind, namespace)
-        key = f"{namespace}/{name}" if namespace and kind.namespaced else name
-        obj = informer.store.get(key)
-        if obj is None:
-            raise errors.NotFound(
-                f'{kind.plural} "{name}" not found in cache',
-                reason="NotFound",
-                status={"details": {"name": name, "kind": kind.plural}},
-            )
-        return obj
+        return get_cached(self.reading_informer(kind, namespace).store, kind, name, namespace)
 
     def list(
         self,
@@ -274,16 +279,50 @@ class Cache:
     ) -> list[dict[str, Any]]:
         """Cached objects of ``kind``, narrowed by namespace, label selector and an index
         ``(index_name, value)`` (for example ``("spec.nodeName", "node-1")``)."""
-        informer = self._reader(kind, namespace)
-        if index is not None:
-            objects = informer.store.by_index(*index)
-            if namespace and kind.namespaced:
-                objects = [o for o in objects if o["metadata"].get("namespace") == namespace]
-        elif namespace and kind.namespaced:
-            objects = informer.store.by_index(NAMESPACE_INDEX, namespace)
-        else:
-            objects = informer.store.list()
-        if label_selector:
-            matches = label_selector_matcher(label_selector)
-            objects = [o for o in objects if matches(o["metadata"].get("labels") or {})]
-        return objects
+        store = self.reading_informer(kind, namespace).store
+        return list_cached(store, kind, namespace, label_selector=label_selector, index=index)
+
+
+class StoreReader(Protocol):
+    """The reads of an informer's ``Store`` (a controller's ``StoreView`` has the same)."""
+
+    def get(self, key: str) -> dict[str, Any] | None: ...
+    def list(self) -> list[dict[str, Any]]: ...
+    def by_index(self, index_name: str, value: str) -> builtins.list[dict[str, Any]]: ...
+    def index_names(self) -> builtins.list[str]: ...
+
+
+def get_cached(store: StoreReader, kind: Kind, name: str, namespace: str | None) -> dict[str, Any]:
+    """The object ``store`` holds; raises ``errors.NotFound`` when it holds none."""
+    key = f"{namespace}/{name}" if namespace and kind.namespaced else name
+    obj = store.get(key)
+    if obj is None:
+        raise errors.NotFound(
+            f'{kind.plural} "{name}" not found in cache',
+            reason="NotFound",
+            status={"details": {"name": name, "kind": kind.plural}},
+        )
+    return obj
+
+
+def list_cached(
+    store: StoreReader,
+    kind: Kind,
+    namespace: str | None,
+    *,
+    label_selector: str | None = None,
+    index: tuple[str, str] | None = None,
+) -> list[dict[str, Any]]:
+    """The objects of ``store`` narrowed as ``Cache.list`` says."""
+    if index is not None:
+        objects = store.by_index(*index)
+        if namespace and kind.namespaced:
+            objects = [o for o in objects if o["metadata"].get("namespace") == namespace]
+    elif namespace and kind.namespaced:
+        objects = store.by_index(NAMESPACE_INDEX, namespace)
+    else:
+        objects = store.list()
+    if label_selector:
+        matches = label_selector_matcher(label_selector)
+        objects = [o for o in objects if matches(o["metadata"].get("labels") or {})]
+    return objects

@@ -18,6 +18,9 @@ nothing: ``fence.is_mutating``) first passes the client's ``WriteFence``
 ``with_fence`` gives a fenced view and makes the transport's connections check the fence again
 right before the bytes go out; the manager hands that view to reconcilers, and the Lease itself
 is written through ``with_own_connections``, a client with a pool the fence does not guard.
+``with_own_writes(recorder)`` gives a view that hands each write's answer to a ``WriteRecorder``
+(a controller's ``OwnWrites``, ``recent_writes.py``): the manager gives each controller such a
+client, and the controller's cache view reads its own writes through the same record.
 A write the API server's own leader fence denies (the ValidatingAdmissionPolicy of
 config/fence, ``fence.is_server_fence_refusal``) raises ``FencedWriteError`` too (``by="server"``),
 counted and logged by the client's fence, so reconcilers treat both refusals alike.
@@ -34,7 +37,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 from urllib.parse import urlencode
 
 import orjson
@@ -58,6 +61,7 @@ __all__ = [
     "PatchType",
     "WatchEvent",
     "WatchStream",
+    "WriteRecorder",
     "collector_paused",
 ]
 
@@ -78,6 +82,17 @@ _CONTENT_TYPES: dict[str, str] = {
     "strategic": "application/strategic-merge-patch+json",
     "apply": "application/apply-patch+yaml",
 }
+
+
+class WriteRecorder(Protocol):
+    """What a client tells of its writes (``OwnWrites`` in ``recent_writes.py`` keeps them):
+    the answer of each create, update and patch; a delete before it is sent (``key`` is
+    ``namespace/name``, ``uid`` the precondition's or ""), and then its answer or its failure."""
+
+    def wrote(self, kind: Kind, answer: dict[str, Any]) -> None: ...
+    def deleting(self, kind: Kind, key: str, uid: str) -> None: ...
+    def deleted(self, kind: Kind, key: str, answer: dict[str, Any]) -> None: ...
+    def delete_failed(self, kind: Kind, key: str) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +157,7 @@ class Client:
         field_manager: str = DEFAULT_FIELD_MANAGER,
         timeout: tuple[float, float] = DEFAULT_TIMEOUT,
         fence: WriteFence | None = None,
+        recorder: WriteRecorder | None = None,
     ) -> None:
         self.transport = transport
         self.field_manager = field_manager
@@ -149,6 +165,8 @@ class Client:
         self._timeout = urllib3.Timeout(connect=timeout[0], read=timeout[1])
         self.fence = fence
         """Checked before every mutating request; None sends writes unchecked."""
+        self.recorder = recorder
+        """Told of every write's answer (``with_own_writes``); None for the shared client."""
 
     def with_fence(self, fence: WriteFence) -> Client:
         """The same client (same connections) whose writes pass ``fence`` first.
@@ -158,7 +176,24 @@ class Client:
         (``Transport.guard``), so every mutating request on it is fenced, through any view.
         """
         self.transport.guard(fence.guard("kubernetes"))
-        return Client(self.transport, field_manager=self.field_manager, timeout=self.timeout, fence=fence)
+        return Client(
+            self.transport,
+            field_manager=self.field_manager,
+            timeout=self.timeout,
+            fence=fence,
+            recorder=self.recorder,
+        )
+
+    def with_own_writes(self, recorder: WriteRecorder) -> Client:
+        """The same client (same connections and fence) that tells ``recorder`` of each write:
+        one controller's client, whose cache view reads its own writes."""
+        return Client(
+            self.transport,
+            field_manager=self.field_manager,
+            timeout=self.timeout,
+            fence=self.fence,
+            recorder=recorder,
+        )
 
     def with_own_connections(self, pool_size: int = 4) -> Client:
         """A client for the same server and credentials with a connection pool of its own
@@ -382,7 +417,10 @@ class Client:
         body = {"apiVersion": kind.api_version, "kind": kind.kind, **obj}
         path = kind.path(self._namespace_of(kind, obj, namespace))
         params = self._write_params(field_manager, dry_run)
-        return self._json("POST", path, params=params, body=body, timeout=timeout)
+        answer = self._json("POST", path, params=params, body=body, timeout=timeout)
+        if self.recorder is not None and not dry_run:
+            self.recorder.wrote(kind, answer)
+        return answer
 
     def update(
         self,
@@ -409,7 +447,10 @@ class Client:
         path = kind.path(self._namespace_of(kind, obj, None), name) + suffix
         body = {"apiVersion": kind.api_version, "kind": kind.kind, **obj}
         params = self._write_params(field_manager, False)
-        return self._json("PUT", path, params=params, body=body, timeout=timeout)
+        answer = self._json("PUT", path, params=params, body=body, timeout=timeout)
+        if self.recorder is not None:
+            self.recorder.wrote(kind, answer)
+        return answer
 
     def patch(
         self,
@@ -439,7 +480,10 @@ class Client:
                 params["force"] = "true"
             if isinstance(body, dict):
                 body = {"apiVersion": kind.api_version, "kind": kind.kind, **body}
-        return self._json("PATCH", path, params=params, body=body, content_type=_CONTENT_TYPES[patch_type])
+        answer = self._json("PATCH", path, params=params, body=body, content_type=_CONTENT_TYPES[patch_type])
+        if self.recorder is not None:
+            self.recorder.wrote(kind, answer)
+        return answer
 
     def delete(
         self,
@@ -462,12 +506,21 @@ class Client:
             options["gracePeriodSeconds"] = grace_period_seconds
         if preconditions:
             options["preconditions"] = preconditions
+        scope = namespace if kind.namespaced else None
+        key = f"{scope}/{name}" if scope else name
+        if self.recorder is not None:
+            self.recorder.deleting(kind, key, (preconditions or {}).get("uid", ""))
         try:
-            return self._json("DELETE", kind.path(namespace if kind.namespaced else None, name), body=options)
-        except errors.NotFound:
-            if ignore_not_found:
+            answer = self._json("DELETE", kind.path(scope, name), body=options)
+        except BaseException as error:
+            if self.recorder is not None:  # not deleted by us (NotFound: by someone else before)
+                self.recorder.delete_failed(kind, key)
+            if ignore_not_found and isinstance(error, errors.NotFound):
                 return None
             raise
+        if self.recorder is not None:
+            self.recorder.deleted(kind, key, answer)
+        return answer
 
     def evict(self, name: str, namespace: str, delete_options: dict[str, Any] | None = None) -> None:
         """Evict a Pod through the policy/v1 Eviction subresource, honouring disruption budgets.

@@ -149,6 +149,11 @@ class Store:
         with self._lock:
             return list(self._items)
 
+    def items(self) -> builtins.list[tuple[str, dict[str, Any]]]:
+        with self._lock:
+            stored = list(self._items.items())
+        return stored if self._codec is None else [(key, self.decode(item)) for key, item in stored]
+
     def __len__(self) -> int:
         with self._lock:
             return len(self._items)
@@ -167,8 +172,13 @@ class Store:
         with self._lock:
             return list(self._indexers)
 
+    def index_function(self, index_name: str) -> IndexFunc:
+        """The function of an index (KeyError for an unknown one)."""
+        with self._lock:
+            return self._indexers[index_name]
+
     # ---- writes (the informer's) ----------------------------------------------------------
-    def add_indexer(self, name: str, function: IndexFunc) -> None:
+    def _add_indexer(self, name: str, function: IndexFunc) -> None:
         """Add an index and build it over the objects already stored."""
         with self._lock:
             if name in self._indexers:
@@ -186,7 +196,7 @@ class Store:
         with self._lock:
             existing = self._indexers.get(name)
             if existing is None:
-                self.add_indexer(name, function)
+                self._add_indexer(name, function)
             elif not _same_function(existing, function):
                 raise ValueError(f"index {name!r} already exists with another function")
 
@@ -344,12 +354,10 @@ class Informer:
                     self._call(handler.on_add, obj)
             self._handlers.append(handler)
 
-    def add_indexer(self, name: str, fn: IndexFunc) -> None:
-        """Add an index over the store; ``fn(obj)`` returns the index values of one object."""
-        self.store.add_indexer(name, fn)
-
     def ensure_indexer(self, name: str, fn: IndexFunc) -> None:
-        """Add the index unless the same one exists already (idempotent; see ``Store.ensure_indexer``)."""
+        """Add an index over the store (``fn(obj)`` returns the index values of one object) unless
+        the same one exists already: idempotent, and the one way to add an index (see
+        ``Store.ensure_indexer``)."""
         self.store.ensure_indexer(name, fn)
 
     def start(self) -> None:

@@ -42,7 +42,7 @@ def test_cached_reads_by_namespace_label_and_field_index(client: Client, namespa
         client.create(POD, pod(name, node, {"app": app}), namespace)
     cache = Cache(client)
     pods = cache.informer(POD, namespace=namespace)
-    pods.add_indexer("spec.nodeName", field_indexer("spec.nodeName"))
+    pods.ensure_indexer("spec.nodeName", field_indexer("spec.nodeName"))
     cache.start()
     try:
         assert cache.wait_for_sync(10)

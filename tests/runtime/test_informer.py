@@ -352,7 +352,7 @@ def test_indexers_follow_changes(client: Client, namespace: str, compress: bool)
     make(client, namespace, "apple", colour="red")
     informer = Informer(client, CONFIG_MAP, namespace=namespace, compress=compress)
     with running(informer):
-        informer.add_indexer("colour", by_colour)
+        informer.ensure_indexer("colour", by_colour)
 
         def names(colour: str) -> set[str]:
             return {obj["metadata"]["name"] for obj in informer.store.by_index("colour", colour)}
@@ -423,7 +423,7 @@ def test_compressed_store_keeps_little_and_hands_out_fresh_copies() -> None:
     """A compressed store holds bytes much smaller than the JSON it was given, reads decode to
     equal objects, and mutating a read cannot corrupt the store; indexes work as for a plain one."""
     store = Store(CompressedJson())
-    store.add_indexer("node", lambda obj: [obj["spec"]["nodeName"]])
+    store.ensure_indexer("node", lambda obj: [obj["spec"]["nodeName"]])
     pod: dict[str, Any] = {
         "metadata": {"name": "p", "namespace": "ns", "resourceVersion": "7"},
         "spec": {

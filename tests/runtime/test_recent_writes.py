@@ -1,6 +1,8 @@
 """RecentWrites: a process reads its own writes while the informer's cache is behind, and the
 cache wins again once it shows that version or a later one (against a real API server), or
-once the entry is older than its ttl."""
+once the entry is older than its ttl; RecentDeletes and OwnWrites, the per-controller record the
+controller's client keeps and its cache view reads (``test_read_your_writes`` runs them in a
+controller)."""
 
 from __future__ import annotations
 
@@ -8,10 +10,12 @@ from typing import Any
 
 import pytest
 
-from nodewright.runtime.cache import Cache
+from nodewright.runtime.cache import Cache, field_indexer
+from nodewright.runtime.cache_view import StoreView
 from nodewright.runtime.client import Client
-from nodewright.runtime.kinds import CONFIG_MAP
-from nodewright.runtime.recent_writes import RecentDeletes, RecentWrites
+from nodewright.runtime.informer import Store
+from nodewright.runtime.kinds import CONFIG_MAP, SECRET
+from nodewright.runtime.recent_writes import OwnWrites, RecentDeletes, RecentWrites
 from tests.waiting import wait_for
 
 
@@ -83,22 +87,80 @@ def test_only_cached_objects_are_replaced_and_the_oldest_go_past_the_limit() -> 
     assert recent.overlay([_object("b", "1")])[0]["data"] == {}
 
 
-def _with_uid(uid: str) -> dict[str, Any]:
-    return {"metadata": {"name": "a", "namespace": "n", "uid": uid}}
+def _with_uid(uid: str, name: str = "a") -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "n", "uid": uid}}
 
 
-def test_recent_deletes_claims_its_own_delete_event_once_and_only_within_ttl() -> None:
+def test_recent_deletes_claims_its_own_delete_events_only_within_ttl() -> None:
     now = [100.0]
     deletes = RecentDeletes(ttl=10.0, clock=lambda: now[0])
-    deletes.note(_with_uid("u1"))
-    deletes.note(_with_uid("u2"))
-    deletes.note(_with_uid("u3"))
-    deletes.discard(_with_uid("u3"))  # the delete request failed: its event is not ours
+    deletes.deleting("n/a", "u1")
+    deletes.deleting("n/b")  # by name only: the answer, or the first event, tells the uid
+    deletes.deleting("n/c", "u3")
+    deletes.failed("n/c")  # the delete request failed: its event is not ours
     assert deletes.caused(_with_uid("u1"))
-    assert not deletes.caused(_with_uid("u1")), "claimed once"
-    assert not deletes.caused(_with_uid("u3"))
-    assert not deletes.caused(_with_uid("other"))
+    assert deletes.caused(_with_uid("u1")), "every watch of the kind may ask"
+    assert not deletes.caused(_with_uid("other")), "another object of that name"
+    assert deletes.caused(_with_uid("u2", "b"))
+    assert not deletes.caused(_with_uid("u9", "b")), "the first event bound the uid"
+    assert not deletes.caused(_with_uid("u3", "c"))
     now[0] += 11.0
-    assert not deletes.caused(_with_uid("u2")), "too old to be the event of our delete"
-    deletes.note({"metadata": {"name": "no-uid"}})
-    assert not deletes.caused({"metadata": {"name": "no-uid"}})
+    assert not deletes.caused(_with_uid("u2", "b")), "too old to be the event of our delete"
+    deletes.deleting("n/no-uid")
+    assert not deletes.caused({"metadata": {"name": "no-uid", "namespace": "n"}})
+
+
+def test_a_deleted_object_is_hidden_only_once_the_answer_says_it_is_gone() -> None:
+    deletes = RecentDeletes()
+    deletes.deleting("n/a")
+    assert not deletes.hides(_with_uid("u1")), "no answer yet"
+    deletes.deleted("n/a", "u1", gone=False)  # finalizers hold it
+    assert not deletes.hides(_with_uid("u1"))
+    deletes.deleted("n/a", "u1", gone=True)
+    assert deletes.hides(_with_uid("u1"))
+    assert not deletes.hides(_with_uid("u2")), "an object made again under the name is shown"
+
+
+def _answer(name: str, version: str, **metadata: Any) -> dict[str, Any]:
+    meta = {"name": name, "namespace": "n", "uid": f"uid-{name}", "resourceVersion": version, **metadata}
+    return {"kind": "ConfigMap", "metadata": meta, "data": {"step": version}}
+
+
+def test_own_writes_keeps_kinds_apart_and_takes_a_last_finalizer_off_as_a_delete() -> None:
+    own = OwnWrites()
+    own.wrote(
+        CONFIG_MAP,
+        {**_answer("a", "7"), "metadata": {**_answer("a", "7")["metadata"], "managedFields": [{}]}},
+    )
+    cached = _answer("a", "5")
+    newer = own.newer(CONFIG_MAP, cached)
+    assert newer is not None
+    assert newer["data"] == {"step": "7"}
+    assert "managedFields" not in newer["metadata"], "kept as an informer keeps objects"
+    assert own.newer(SECRET, cached) is cached, "a Secret of the same name is not the ConfigMap"
+    gone = _answer("b", "9", deletionTimestamp="2026-01-01T00:00:00Z", finalizers=[])
+    own.wrote(CONFIG_MAP, gone)
+    assert own.deletes(CONFIG_MAP).caused(_answer("b", "8"))
+    assert own.newer(CONFIG_MAP, _answer("b", "8")) is None
+    terminating = _answer("c", "9", deletionTimestamp="2026-01-01T00:00:00Z", deletionGracePeriodSeconds=30)
+    own.deleting(CONFIG_MAP, "n/c", "")
+    own.deleted(CONFIG_MAP, "n/c", terminating)
+    shown = own.newer(CONFIG_MAP, _answer("c", "8"))
+    assert shown is not None
+    assert shown["metadata"]["deletionTimestamp"], "in its grace period: still there"
+    own.deleted(CONFIG_MAP, "n/c", {"kind": "Status", "status": "Success", "details": {"uid": "uid-c"}})
+    assert own.newer(CONFIG_MAP, _answer("c", "8")) is None
+
+
+def test_an_indexed_read_places_a_written_object_by_its_written_fields() -> None:
+    store, own = Store(), OwnWrites()
+    store.ensure_indexer("colour", field_indexer("data.colour"))
+    for name in ("a", "b"):
+        store.put(f"n/{name}", {**_answer(name, "5"), "data": {"colour": "red"}})
+    own.wrote(CONFIG_MAP, {**_answer("a", "6"), "data": {"colour": "blue"}})
+    view = StoreView(store, CONFIG_MAP, own)
+    assert [o["metadata"]["name"] for o in view.by_index("colour", "red")] == ["b"]
+    assert [o["data"] for o in view.by_index("colour", "blue")] == [{"colour": "blue"}]
+    assert sorted(o["metadata"]["name"] for o in store.by_index("colour", "red")) == ["a", "b"], "the cache"
+    store.put("n/a", {**_answer("a", "6"), "data": {"colour": "blue"}})
+    assert view.by_index("colour", "blue") == [store.get("n/a")], "caught up: the cache's own object"

@@ -101,10 +101,7 @@ class MigrationReconciler:
 
     def add_indexers(self) -> None:
         """The pods-by-binding-label index (shared with the identity reconciler if it runs)."""
-        try:
-            self.pods.add_indexer(BINDING_LABEL_INDEX, pod_binding_label_index)
-        except ValueError:
-            return  # the identity reconciler added the same index
+        self.pods.ensure_indexer(BINDING_LABEL_INDEX, pod_binding_label_index)
 
     # --- map functions ----------------------------------------------------------------------------
 

@@ -85,11 +85,11 @@ def setup(manager: Manager, options: Mapping[str, Any]) -> None:
     cloud = cloud_from_options({"cloud": parsed.cloud})
     recorder = manager.event_recorder(EVENT_COMPONENT)
 
-    assignment = IdentityAssignmentReconciler(manager.client, manager.cache, cloud.compute, recorder, parsed)
+    builder = manager.controller(NAME, IdentityWork)
+    assignment = IdentityAssignmentReconciler(builder.client, builder.cache, cloud.compute, recorder, parsed)
     assignment.add_indexers()
     (
-        manager.controller(NAME, IdentityWork)
-        .watches(
+        builder.watches(
             NODE,
             assignment.requests.for_node,
             predicate=predicate(update=node_relevant_change),
@@ -109,12 +109,9 @@ def setup(manager: Manager, options: Mapping[str, Any]) -> None:
         .watches(
             AZURE_ASSIGNED_IDENTITY,
             assignment.requests.for_assigned,
-            predicate=predicate(
-                create=_never_on_create,
-                update=spec_or_deletion_change,
-                delete=lambda assigned_object: not assignment.writer.deletes.caused(assigned_object),
-            ),
+            predicate=predicate(create=_never_on_create, update=spec_or_deletion_change),
         )
+        .ignore_own_deletes()
         .with_options(max_concurrent_reconciles=4, batch_window=_batch_window(parsed))
         .complete(assignment)
     )

@@ -45,12 +45,11 @@ from nodewright.controllers.identity.targets import (
 )
 from nodewright.controllers.identity.watches import with_kind
 from nodewright.runtime import errors
+from nodewright.runtime.cache_view import InformerView
 from nodewright.runtime.client import Client
 from nodewright.runtime.events import EventRecorder, EventType
 from nodewright.runtime.fan_out import FanOut
-from nodewright.runtime.informer import Informer
 from nodewright.runtime.logs import get_logger
-from nodewright.runtime.recent_writes import RecentDeletes, RecentWrites
 
 __all__ = ["AssignedIdentityWriter"]
 
@@ -73,7 +72,7 @@ class AssignedIdentityWriter:
     def __init__(
         self,
         client: Client,
-        bindings: Informer,
+        bindings: InformerView,
         recorder: EventRecorder,
         policy: AssignmentPolicy,
         *,
@@ -86,11 +85,7 @@ class AssignedIdentityWriter:
         self.policy = policy
         self.write_concurrency = write_concurrency
         self.clock = clock
-        # What this writer wrote, for the passes that run before the cache shows it: such a pass
-        # would otherwise write the same status again and repeat its Event.
-        self.recent = RecentWrites()
         self.fan_out = FanOut(thread_name_prefix="identity-writes")
-        self.deletes = RecentDeletes()
 
     def write_intents(
         self,
@@ -142,7 +137,6 @@ class AssignedIdentityWriter:
             }
         try:
             created = self.client.create(AZURE_ASSIGNED_IDENTITY, body)
-            self.recent.remember(created)
         except errors.AlreadyExists:
             log.info(
                 "Found AzureAssignedIdentity already created", name=wanted.name, namespace=wanted.namespace
@@ -168,7 +162,6 @@ class AssignedIdentityWriter:
         body["spec"] = wanted.to_resource().to_object()["spec"]
         body.pop("status", None)
         updated = self.client.update(AZURE_ASSIGNED_IDENTITY, body)  # Conflict: stale cache, retried
-        self.recent.remember(updated)
         self.patch_status(updated, self._intent_status(wanted, target))
         log.info(
             "Updated AzureAssignedIdentity",
@@ -236,14 +229,13 @@ class AssignedIdentityWriter:
     def patch_status(self, obj: Mapping[str, Any], status: Mapping[str, Any]) -> None:
         metadata = obj.get("metadata") or {}
         try:
-            written = self.client.patch(
+            self.client.patch(
                 AZURE_ASSIGNED_IDENTITY,
                 str(metadata["name"]),
                 {"status": dict(status)},
                 str(metadata.get("namespace") or ""),
                 subresource="status",
             )
-            self.recent.remember(written)
         except errors.NotFound:
             log.info(
                 "Found AzureAssignedIdentity gone before its status was written", name=metadata.get("name")
@@ -415,18 +407,8 @@ class AssignedIdentityWriter:
             )
 
     def _delete(self, assigned_object: AzureAssignedIdentity) -> None:
-        """Remove MIC's finalizer, then delete; the delete event this causes is marked as ours
-        (``deletes``) so that the watch does not run the target's pass again for it."""
-        obj = assigned_object.to_object()
-        self.recent.forget(obj)
-        self.deletes.note(obj)
-        try:
-            self._remove_finalizer_and_delete(assigned_object)
-        except Exception:
-            self.deletes.discard(obj)
-            raise
-
-    def _remove_finalizer_and_delete(self, assigned_object: AzureAssignedIdentity) -> None:
+        """Remove MIC's finalizer, then delete. The delete event this causes wakes no pass (the
+        controller ignores its own deletes), and the passes no longer read the object."""
         finalizers = list(assigned_object.metadata.get("finalizers") or [])
         if ASSIGNED_IDENTITY_FINALIZER in finalizers:
             index = finalizers.index(ASSIGNED_IDENTITY_FINALIZER)

@@ -21,7 +21,6 @@ Side effects: Kubernetes writes and Events, ARM calls through ``IdentityCompute`
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -51,7 +50,7 @@ from nodewright.controllers.identity.watches import (
     pod_relevant_change,
     spec_or_deletion_change,
 )
-from nodewright.runtime.cache import Cache
+from nodewright.runtime.cache_view import CacheView
 from nodewright.runtime.client import Client
 from nodewright.runtime.events import EventRecorder
 from nodewright.runtime.reconcile import Result
@@ -77,7 +76,7 @@ class IdentityAssignmentReconciler:
     def __init__(
         self,
         client: Client,
-        cache: Cache,
+        cache: CacheView,
         compute: IdentityCompute,
         recorder: EventRecorder,
         options: IdentityOptions,
@@ -107,13 +106,12 @@ class IdentityAssignmentReconciler:
 
     def add_indexers(self) -> None:
         """Indexes the passes and map functions read (call before the cache starts)."""
-        self.stores.nodes.add_indexer(TARGET_INDEX, node_target_index)
-        self.stores.pods.add_indexer(NODE_NAME_INDEX, pod_node_index)
-        with contextlib.suppress(ValueError):  # the same index, added first by the migration
-            self.stores.pods.add_indexer(BINDING_LABEL_INDEX, pod_binding_label_index)
-        self.stores.assigned.add_indexer(ASSIGNED_TARGET_INDEX, assigned_target_index)
-        self.stores.assigned.add_indexer(ASSIGNED_NODE_INDEX, assigned_node_index)
-        self.stores.assigned.add_indexer(ASSIGNED_POD_INDEX, assigned_pod_index)
+        self.stores.nodes.ensure_indexer(TARGET_INDEX, node_target_index)
+        self.stores.pods.ensure_indexer(NODE_NAME_INDEX, pod_node_index)
+        self.stores.pods.ensure_indexer(BINDING_LABEL_INDEX, pod_binding_label_index)  # the migration's too
+        self.stores.assigned.ensure_indexer(ASSIGNED_TARGET_INDEX, assigned_target_index)
+        self.stores.assigned.ensure_indexer(ASSIGNED_NODE_INDEX, assigned_node_index)
+        self.stores.assigned.ensure_indexer(ASSIGNED_POD_INDEX, assigned_pod_index)
 
     def reconcile(self, request: IdentityWork) -> Result:
         if not isinstance(request, TargetKey):
@@ -122,7 +120,6 @@ class IdentityAssignmentReconciler:
         view = read_target(
             self.stores,
             key,
-            self.writer.recent.overlay,
             force_namespaced=self.options.policy.force_namespaced,
         )
         if view is None:

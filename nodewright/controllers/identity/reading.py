@@ -52,8 +52,7 @@ from nodewright.controllers.identity.watches import (
     TARGET_INDEX,
     with_kind,
 )
-from nodewright.runtime.cache import Cache
-from nodewright.runtime.informer import Informer
+from nodewright.runtime.cache_view import CacheView, InformerView
 from nodewright.runtime.kinds import NODE, POD
 from nodewright.runtime.logs import get_logger
 
@@ -66,9 +65,6 @@ __all__ = [
     "read_target",
     "typed_target",
 ]
-
-Overlay = Callable[[Iterable[dict[str, Any]]], list[dict[str, Any]]]
-"""The objects as this process last wrote them, while the cache is behind (``RecentWrites``)."""
 
 log = get_logger(__name__)
 
@@ -160,14 +156,14 @@ def typed_target(key: str, nodes: list[dict[str, Any]]) -> IdentityTarget:
 class IdentityStores:
     """The cached objects the identity passes read, from the manager's shared cache."""
 
-    nodes: Informer
-    pods: Informer
-    identities: Informer
-    bindings: Informer
-    assigned: Informer
+    nodes: InformerView
+    pods: InformerView
+    identities: InformerView
+    bindings: InformerView
+    assigned: InformerView
 
     @classmethod
-    def of(cls, cache: Cache) -> IdentityStores:
+    def of(cls, cache: CacheView) -> IdentityStores:
         return cls(
             nodes=cache.informer(NODE),
             pods=cache.informer(POD, label_selector=POD_LABEL),
@@ -190,11 +186,10 @@ class IdentityStores:
         )
 
 
-def read_target(
-    stores: IdentityStores, key: str, overlay: Overlay, *, force_namespaced: bool
-) -> TargetView | None:
-    """A target's nodes, their pods and the objects recorded there (``overlay``: as this process
-    last wrote them), and what should exist (None when the target has neither nodes nor objects)."""
+def read_target(stores: IdentityStores, key: str, *, force_namespaced: bool) -> TargetView | None:
+    """A target's nodes, their pods and the objects recorded there (read through the controller's
+    cache view: as this process last wrote them while the watch is behind), and what should exist
+    (None when the target has neither nodes nor objects)."""
     nodes = stores.nodes.store.by_index(TARGET_INDEX, key)
     node_names = {str(node["metadata"]["name"]) for node in nodes}
     pods = [
@@ -209,7 +204,7 @@ def read_target(
         for obj in stores.assigned.store.by_index(ASSIGNED_NODE_INDEX, name)
         if not recorded_target(obj)
     ]
-    existing_here = parse_assigned(overlay([*recorded, *unrecorded]))
+    existing_here = parse_assigned([*recorded, *unrecorded])
     if not nodes and not existing_here:
         return None
     desired, names_in_use = stores.plan_desired(pods, existing_here, force_namespaced=force_namespaced)

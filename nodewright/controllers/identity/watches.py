@@ -20,7 +20,7 @@ from nodewright.controllers.identity.decisions import PodInfo
 from nodewright.controllers.identity.intent import recorded_target
 from nodewright.controllers.identity.keys import IdentityWork, TargetKey, target_key
 from nodewright.controllers.identity.targets import target_of_provider_id
-from nodewright.runtime.informer import Informer
+from nodewright.runtime.cache_view import InformerView
 
 __all__ = [
     "ASSIGNED_NODE_INDEX",
@@ -145,7 +145,7 @@ def _cut_over(binding: Mapping[str, Any]) -> bool:
 class TargetRequests:
     """The controller's map functions: each watched object to the targets whose pass must run."""
 
-    def __init__(self, nodes: Informer, pods: Informer, bindings: Informer) -> None:
+    def __init__(self, nodes: InformerView, pods: InformerView, bindings: InformerView) -> None:
         self.nodes = nodes
         self.pods = pods
         self.bindings = bindings

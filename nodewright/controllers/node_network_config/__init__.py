@@ -136,11 +136,11 @@ def install(
 ) -> NodeNetworkConfigReconciler:
     """Wire the controller into ``manager`` (side effect: registers it); returns the reconciler.
     The NIC watcher runs when ``network`` can list NICs (``NetworkService`` can)."""
-    cache = manager.cache
+    builder = manager.controller(CONTROLLER)
+    cache = builder.cache  # the shared cache, with this controller's own writes laid over
     namespace = settings.namespace
     pods = cache.informer(POD)
-    if POD_NODE_INDEX not in pods.store.index_names():
-        pods.add_indexer(POD_NODE_INDEX, field_indexer("spec.nodeName"))
+    pods.ensure_indexer(POD_NODE_INDEX, field_indexer("spec.nodeName"))
     stores = NodeNetworkConfigStores(
         nodes=cache.informer(NODE, label_selector=settings.node_selector or None).store,
         node_network_configs=cache.informer(NODE_NETWORK_CONFIG, namespace=namespace).store,
@@ -148,7 +148,7 @@ def install(
     )
     completions = CompletionSource()
     reconciler = NodeNetworkConfigReconciler(
-        client=manager.client,
+        client=builder.client,
         stores=stores,
         network=network,
         locator=locator,
@@ -165,8 +165,7 @@ def install(
         return [Request(namespace, str(node))] if node else []
 
     builder = (
-        manager.controller(CONTROLLER)
-        .for_(NODE_NETWORK_CONFIG, namespace=namespace)
+        builder.for_(NODE_NETWORK_CONFIG, namespace=namespace)
         .watches(
             NODE,
             node_network_config_of_node,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from nodewright.controllers.node_network_config.options import NodeNetworkConfigSettings
 from nodewright.ipam import MAX_SECONDARY_IPS_PER_NIC
-from nodewright.runtime.informer import Store
+from nodewright.runtime.cache import StoreReader
 from nodewright.runtime.reconcile import Request
 
 __all__ = ["NodeNetworkConfigStores", "check_requested", "ignore_request", "resync_jitter", "usable_maximum"]
@@ -28,9 +28,9 @@ def resync_jitter() -> float:
 class NodeNetworkConfigStores:
     """The cached reads: selected Nodes, NodeNetworkConfigs in our namespace, pods indexed by node."""
 
-    nodes: Store
-    node_network_configs: Store
-    pods: Store
+    nodes: StoreReader
+    node_network_configs: StoreReader
+    pods: StoreReader
 
 
 def usable_maximum(settings: NodeNetworkConfigSettings) -> int:

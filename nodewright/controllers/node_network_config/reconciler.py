@@ -26,10 +26,10 @@ A pass comes back after ``resyncPeriodSeconds`` (+-10 %) at the latest, or soone
 a settling release or a grace period is due; a NIC changed behind our back comes in through the
 NIC watcher, so a cluster at rest costs neither a pass nor a read per node per minute.
 
-State: one ``NicBook`` (it alone holds the lock), one ``SubnetBook``, and a ``RecentWrites`` of
-our patches' answers that a pass reads through, so a pass before the watch catches up decides
-from our last write, not the cache's older copy (#962). Side effects: Kubernetes and ARM writes,
-Events, metrics.
+State: one ``NicBook`` (it alone holds the lock) and one ``SubnetBook``. The client and the stores
+are the controller's own (``builder.client``, ``builder.cache``): a pass before the watch catches
+up reads our last write, not the cache's older copy (#962). Side effects: Kubernetes and ARM
+writes, Events, metrics.
 """
 
 from __future__ import annotations
@@ -113,7 +113,6 @@ from nodewright.runtime.client import Client
 from nodewright.runtime.kinds import NODE, POD
 from nodewright.runtime.logs import get_logger
 from nodewright.runtime.objects import add_finalizer
-from nodewright.runtime.recent_writes import RecentWrites
 from nodewright.runtime.reconcile import Request, Result
 from nodewright.runtime.times import now_text, parse_time
 
@@ -180,7 +179,6 @@ class NodeNetworkConfigReconciler:
         self._clock = clock
         self._wall_clock = wall_clock
         self._jitter = jitter
-        self._written = RecentWrites()  # our writes' answers, until the cache shows them
         self.book = NicBook(
             backoff_base_seconds=settings.backoff_base_seconds,
             backoff_cap_seconds=settings.backoff_cap_seconds,
@@ -198,7 +196,7 @@ class NodeNetworkConfigReconciler:
         )
         self._status = StatusWriter(patch=self._patch, events=events, scaler=settings.scaler)
         self.spec_writer = SpecWriter(
-            apply=spec_applier(client, settings.namespace, self._written.remember),
+            apply=spec_applier(client, settings.namespace),
             patch_status=lambda name, fields: self._patch(name, {"status": fields}, "status"),
             events=events,
             own_update_managers=(client.field_manager,),
@@ -228,7 +226,7 @@ class NodeNetworkConfigReconciler:
             if node is not None and node is not _UNSELECTED:
                 self._lifecycle.create(node)
             return Result()
-        raw = copy.deepcopy(self._written.newer(raw))
+        raw = copy.deepcopy(raw)
         if node is _UNSELECTED:
             return Result()
         if node is None or raw["metadata"].get("deletionTimestamp"):
@@ -564,13 +562,10 @@ class NodeNetworkConfigReconciler:
 
     def _patch(self, name: str, body: Object, subresource: str | None = None) -> Object:
         """Merge-patch our NodeNetworkConfig (side effect). Spec (on the demand side) and status
-        are ours alone, so no resourceVersion precondition: a stale cache cannot make it fail.
-        The answer is remembered (a copy: callers may change theirs) for the next passes."""
-        stored = self._client.patch(
+        are ours alone, so no resourceVersion precondition: a stale cache cannot make it fail."""
+        return self._client.patch(
             NODE_NETWORK_CONFIG, name, body, self.settings.namespace, subresource=subresource
         )
-        self._written.remember(copy.deepcopy(stored))
-        return stored
 
     def _next_visit(
         self, view: _View, outcome: Outcome, listed: tuple[str, ...], assignments: list[tuple[str, str]]

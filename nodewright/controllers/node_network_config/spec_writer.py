@@ -19,7 +19,6 @@ server-side applies through the given function, the condition's status patch, Ev
 
 from __future__ import annotations
 
-import copy
 import re
 import threading
 import time
@@ -72,15 +71,15 @@ PatchStatus = Callable[[str, Object], Object]
 """Merge-patch the named NodeNetworkConfig's status subresource with the given status fields."""
 
 
-def spec_applier(client: Client, namespace: str, remember: Callable[[Object], None]) -> Apply:
+def spec_applier(client: Client, namespace: str) -> Apply:
     """An ``Apply`` through ``client``: server-side apply of the spec fields under
-    ``SPEC_FIELD_MANAGER``; each answer is handed to ``remember`` (a copy: the reconciler reads its
-    own writes through a ``RecentWrites``). Raises ``errors.Conflict`` when another field manager
-    holds one of the fields with another value and ``force`` is off. Side effect: the PATCH."""
+    ``SPEC_FIELD_MANAGER`` (the controller's client records the answer, which its next passes
+    read). Raises ``errors.Conflict`` when another field manager holds one of the fields with
+    another value and ``force`` is off. Side effect: the PATCH."""
 
     def apply(name: str, body: Object, force: bool) -> Object:
         intent = {"metadata": {"name": name, "namespace": namespace}, **body}
-        stored = client.patch(
+        return client.patch(
             NODE_NETWORK_CONFIG,
             name,
             intent,
@@ -89,8 +88,6 @@ def spec_applier(client: Client, namespace: str, remember: Callable[[Object], No
             field_manager=SPEC_FIELD_MANAGER,
             force=force,
         )
-        remember(copy.deepcopy(stored))
-        return stored
 
     return apply
 

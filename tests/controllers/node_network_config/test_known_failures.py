@@ -1,6 +1,7 @@
 """Two failures Azure CNS users hit, reproduced against the real stack and shown not to happen:
 a scale-up right after a scale-down wiping ipsNotInUse (azure-container-networking #962), also
-through a pass that runs on the cache's copy from before its own marks, and a stale ipsNotInUse
+through a pass that runs on the cache's copy from before its own marks (the controller's client
+and cache view read its own writes), and a stale ipsNotInUse
 never cleared when the target did not change (#4891)."""
 
 from __future__ import annotations
@@ -11,12 +12,14 @@ from typing import Any
 from nodewright.controllers.node_network_config import NodeNetworkConfigReconciler
 from nodewright.controllers.node_network_config.cloud import MachineNicLocator
 from nodewright.controllers.node_network_config.reconciler import POD_NODE_INDEX, NodeNetworkConfigStores
-from nodewright.controllers.node_network_config.resources import pod_addresses
+from nodewright.controllers.node_network_config.resources import NODE_NETWORK_CONFIG, pod_addresses
 from nodewright.ipam import PoolScaler
 from nodewright.runtime.cache import field_indexer
+from nodewright.runtime.cache_view import StoreView
 from nodewright.runtime.events import EventRecorder
 from nodewright.runtime.informer import Store, object_key
-from nodewright.runtime.kinds import NODE
+from nodewright.runtime.kinds import NODE, POD
+from nodewright.runtime.recent_writes import OwnWrites
 from nodewright.runtime.reconcile import Request
 from tests.controllers.node_network_config.harness import IpamHarness
 from tests.waiting import eventually
@@ -82,17 +85,22 @@ def test_scale_up_right_after_scale_down_keeps_ips_not_in_use(ipam: IpamHarness)
 
 
 def _held_stores(
-    node: dict[str, Any], config: dict[str, Any], pods: list[dict[str, Any]]
-) -> NodeNetworkConfigStores:
+    node: dict[str, Any], config: dict[str, Any], pods: list[dict[str, Any]], own: OwnWrites
+) -> tuple[NodeNetworkConfigStores, Store]:
     """Stores holding exactly these versions, as informers' caches that have seen nothing later
-    would."""
-    stores = NodeNetworkConfigStores(nodes=Store(), node_network_configs=Store(), pods=Store())
-    stores.pods.add_indexer(POD_NODE_INDEX, field_indexer("spec.nodeName"))
-    stores.nodes.put(object_key(node), node)
-    stores.node_network_configs.put(object_key(config), config)
+    would, read as the controller reads its cache (its own writes laid over); and the pod store."""
+    nodes, configs, pod_store = Store(), Store(), Store()
+    pod_store.ensure_indexer(POD_NODE_INDEX, field_indexer("spec.nodeName"))
+    nodes.put(object_key(node), node)
+    configs.put(object_key(config), config)
     for pod in pods:
-        stores.pods.put(object_key(pod), pod)
-    return stores
+        pod_store.put(object_key(pod), pod)
+    stores = NodeNetworkConfigStores(
+        nodes=StoreView(nodes, NODE, own),
+        node_network_configs=StoreView(configs, NODE_NETWORK_CONFIG, own),
+        pods=StoreView(pod_store, POD, own),
+    )
+    return stores, pod_store
 
 
 def test_a_pass_on_the_cached_copy_from_before_its_marks_keeps_them(ipam: IpamHarness) -> None:
@@ -115,10 +123,11 @@ def test_a_pass_on_the_cached_copy_from_before_its_marks_keeps_them(ipam: IpamHa
     last = max(leaving, key=lambda pod: order.index(name_of[pod_addresses(by_name[pod])[0]]))
     ipam.delete_pods(leaving)
     node_object = ipam.client.get(NODE, node)
-    stores = _held_stores(node_object, stale, [by_name[pod] for pod in (*staying, last)])
+    own = OwnWrites()
+    stores, pod_store = _held_stores(node_object, stale, [by_name[pod] for pod in (*staying, last)], own)
     events = EventRecorder(ipam.client, "nodewright-test")
     reconciler = NodeNetworkConfigReconciler(
-        client=ipam.client,
+        client=ipam.client.with_own_writes(own),
         stores=stores,
         network=ipam.cloud.network,
         locator=MachineNicLocator(ipam.cloud),
@@ -130,7 +139,7 @@ def test_a_pass_on_the_cached_copy_from_before_its_marks_keeps_them(ipam: IpamHa
         marked = set(_spec(ipam, node)[1])
         assert len(marked) == 16
         assert name_of[pod_addresses(by_name[last])[0]] not in marked
-        stores.pods.remove(object_key(by_name[last]))
+        pod_store.remove(object_key(by_name[last]))
         reconciler.reconcile(Request(ipam.namespace, node))
     finally:
         events.stop()
