@@ -49,6 +49,8 @@ DIFFERENCES: dict[str, str] = {
     "reconcilers.*.options.cloud.credential.*": "the same credential block, key by key",
     "reconcilers.workload-identity-federation.enabled": "every reconciler enabled (the shipped "
     "file leaves this opt-in reconciler off)",
+    "reconcilers.identity-assignment.enabled": "with --peer mic only: MIC assigns identities "
+    "instead (the comparison run); every other run keeps it enabled",
     "reconcilers.node-image": "every reconciler enabled: added with defaults and the shared cloud block",
     "reconcilers.node-image.*": "the added reconciler's keys (enabled, module, options.cloud)",
     "reconcilers.node-network-config": "every reconciler enabled: added with defaults and the "
