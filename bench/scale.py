@@ -20,6 +20,9 @@ tuning (``bench.scale_config.DIFFERENCES``; a test holds the derived config to t
 - ``reconcilers.workload-identity-federation.enabled``: true (every reconciler enabled);
 - ``reconcilers.node-image``, ``reconcilers.node-network-config``: added with only the shared
   cloud block, every option at its default (the shipped file does not list them);
+- ``reconcilers.node-network-config.options.demandFromPods``: true, since no node agent (Azure
+  CNS) runs on kwok nodes to write the NodeNetworkConfigs' spec: nodewright sizes each pool from
+  the node's pods (the default, false, leaves every pool unrequested and the run never converges);
 - ``reconcilers.identity-assignment.enabled``: false with ``--peer mic`` only.
 
 ``--peer mic``: aad-pod-identity's MIC v1.8.17, unmodified, assigns the identities instead of
