@@ -44,6 +44,10 @@ def _put_nic(emulator: ArmEmulator, estate: Estate, name: str) -> Answer:
     return call(emulator, "PUT", _nic_path(name) + API, body=body, token="t")
 
 
+def _retry_after(emulator: ArmEmulator) -> float | None:
+    return emulator.state.operation_retry_after
+
+
 def _follow(emulator: ArmEmulator, url: str) -> Answer:
     parsed = urllib.parse.urlsplit(url)
     return call(emulator, "GET", f"{parsed.path}?{parsed.query}", token="t")
@@ -100,9 +104,9 @@ def test_retry_after_can_be_turned_off(arm_emulator: ArmEmulator, estate: Estate
     assert "retry-after" not in answer.headers
     assert "retry-after" not in _follow(arm_emulator, answer.headers["azure-asyncoperation"]).headers
     arm_emulator.estate.apply({"operationRetryAfterSeconds": 3})
-    assert arm_emulator.state.operation_retry_after == 3.0
+    assert _retry_after(arm_emulator) == 3.0
     arm_emulator.estate.apply({"operationRetryAfterSeconds": None})
-    assert arm_emulator.state.operation_retry_after is None
+    assert _retry_after(arm_emulator) is None
     assert _parse(["--state-dir", str(tmp_path), "--retry-after", "0"]).retry_after == 0.0
 
 
