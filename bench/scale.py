@@ -45,6 +45,9 @@ etcd, controller manager, scheduler, kwok, the world process (emulator + node si
 the harness; the manager's peak RSS; and the bottleneck. Results: ``bench/results/scale-N.json``
 and ``.md``, and ``scale.png`` (each cost against node count, over every ``scale-*.json``).
 
+``--skip steady|restart|rollout`` (repeatable) leaves a phase out, for a comparison that needs
+only the cold start and churn on a busy machine.
+
 Side effects: processes, loopback ports, a temporary directory, files under bench/results/.
 """
 
@@ -407,14 +410,23 @@ def _rollout(run: Run, timeout: float) -> None:
     _measure(run, f"rollout (pool00, {size} nodes, maxSurge {surge})", body)
 
 
-def _phases(run: Run, steady: float, restart_window: float, timeout: float) -> None:
+SKIPPABLE = ("steady", "restart", "rollout")
+"""Phases ``--skip`` may leave out (cold start and churn are what every comparison needs)."""
+
+
+def _phases(
+    run: Run, steady: float, restart_window: float, timeout: float, skip: frozenset[str] = frozenset()
+) -> None:
     _cold_start(run, timeout)
-    _steady(run, steady)
+    if "steady" not in skip:
+        _steady(run, steady)
     base = run.pool_sizes
     _churn(run, tuple(math.ceil(size * 1.2) for size in base), "churn +20 %", timeout)
     _churn(run, base, "churn -20 %", timeout)
-    _restart(run, restart_window, timeout)
-    _rollout(run, timeout)
+    if "restart" not in skip:
+        _restart(run, restart_window, timeout)
+    if "rollout" not in skip:
+        _rollout(run, timeout)
 
 
 def run(
@@ -424,6 +436,7 @@ def run(
     restart_window: float,
     timeout: float | None = None,
     peer: str | None = None,
+    skip: frozenset[str] = frozenset(),
 ) -> list[PhaseFigures]:
     """Start everything, run the phases, stop everything; returns the phases' figures. With
     ``peer`` (``mic``) that tool assigns identities instead of the manager's reconciler."""
@@ -446,7 +459,7 @@ def run(
             _identities(bench)
             world.call("join")
             _workload(bench, plan.pool_sizes, create=True)
-            _phases(bench, steady, restart_window, timeout)
+            _phases(bench, steady, restart_window, timeout, skip)
         finally:
             for manager in bench.managers:
                 manager.stop()
@@ -473,6 +486,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--restart-seconds", type=float, default=120.0)
     parser.add_argument("--timeout", type=float, help="per phase (default max(900, 3 s per node))")
     parser.add_argument("--peer", choices=PEERS, help="this tool assigns identities instead of ours")
+    parser.add_argument("--skip", action="append", choices=SKIPPABLE, default=[], help="leave a phase out")
     parser.add_argument("--results", type=Path, default=Path(__file__).resolve().parent / "results")
     arguments = parser.parse_args(argv)
     sizes = [1_000, 2_000, 5_000] if arguments.full else (arguments.nodes or [200])
@@ -484,10 +498,12 @@ def main(argv: list[str] | None = None) -> int:
             restart_window=arguments.restart_seconds,
             timeout=arguments.timeout,
             peer=arguments.peer,
+            skip=frozenset(arguments.skip),
         )
         meta = {
             "nodes": nodes,
             "identity_tool": arguments.peer or "nodewright",
+            "skipped": sorted(arguments.skip),
             "steady_seconds": arguments.steady_seconds,
             "load_average": [list(load_before), list(os.getloadavg())],
             "cpus": os.cpu_count(),
