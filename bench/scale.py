@@ -45,6 +45,8 @@ etcd, controller manager, scheduler, kwok, the world process (emulator + node si
 the harness; the manager's peak RSS; and the bottleneck. Results: ``bench/results/scale-N.json``
 and ``.md``, and ``scale.png`` (each cost against node count, over every ``scale-*.json``).
 
+A manager that exits while a phase converges (it does when it loses its lease, as on a starved
+machine) is started again, as the kubelet restarts its container; the phase's notes say so.
 ``--skip steady|restart|rollout`` (repeatable) leaves a phase out, for a comparison that needs
 only the cold start and churn on a busy machine.
 
@@ -317,13 +319,22 @@ def _converge(
     run: Run, timeout: float, extra: Callable[[], list[str]] | None = None
 ) -> Callable[[], tuple[bool, float, list[str]]]:
     def body() -> tuple[bool, float, list[str]]:
+        exits: list[str] = []
+
         def problems() -> list[str]:
-            alive = [] if run.managers[-1].running() else ["the manager exited"]
+            alive = []
+            if not run.managers[-1].running():  # as the kubelet restarts an exited container
+                exits.append(run.managers[-1].stderr_tail(1).strip())
+                _start_manager(run)
+                alive.append("the manager exited and was started again")
             alive += run.tool.problems()
             return alive + run.tracker.problems(run.nodes, run.pods) + (extra() if extra else [])
 
         converged, seconds, left = _wait(problems, timeout, "converge")
-        return converged, seconds, [f"left: {left[:3]}"] if left else []
+        notes = [f"left: {left[:3]}"] if left else []
+        if exits:
+            notes.append(f"the manager exited {len(exits)} times and was started again: {exits[:2]}")
+        return converged, seconds, notes
 
     return body
 
