@@ -10,7 +10,10 @@ gets its share of 50 identities (one PATCH per scale set, as the identity reconc
 Reports the 429s received (must be 0), ARM writes and reads, the peak write rate over any 1 s and
 any 10 s window, and the time to converge next to the bucket-limited lower bound
 (``max(0, writes - 200) / 10`` s: the bucket starts full and refills at 10/s; likewise for reads).
-No Kubernetes: the budget is the cloud layer's, and the cluster would only add its own latency.
+``--operation-seconds S`` makes each long-running operation run S seconds (0 by default: each ends
+at once), and ``--retry-after R`` sets the ``Retry-After`` the emulator sends while one runs
+(default the emulator's 10 s, as ARM documents; 0: none); polls per write are reported (reads
+include them). No Kubernetes: the budget is the cloud layer's, and the cluster would only add its own latency.
 Side effects: threads, a loopback HTTPS server, a temporary directory.
 """
 
@@ -28,6 +31,7 @@ from pathlib import Path
 from nodewright.cloud.config import CloudSettings, CredentialKind, CredentialSettings
 from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION, ArmEmulator, RecordedRequest
 from nodewright.cloud.emulator.certificates import issue_loopback_certificates
+from nodewright.cloud.emulator.state import DEFAULT_OPERATION_RETRY_AFTER
 from nodewright.cloud.emulator.throttling import RequestLimits
 from nodewright.cloud.factory import Cloud, build_cloud
 from nodewright.cloud.resource_ids import (
@@ -59,6 +63,7 @@ class Figures:
     peak_writes_10s: int
     write_bound: float
     read_bound: float
+    polls: int = 0
 
 
 def _peak(times: list[float], window: float) -> int:
@@ -84,6 +89,7 @@ def _measure(entries: list[RecordedRequest], nodes: int, seconds: float) -> Figu
         peak_writes_10s=_peak([e.monotonic for e in writes], 10.0),
         write_bound=max(0, len(writes) - WRITE_CAPACITY) / WRITE_REFILL,
         read_bound=max(0, len(reads) - READ_CAPACITY) / READ_REFILL,
+        polls=sum(1 for e in reads if e.operation.startswith("Operations.")),
     )
 
 
@@ -94,7 +100,6 @@ def _cloud(emulator: ArmEmulator) -> Cloud:
             arm_endpoint=emulator.endpoint,
             credential=CredentialSettings(kind=CredentialKind.STATIC_TOKEN, static_token="bench-token"),  # noqa: S106 - the emulator accepts any token
             ca_bundle=str(emulator.ca_file),
-            polling_interval=0.0,
             mutation_qps=1000.0,
             mutation_burst=1000,
             pacing_max_wait_seconds=120.0,  # no work queue here: the threads pace by sleeping
@@ -102,7 +107,9 @@ def _cloud(emulator: ArmEmulator) -> Cloud:
     )
 
 
-def run(nodes: int = 200) -> Figures:
+def run(
+    nodes: int = 200, operation_seconds: float = 0.0, retry_after: float = DEFAULT_OPERATION_RETRY_AFTER
+) -> Figures:
     """Seed, enforce Azure's limits, drive the cold start, measure."""
     per_scale_set = nodes // SCALE_SETS
     with (
@@ -120,6 +127,8 @@ def run(nodes: int = 200) -> Figures:
             for index in range(SCALE_SETS)
         ]
         emulator.throttling.configure(RequestLimits(enforce=True))
+        emulator.state.operation_duration = operation_seconds
+        emulator.state.operation_retry_after = retry_after or None
         cloud = _cloud(emulator)
         work: list[Callable[[], object]] = []
         for index, scale_set in enumerate(scale_sets):
@@ -152,14 +161,19 @@ def _fill_pool(cloud: Cloud, nic: NetworkInterfaceId) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.budget", description=__doc__.split("\n")[0])
     parser.add_argument("--nodes", type=int, default=200, help="nodes (a multiple of 10)")
-    figures = run(parser.parse_args(argv).nodes)
+    parser.add_argument("--operation-seconds", type=float, default=0.0, help="each operation's duration")
+    parser.add_argument("--retry-after", type=float, default=DEFAULT_OPERATION_RETRY_AFTER, help="0: none")
+    arguments = parser.parse_args(argv)
+    figures = run(arguments.nodes, arguments.operation_seconds, arguments.retry_after)
     bound = max(figures.write_bound, figures.read_bound)
     print(
         f"budget: {figures.nodes} nodes, {IDENTITIES} identities, {BATCHES} x {BATCH_SIZE} IPs per node, "
         f"{WORKERS} threads, write bucket {WRITE_CAPACITY} @ {WRITE_REFILL:g}/s, reads {READ_CAPACITY} @ "
         f"{READ_REFILL:g}/s (enforced)\n"
         f"429s received: {figures.throttled}\n"
-        f"ARM writes: {figures.writes}, reads: {figures.reads}\n"
+        f"ARM writes: {figures.writes}, reads: {figures.reads} (operation polls {figures.polls}, "
+        f"{figures.polls / max(1, figures.writes):.2f} per write; operations "
+        f"{arguments.operation_seconds:g} s, Retry-After {arguments.retry_after:g} s)\n"
         f"peak writes: {figures.peak_writes_1s} in 1 s, {figures.peak_writes_10s} in 10 s\n"
         f"converged in {figures.seconds:.1f} s; bucket-limited lower bound {bound:.1f} s "
         f"(writes {figures.write_bound:.1f} s, reads {figures.read_bound:.1f} s)"

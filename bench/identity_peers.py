@@ -31,7 +31,6 @@ import datetime
 import functools
 import json
 import random
-import subprocess
 import sys
 import tempfile
 import time
@@ -44,6 +43,8 @@ from typing import Any
 
 import yaml
 
+from bench.mic_peer import MIC_CLIENT_ID, MIC_NAMESPACE, MIC_SECRET, MIC_USER, mic_binary, start_mic
+from bench.mic_peer import arm_counts as count_requests
 from bench.processes import Contender, RunningProcess
 from nodewright.api.aadpodidentity.v1 import RESOURCES
 from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION, ArmEmulator
@@ -57,12 +58,7 @@ from nodewright.devenv import ControlPlane
 from nodewright.devenv.controlplane import free_port
 from nodewright.devenv.crds import install_crds
 from nodewright.devenv.nodesim import NodeSimulator, machines_in_emulator
-from nodewright.devenv.peers import (
-    PeerCloud,
-    install_upstream_pod_identity_crds,
-    peer_process_environment,
-    write_peer_cloud_files,
-)
+from nodewright.devenv.peers import PeerCloud, install_upstream_pod_identity_crds
 from nodewright.runtime.client import Client
 from nodewright.runtime.informer import Informer
 from nodewright.runtime.kinds import NAMESPACE, NODE, POD
@@ -75,10 +71,8 @@ POLLING_INTERVAL = 5.0
 """MIC's fixed LRO polling delay (go-autorest PollingDelay), given to nodewright too."""
 THROTTLES = 3
 RETRY_AFTER = 2.0
-MIC_CLIENT_ID = "6f1e3c2a-9b7d-4e5f-8a1b-2c3d4e5f6a7b"
-MIC_SECRET = "mic-bench-secret"  # noqa: S105 - the emulator's app registration for this bench
 NODEWRIGHT_TOKEN = "nodewright-bench"  # noqa: S105 - the emulator accepts any bearer token
-USERS = {"mic": "bench-mic", "nodewright": "bench-nodewright"}
+USERS = {"mic": MIC_USER, "nodewright": "bench-nodewright"}
 AUDIT_POLICY = """\
 apiVersion: audit.k8s.io/v1
 kind: Policy
@@ -89,7 +83,6 @@ rules:
   verbs: [create, update, patch, delete, deletecollection]
 - level: None
 """
-MIC_NAMESPACE = "aad-pod-identity"
 
 
 @dataclass(frozen=True)
@@ -300,8 +293,6 @@ def _start_tool(
     tool: str, plane: ControlPlane, work: Path, emulator: ArmEmulator, namespace: str
 ) -> ToolProcess:
     """Start ``tool`` as its own process with its own API user (side effect: a process)."""
-    kubeconfig = plane.user_kubeconfig(USERS[tool], groups=("system:masters",))
-    probe = free_port()
     if tool == "mic":
         emulator.entra.register_application(MIC_CLIENT_ID, MIC_SECRET)
         cloud = PeerCloud(
@@ -312,35 +303,17 @@ def _start_tool(
             MIC_SECRET,
             "bench-nodes",
         )
-        files = write_peer_cloud_files(work / "mic-cloud", cloud)
-        command: tuple[str, ...] = (
-            str(mic_binary()),
-            f"--kubeconfig={kubeconfig}",
-            f"--cloudconfig={files.azure_json}",
-            f"--http-probe-port={probe}",
-            f"--prometheus-port={free_port()}",
-        )
-        env = peer_process_environment(files, emulator.ca_file, MIC_NAMESPACE)
-        process = RunningProcess(Contender("mic", "peer", command, env=env), work, {})
-        return ToolProcess(process, f"http://127.0.0.1:{probe}/healthz", "Active")
+        mic = start_mic(plane, work, cloud, emulator.ca_file)
+        return ToolProcess(mic.process, mic.ready_url, mic.ready_body)
+    kubeconfig = plane.user_kubeconfig(USERS[tool], groups=("system:masters",))
+    probe = free_port()
     config = work / "nodewright.yaml"
     config.write_text(yaml.safe_dump(_nodewright_config(emulator, namespace, probe)))
-    command = (sys.executable, "-m", "nodewright.controllers.main", "run")
+    command: tuple[str, ...] = (sys.executable, "-m", "nodewright.controllers.main", "run")
     command += ("--config", str(config), "--kubeconfig", str(kubeconfig))
     env = {"PYTHONPATH": str(REPOSITORY)}
     process = RunningProcess(Contender("nodewright", "nodewright", command, env=env), work, {})
     return ToolProcess(process, f"http://127.0.0.1:{probe}/readyz", None)
-
-
-@functools.cache
-def mic_binary() -> Path:
-    """MIC's binary, built once per go.sum by ``bench/peers/build.sh mic`` (minutes the first
-    time). Side effect: a Go build."""
-    script = REPOSITORY / "bench" / "peers" / "build.sh"
-    answer = subprocess.run(
-        ["bash", str(script), "mic"], check=True, capture_output=True, text=True, timeout=1800
-    )
-    return Path(answer.stdout.strip()) / "mic"
 
 
 def _nodewright_config(emulator: ArmEmulator, namespace: str, probe: int) -> dict[str, Any]:
@@ -494,19 +467,7 @@ def arm_counts(emulator: ArmEmulator, tool: str, since: float) -> dict[str, int]
             return emulator.entra.client_of(token) == MIC_CLIENT_ID
         return token == NODEWRIGHT_TOKEN
 
-    entries = [e for e in emulator.requests.entries(since=since) if is_tool(e.bearer_token)]
-    polls = [e for e in entries if e.operation.startswith("Operations.")]
-    writes = [e for e in entries if e.method in ("PUT", "PATCH", "POST", "DELETE")]
-    return {
-        "requests": len(entries),
-        "reads": len(entries) - len(polls) - len(writes),
-        "writes": len(writes),
-        "polls": len(polls),
-        "not_found": sum(1 for e in entries if e.status == 404),
-        "throttled": sum(1 for e in entries if e.status == 429),
-        "scale_set_writes": sum(1 for e in writes if e.operation == "VirtualMachineScaleSets.update"),
-        "machine_writes": sum(1 for e in writes if e.operation == "VirtualMachines.update"),
-    }
+    return count_requests([e for e in emulator.requests.entries(since=since) if is_tool(e.bearer_token)])
 
 
 def audit_writes(audit_log: Path, user: str, start: float, end: float) -> dict[str, int]:

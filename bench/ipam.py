@@ -11,7 +11,8 @@ random`` binds each to a random node instead) and created at 20/s up to a warm p
 created and deleted at 20/s each (quick: 30 s of churn; ``--full``: 10 minutes; on a loaded
 machine the client may fall behind that rate, and "churn as run" says so). Long-running
 operations take ``--operation-seconds`` (0 by default) in the emulator, which sends
-``--retry-after`` while one runs (not by default); ``--workers`` sets the controller's workers (8).
+``--retry-after`` while one runs (the emulator's 10 s by default, 0 for none); ``--workers``
+sets the controller's workers (8).
 
 Reported (a printable table):
 - the cold start: seconds from the last node joining until every node's first batch is in its
@@ -53,6 +54,7 @@ from nodewright.api.acn.v1alpha import NodeNetworkConfig
 from nodewright.api.acn.v1alpha1 import ClusterSubnetState
 from nodewright.cloud.emulator import ArmEmulator
 from nodewright.cloud.emulator.request_log import RecordedRequest
+from nodewright.cloud.emulator.state import DEFAULT_OPERATION_RETRY_AFTER
 from nodewright.controllers.node_network_config import NODE_NETWORK_CONFIG, NodeNetworkConfigSettings, install
 from nodewright.controllers.node_network_config.cloud import MachineNicLocator
 from nodewright.devenv.cns_nodesubnet import NodeSubnetConsumer
@@ -111,7 +113,7 @@ class Scenario:
     binds each pod to a node chosen at random (a harsher, unrealistic spread)."""
     operation_seconds: float = 0.0
     """How long each long-running operation (a NIC or instance write) takes in the emulator."""
-    retry_after: float | None = None
+    retry_after: float | None = DEFAULT_OPERATION_RETRY_AFTER
     """``Retry-After`` the emulator sends while an operation runs (None: not sent)."""
     workers: int = 8
     nodes: int = NODES
@@ -289,7 +291,7 @@ def _build(scenario: Scenario, path: str, emulator: ArmEmulator) -> _Rig:
         )
     emulator.faults.add_latency(LATENCY)
     emulator.state.operation_duration = scenario.operation_seconds
-    emulator.state.operation_retry_after = scenario.retry_after
+    emulator.state.operation_retry_after = scenario.retry_after or None
     cloud = cloud_for(emulator, mutation_qps=10.0, mutation_burst=20)
     config = parse_config(
         {
@@ -574,7 +576,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="who places pods: kube-scheduler (default) or the bench at random",
     )
     parser.add_argument("--operation-seconds", type=float, default=0.0, help="each operation's duration")
-    parser.add_argument("--retry-after", type=float, help="Retry-After while an operation runs")
+    parser.add_argument(
+        "--retry-after",
+        type=float,
+        default=DEFAULT_OPERATION_RETRY_AFTER,
+        help="Retry-After while an operation runs (0: none)",
+    )
     parser.add_argument("--workers", type=int, default=8, help="the controller's worker threads")
     parser.add_argument("--kubeconfig", help="use this cluster instead of a private control plane")
     parser.add_argument(

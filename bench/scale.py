@@ -19,7 +19,19 @@ tuning (``bench.scale_config.DIFFERENCES``; a test holds the derived config to t
   LRO ``pollingInterval`` is its default, 30 s);
 - ``reconcilers.workload-identity-federation.enabled``: true (every reconciler enabled);
 - ``reconcilers.node-image``, ``reconcilers.node-network-config``: added with only the shared
-  cloud block, every option at its default (the shipped file does not list them).
+  cloud block, every option at its default (the shipped file does not list them);
+- ``reconcilers.node-network-config.options.demandFromPods``: true, since no node agent (Azure
+  CNS) runs on kwok nodes to write the NodeNetworkConfigs' spec: nodewright sizes each pool from
+  the node's pods (the default, false, leaves every pool unrequested and the run never converges);
+- ``reconcilers.identity-assignment.enabled``: false with ``--peer mic`` only.
+
+``--peer mic``: aad-pod-identity's MIC v1.8.17, unmodified, assigns the identities instead of
+the manager's identity reconciler (off; upstream's CRDs; MIC signs in as its own service
+principal, ``bench.scale_peer``), same estate, workload and phases. Every run reports, per phase,
+the identity tool's own figures as ``bench.identity --peer mic`` does: pod Running to Assigned
+p50/p99/max, its ARM requests (identity assignment's: scale-set and machine GETs and PATCHes and
+their polls) per pod, 404s and 429s from the emulator's log split by caller, and its API writes
+from the audit log by user (``scale-N-mic.{json,md}`` beside ours, ``scale-N.{json,md}``).
 
 Phases, each measured only once every Node and pod is Ready: cold start (the manager starts on
 a cluster it has never seen); steady state (``--steady-seconds``, default 300); churn +20 %
@@ -32,6 +44,11 @@ writes (``apiserver_request_total``, every client's); CPU seconds of the manager
 etcd, controller manager, scheduler, kwok, the world process (emulator + node simulator) and
 the harness; the manager's peak RSS; and the bottleneck. Results: ``bench/results/scale-N.json``
 and ``.md``, and ``scale.png`` (each cost against node count, over every ``scale-*.json``).
+
+A manager that exits while a phase converges (it does when it loses its lease, as on a starved
+machine) is started again, as the kubelet restarts its container; the phase's notes say so.
+``--skip steady|restart|rollout`` (repeatable) leaves a phase out, for a comparison that needs
+only the cold start and churn on a busy machine.
 
 Side effects: processes, loopback ports, a temporary directory, files under bench/results/.
 """
@@ -65,14 +82,13 @@ from bench.scale_figures import (
     item_latencies,
     name_bottleneck,
 )
+from bench.scale_peer import AUDIT_POLICY, MANAGER_TOKEN, MANAGER_USER, PEERS, IdentityTool, tool_figures
 from bench.scale_report import write_results
 from bench.scale_tracker import BINDING_LABEL, Tracker
 from bench.scale_world import NEW_IMAGE, EstatePlan, World, plan_estate
-from nodewright.api import RESOURCES
 from nodewright.controllers.identity.options import AZURE_IDENTITY, AZURE_IDENTITY_BINDING
 from nodewright.controllers.node_image.resources import NODE_IMAGE, SCALING_GROUP
 from nodewright.devenv.controlplane import ControlPlane, free_port
-from nodewright.devenv.crds import install_crds
 from nodewright.runtime.client import Client
 from nodewright.runtime.kinds import LEASE, NAMESPACE, Kind
 
@@ -107,9 +123,15 @@ class Run:
     tracker: Tracker
     work: Path
     pool_sizes: tuple[int, ...] = ()
+    tool: IdentityTool = field(default_factory=IdentityTool)
     managers: list[RunningProcess] = field(default_factory=list)
     replicas: dict[str, int] = field(default_factory=dict)
     phases: list[PhaseFigures] = field(default_factory=list)
+
+    @property
+    def manager_kubeconfig(self) -> Path:
+        """A kubeconfig of the manager's own API user, so the audit log tells its writes apart."""
+        return self.plane.user_kubeconfig(MANAGER_USER, groups=("system:masters",))
 
     @property
     def pods(self) -> int:
@@ -175,10 +197,13 @@ def _measure(run: Run, name: str, body: Callable[[], tuple[bool, float, list[str
     ready, _, problems = _wait(lambda: run.tracker.cluster_problems(run.nodes, run.pods), 900, name)
     readers = run.pids()
     cpu_before = {process: read() for process, read in readers.items()}
+    tool_cpu = run.tool.cpu_seconds()
     totals_before = _request_totals(run.client)
-    start = time.monotonic()
+    start, wall_start = time.monotonic(), time.time()
     converged, seconds, notes = body()
     end = time.monotonic()
+    tool = tool_figures(run.tool, run.world, run.plane.audit_log, start, (wall_start, time.time()))
+    tool["cpu_seconds"] = round(run.tool.cpu_seconds() - tool_cpu, 2)
     cpu = {process: read() - cpu_before[process] for process, read in readers.items()}
     requests, writes = api_counts(totals_before, _request_totals(run.client))
     calls = [ArmCall(*call) for call in run.world.call("arm_calls", start)]
@@ -198,6 +223,7 @@ def _measure(run: Run, name: str, body: Callable[[], tuple[bool, float, list[str
         manager_peak_rss_bytes=max((m.sample_peak_rss() for m in run.managers), default=0),
         bottleneck=name_bottleneck(cpu, rates),
         notes=([] if ready else [f"not Ready before the phase: {problems[:3]}"]) + notes,
+        tool=tool,
     )
     print(f"{name}: {figures.to_json()}", flush=True)
     run.phases.append(figures)
@@ -262,10 +288,12 @@ def _start_manager(run: Run) -> RunningProcess:
         endpoint=info["endpoint"],
         ca_bundle=info["ca_file"],
         subscription=info["subscription"],
-        token="bench-scale-manager",  # noqa: S106 - the emulator accepts any token
+        token=MANAGER_TOKEN,
         metrics_port=free_port(),
         health_port=free_port(),
     )
+    if run.tool.peer:  # the peer assigns identities: the manager's own reconciler stays off
+        config["reconcilers"]["identity-assignment"]["enabled"] = False
     path = run.work / "manager-config.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     number = len(run.managers)
@@ -273,7 +301,7 @@ def _start_manager(run: Run) -> RunningProcess:
         f"manager-{number}",
         "nodewright",
         (sys.executable, "-m", "nodewright.controllers.main", "run", "--config", str(path)),
-        env={"KUBECONFIG": str(run.plane.kubeconfig), "POD_NAME": f"nodewright-bench-{number}"},
+        env={"KUBECONFIG": str(run.manager_kubeconfig), "POD_NAME": f"nodewright-bench-{number}"},
     )
     manager = RunningProcess(contender, run.work / "logs", env={})
     run.managers.append(manager)
@@ -291,12 +319,22 @@ def _converge(
     run: Run, timeout: float, extra: Callable[[], list[str]] | None = None
 ) -> Callable[[], tuple[bool, float, list[str]]]:
     def body() -> tuple[bool, float, list[str]]:
+        exits: list[str] = []
+
         def problems() -> list[str]:
-            alive = [] if run.managers[-1].running() else ["the manager exited"]
+            alive = []
+            if not run.managers[-1].running():  # as the kubelet restarts an exited container
+                exits.append(run.managers[-1].stderr_tail(1).strip())
+                _start_manager(run)
+                alive.append("the manager exited and was started again")
+            alive += run.tool.problems()
             return alive + run.tracker.problems(run.nodes, run.pods) + (extra() if extra else [])
 
         converged, seconds, left = _wait(problems, timeout, "converge")
-        return converged, seconds, [f"left: {left[:3]}"] if left else []
+        notes = [f"left: {left[:3]}"] if left else []
+        if exits:
+            notes.append(f"the manager exited {len(exits)} times and was started again: {exits[:2]}")
+        return converged, seconds, notes
 
     return body
 
@@ -304,6 +342,7 @@ def _converge(
 def _cold_start(run: Run, timeout: float) -> None:
     def body() -> tuple[bool, float, list[str]]:
         _start_manager(run)
+        run.tool.start(run.plane, run.world, run.work)
         return _converge(run, timeout)()
 
     _measure(run, "cold start", body)
@@ -382,39 +421,60 @@ def _rollout(run: Run, timeout: float) -> None:
     _measure(run, f"rollout (pool00, {size} nodes, maxSurge {surge})", body)
 
 
-def _phases(run: Run, steady: float, restart_window: float, timeout: float) -> None:
+SKIPPABLE = ("steady", "restart", "rollout")
+"""Phases ``--skip`` may leave out (cold start and churn are what every comparison needs)."""
+
+
+def _phases(
+    run: Run, steady: float, restart_window: float, timeout: float, skip: frozenset[str] = frozenset()
+) -> None:
     _cold_start(run, timeout)
-    _steady(run, steady)
+    if "steady" not in skip:
+        _steady(run, steady)
     base = run.pool_sizes
     _churn(run, tuple(math.ceil(size * 1.2) for size in base), "churn +20 %", timeout)
     _churn(run, base, "churn -20 %", timeout)
-    _restart(run, restart_window, timeout)
-    _rollout(run, timeout)
+    if "restart" not in skip:
+        _restart(run, restart_window, timeout)
+    if "rollout" not in skip:
+        _rollout(run, timeout)
 
 
 def run(
-    nodes: int, *, steady: float, restart_window: float, timeout: float | None = None
+    nodes: int,
+    *,
+    steady: float,
+    restart_window: float,
+    timeout: float | None = None,
+    peer: str | None = None,
+    skip: frozenset[str] = frozenset(),
 ) -> list[PhaseFigures]:
-    """Start everything, run the phases, stop everything; returns the phases' figures."""
+    """Start everything, run the phases, stop everything; returns the phases' figures. With
+    ``peer`` (``mic``) that tool assigns identities instead of the manager's reconciler."""
     plan = plan_estate(nodes)
     timeout = timeout or max(900.0, nodes * 3.0)
-    with tempfile.TemporaryDirectory(prefix="bench-scale-") as directory, ScaleControlPlane() as plane:
+    tool = IdentityTool(peer or "nodewright")
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-scale-") as directory,
+        ScaleControlPlane(audit_policy=AUDIT_POLICY) as plane,
+    ):
         client = Client.from_kubeconfig(plane.kubeconfig)
-        install_crds(client, RESOURCES)
+        tool.install_crds(client)
         for namespace in (SYSTEM_NAMESPACE, BENCH_NAMESPACE):
             client.create(NAMESPACE, {"metadata": {"name": namespace}})
         world = World(str(plane.kubeconfig), plan, JOIN_SECONDS, LEASE_SECONDS / 4)
         tracker = Tracker(client, BENCH_NAMESPACE)
-        bench = Run(plan, plane, client, world, tracker, Path(directory), pool_sizes=plan.pool_sizes)
+        bench = Run(plan, plane, client, world, tracker, Path(directory), plan.pool_sizes, tool)
         try:
             tracker.start()
             _identities(bench)
             world.call("join")
             _workload(bench, plan.pool_sizes, create=True)
-            _phases(bench, steady, restart_window, timeout)
+            _phases(bench, steady, restart_window, timeout, skip)
         finally:
             for manager in bench.managers:
                 manager.stop()
+            tool.stop()
             tracker.stop()
             world.stop()
             _keep_logs(Path(directory))
@@ -436,6 +496,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steady-seconds", type=float, default=300.0)
     parser.add_argument("--restart-seconds", type=float, default=120.0)
     parser.add_argument("--timeout", type=float, help="per phase (default max(900, 3 s per node))")
+    parser.add_argument("--peer", choices=PEERS, help="this tool assigns identities instead of ours")
+    parser.add_argument("--skip", action="append", choices=SKIPPABLE, default=[], help="leave a phase out")
     parser.add_argument("--results", type=Path, default=Path(__file__).resolve().parent / "results")
     arguments = parser.parse_args(argv)
     sizes = [1_000, 2_000, 5_000] if arguments.full else (arguments.nodes or [200])
@@ -446,9 +508,13 @@ def main(argv: list[str] | None = None) -> int:
             steady=arguments.steady_seconds,
             restart_window=arguments.restart_seconds,
             timeout=arguments.timeout,
+            peer=arguments.peer,
+            skip=frozenset(arguments.skip),
         )
         meta = {
             "nodes": nodes,
+            "identity_tool": arguments.peer or "nodewright",
+            "skipped": sorted(arguments.skip),
             "steady_seconds": arguments.steady_seconds,
             "load_average": [list(load_before), list(os.getloadavg())],
             "cpus": os.cpu_count(),

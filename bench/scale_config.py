@@ -49,11 +49,16 @@ DIFFERENCES: dict[str, str] = {
     "reconcilers.*.options.cloud.credential.*": "the same credential block, key by key",
     "reconcilers.workload-identity-federation.enabled": "every reconciler enabled (the shipped "
     "file leaves this opt-in reconciler off)",
+    "reconcilers.identity-assignment.enabled": "with --peer mic only: MIC assigns identities "
+    "instead (the comparison run); every other run keeps it enabled",
     "reconcilers.node-image": "every reconciler enabled: added with defaults and the shared cloud block",
     "reconcilers.node-image.*": "the added reconciler's keys (enabled, module, options.cloud)",
     "reconcilers.node-network-config": "every reconciler enabled: added with defaults and the "
     "shared cloud block",
     "reconcilers.node-network-config.*": "the added reconciler's keys (enabled, module, options.cloud)",
+    "reconcilers.node-network-config.options.demandFromPods": "true: no node agent (Azure CNS) runs "
+    "on kwok nodes to write each NodeNetworkConfig's spec, so nodewright sizes the pools from the "
+    "node's pods, as when it is the node agent (its default, false, leaves every pool unrequested)",
 }
 """Key path pattern -> why the bench's config may differ there from the shipped file."""
 
@@ -104,6 +109,7 @@ def manager_config(
             options["cloud"] = cloud
     for name, module in ADDED_RECONCILERS.items():
         reconcilers.setdefault(name, {"enabled": True, "module": module, "options": {"cloud": cloud}})
+    reconcilers["node-network-config"]["options"].setdefault("demandFromPods", True)
     return config
 
 

@@ -54,6 +54,7 @@ class Latencies:
     p50: float | None
     p99: float | None
     missing: int = 0
+    max: float | None = None
 
 
 def item_latencies(
@@ -73,7 +74,9 @@ def item_latencies(
             missing += 1
         elif start <= done_at <= end:
             values.append(max(0.0, done_at - max(due_at, start)))
-    return Latencies(len(values), percentile(values, 0.5), percentile(values, 0.99), missing)
+    return Latencies(
+        len(values), percentile(values, 0.5), percentile(values, 0.99), missing, max(values, default=None)
+    )
 
 
 @dataclass(frozen=True)
@@ -167,6 +170,9 @@ class PhaseFigures:
     manager_peak_rss_bytes: int
     bottleneck: str
     notes: list[str] = field(default_factory=list)
+    tool: dict[str, Any] = field(default_factory=dict)
+    """The identity tool's own figures (``bench.scale_peer.tool_figures``): which tool, its ARM
+    requests (all, and identity assignment's alone) and its API writes by resource."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -183,4 +189,5 @@ class PhaseFigures:
             "manager_peak_rss_bytes": self.manager_peak_rss_bytes,
             "bottleneck": self.bottleneck,
             "notes": self.notes,
+            "identity_tool": self.tool,
         }

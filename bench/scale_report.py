@@ -67,6 +67,7 @@ def render_markdown(meta: Mapping[str, Any], phases: Sequence[PhaseFigures]) -> 
     for phase in phases:
         cells = " | ".join(f"{phase.cpu_seconds.get(name, 0.0):.1f}" for name in CPU_COLUMNS)
         lines.append(f"| {phase.name} | {cells} |")
+    lines += _tool_table(meta, phases)
     notes = [f"- {phase.name}: {note}" for phase in phases for note in phase.notes]
     if notes:
         lines += ["", "Notes:", "", *notes]
@@ -84,10 +85,38 @@ def render_markdown(meta: Mapping[str, Any], phases: Sequence[PhaseFigures]) -> 
     return "\n".join(lines) + "\n"
 
 
+def _tool_table(meta: Mapping[str, Any], phases: Sequence[PhaseFigures]) -> list[str]:
+    """The identity tool's own figures per phase, as ``bench.identity --peer mic`` reports them."""
+    tool = meta.get("identity_tool", "nodewright")
+    lines = [
+        "",
+        f"Identity assignment by {tool} (ARM: its caller's requests for identity assignment, "
+        "scale-set and machine GETs and PATCHes and their polls; per pod: per pod that needed an "
+        "identity in the phase; API writes: its user's, from the audit log):",
+        "",
+        "| phase | Running→Assigned p50/p99/max s (n, missing) | ARM requests (per pod) | writes | "
+        "polls | reads | 404s | 429s | all its ARM requests | API writes (identity kinds) | CPU s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for phase in (p for p in phases if p.tool):
+        arm, identity = phase.tool["arm_identity"], phase.identity
+        pods = max(1, identity.count + identity.missing)
+        lines.append(
+            f"| {phase.name} | {_seconds(identity.p50)}/{_seconds(identity.p99)}/{_seconds(identity.max)} "
+            f"({identity.count}, {identity.missing}) | {arm['requests']} ({arm['requests'] / pods:.2f}) "
+            f"| {arm['writes']} | {arm['polls']} | {arm['reads']} | {arm['not_found']} | {arm['throttled']} "
+            f"| {phase.tool['arm']['requests']} | {sum(phase.tool['api_writes'].values())} "
+            f"({phase.tool['api_writes_identity']}) | {phase.tool.get('cpu_seconds', 0.0):.1f} |"
+        )
+    return lines
+
+
 def write_results(directory: Path, meta: Mapping[str, Any], phases: Sequence[PhaseFigures]) -> list[Path]:
-    """Write ``scale-N.json``, ``scale-N.md`` and (with matplotlib) ``scale.png``; returns paths."""
+    """Write ``scale-N.json``, ``scale-N.md`` (``scale-N-mic.*`` with MIC assigning identities)
+    and (with matplotlib) ``scale.png``; returns paths."""
     directory.mkdir(parents=True, exist_ok=True)
-    stem = directory / f"scale-{meta['nodes']}"
+    tool = meta.get("identity_tool", "nodewright")
+    stem = directory / (f"scale-{meta['nodes']}" + ("" if tool == "nodewright" else f"-{tool}"))
     data = {"meta": dict(meta), "phases": [phase.to_json() for phase in phases]}
     json_path = stem.with_suffix(".json")
     json_path.write_text(json.dumps(data, indent=2) + "\n")
@@ -103,7 +132,9 @@ def write_results(directory: Path, meta: Mapping[str, Any], phases: Sequence[Pha
 def _runs(directory: Path) -> list[dict[str, Any]]:
     runs = []
     for path in sorted(directory.glob("scale-*.json")):
-        runs.append(json.loads(path.read_text()))
+        data = json.loads(path.read_text())
+        if data["meta"].get("identity_tool", "nodewright") == "nodewright":  # a peer's run apart
+            runs.append(data)
     return sorted(runs, key=lambda r: r["meta"]["nodes"])
 
 

@@ -26,6 +26,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from bench.mic_peer import arm_counts, identity_requests
 from nodewright.cloud.budget import request_class
 from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION, ArmEmulator
 from nodewright.cloud.emulator.certificates import issue_loopback_certificates
@@ -162,6 +163,7 @@ class _Estate:
             "endpoint": self.emulator.endpoint,
             "ca_file": str(self.emulator.ca_file),
             "subscription": DEFAULT_SUBSCRIPTION,
+            "tenant_id": self.emulator.state.tenant_id,
             "scale_sets": list(self.scale_sets),
             "identities": identities,
         }
@@ -212,6 +214,32 @@ class _Estate:
             for entry in self.emulator.requests.entries(since=since)
         ]
 
+    def register_application(self, client_id: str, secret: str) -> None:
+        """Let a peer sign in (Entra's v1 client-credentials route) as ``client_id``."""
+        self.emulator.entra.register_application(client_id, secret)
+
+    def caller_counts(self, token: str | None, client_id: str | None, since: float) -> dict[str, Any]:
+        """The requests since ``since`` of one caller (bearer ``token``, or a token issued to
+        ``client_id``), counted all and for identity assignment alone (``bench.mic_peer``)."""
+        entra = self.emulator.entra
+        entries = [
+            entry
+            for entry in self.emulator.requests.entries(since=since)
+            if (
+                entry.bearer_token == token
+                if client_id is None
+                else entra.client_of(entry.bearer_token) == client_id
+            )
+        ]
+        with self.emulator.state.locked() as state:
+
+            def started_by(identifier: str) -> str:
+                operation = state.operations.get(identifier)
+                return operation.started_by if operation is not None else ""
+
+            identity = identity_requests(entries, started_by)
+        return {"all": arm_counts(entries), "identity": arm_counts(identity)}
+
     def stop(self) -> None:
         self.simulator.stop()
         self.emulator.stop()
@@ -229,6 +257,8 @@ def serve(
         "scale": estate.scale,
         "census": estate.census,
         "arm_calls": estate.arm_calls,
+        "register_application": estate.register_application,
+        "caller_counts": estate.caller_counts,
     }
     while True:
         command, arguments = connection.recv()

@@ -31,7 +31,7 @@ Faults (``emulator.faults``; operation names are the SDK's, e.g. ``"VirtualMachi
     emulator.faults.add_latency(0.2)                                   # every call; or per operation
     emulator.faults.slow_operations(5.0, "VirtualMachineScaleSets.update")  # LRO InProgress for 5 s
     emulator.state.operation_duration = 1.0                            # default LRO duration (0)
-    emulator.state.operation_retry_after = 2                           # Retry-After while in progress
+    emulator.state.operation_retry_after = None                        # no Retry-After (default 10 s)
 
 The request log (``emulator.requests``): ``entries(operation, method=, path_contains=, since=)``,
 ``count(...)``, ``counts_by_operation()``; each entry has ``method``, ``path``, ``operation``,

@@ -30,6 +30,11 @@ def _parse(arguments: list[str] | None) -> argparse.Namespace:
         "--state-dir", type=Path, required=True, help="directory for the CA, certificate and endpoint.json"
     )
     parser.add_argument("--operation-duration", type=float, help="seconds every long-running operation takes")
+    parser.add_argument(
+        "--retry-after",
+        type=float,
+        help="Retry-After seconds while an operation runs (default 10, as ARM documents; 0: none)",
+    )
     parser.add_argument("--verbose", action="store_true", help="log every request")
     return parser.parse_args(arguments)
 
@@ -42,6 +47,8 @@ def main(arguments: list[str] | None = None) -> int:
         emulator.estate.apply(load_seed_file(options.seed))
     if options.operation_duration is not None:
         emulator.state.operation_duration = options.operation_duration
+    if options.retry_after is not None:
+        emulator.state.operation_retry_after = options.retry_after or None
     stop = threading.Event()
 
     def request_stop(signal_number: int, frame: FrameType | None) -> None:

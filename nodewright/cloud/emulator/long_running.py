@@ -2,6 +2,32 @@
 ``Azure-AsyncOperation`` header (and ``Location``); the operation status URL reports
 ``InProgress`` until the operation's duration has passed, then ``Succeeded`` or ``Failed``.
 
+While an operation runs, every answer about it carries ``Retry-After`` (whole seconds,
+``state.operation_retry_after``, 10 by default; None turns it off): the write's own answer (200 or
+201 with ``Azure-AsyncOperation`` for PUT and PATCH, 202 with ``Location`` too for POST and
+DELETE), each status poll answering ``InProgress`` and each result poll answering 202. A finished
+operation's answers carry none, and nor does the answer of an operation due at once (duration 0,
+the default here): it is over before a poll can come. Sources:
+
+- ARM's "Track asynchronous Azure operations" (learn.microsoft.com/azure/azure-resource-manager/
+  management/async-operations): after a 201 or 202, look for ``Azure-AsyncOperation`` (else
+  ``Location``) and ``Retry-After``, the seconds to wait before checking the status; use its
+  value to schedule how often to check;
+- ARM's resource provider contract (github.com/Azure/azure-resource-manager-rpc,
+  v1.0/async-api-reference.md): ``Retry-After`` is an integer of seconds, at least 10 and at
+  most 600; a poll of a running operation answers 202 again with an updated ``Retry-After``
+  (its example: 60 on the write, then 10); a client without one waits 60 s;
+- Azure's API guidelines (github.com/microsoft/api-guidelines, azure/Guidelines.md, long-running
+  operations): include ``Retry-After`` in the answer to the initiating request and to requests
+  of the operation's status;
+- the Compute team (Azure/azure-sdk-for-net issue 21196): Compute sends "a pretty generous
+  Retry-After" on long-running operations. Azure's published examples for the operations the
+  emulator serves (../shared/reference/azure-rest-api-examples) show only ``Location`` on 202
+  and no ``Retry-After``: example headers are partial, so they neither show nor rule it out.
+
+10 s is the contract's smallest value and its in-progress example's; no source gives Compute's
+or Network's exact figure.
+
 Operations finish lazily: whoever holds the state lock calls :meth:`LongRunningOperations.settle`,
 which runs the completion callbacks of every operation that is due. Callbacks run under the state
 lock and mutate the state (mark a resource Succeeded, remove a deleted one, roll back a failed one).
@@ -41,6 +67,9 @@ class Operation:
     error: OperationError | None = None
     status: str = "InProgress"
     finished: float | None = field(default=None)
+    started_by: str = ""
+    """The operation name of the request that started it (``"VirtualMachineScaleSets.update"``),
+    so a request log's polls can be told apart by the write they follow."""
 
     @property
     def status_path(self) -> str:
@@ -89,6 +118,7 @@ class LongRunningOperations:
         on_success: Callable[[], None],
         on_failure: Callable[[OperationError], None],
         error: OperationError | None = None,
+        started_by: str = "",
     ) -> Operation:
         """Register an operation that finishes after ``duration`` seconds (failing with ``error`` if set)."""
         now = time.time()
@@ -102,6 +132,7 @@ class LongRunningOperations:
             on_success=on_success,
             on_failure=on_failure,
             error=error,
+            started_by=started_by,
         )
         self._operations[operation.identifier] = operation
         return operation

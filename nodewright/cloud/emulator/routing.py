@@ -9,13 +9,14 @@ the headers that start a long-running operation.
 from __future__ import annotations
 
 import re
+import time
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from nodewright.cloud.emulator.errors import ArmError, ErrorCode
-from nodewright.cloud.emulator.long_running import OperationError
+from nodewright.cloud.emulator.long_running import Operation, OperationError
 from nodewright.cloud.emulator.state import EmulatorState, Resource, ResourceGroup, etag_matches, resource_id
 
 __all__ = [
@@ -200,6 +201,7 @@ def start_operation(
         on_success=on_success,
         on_failure=on_failure,
         error=request.operation_failure,
+        started_by=request.operation,
     )
     api_version = request.query_value("api-version") or ""
     suffix = f"?api-version={urllib.parse.quote(api_version)}"
@@ -207,13 +209,15 @@ def start_operation(
     if request.method in ("POST", "DELETE"):
         # ARM adds Location for actions and deletes; PUT/PATCH finish with a GET of the resource.
         headers["Location"] = f"{request.base_url}{operation.result_path}{suffix}"
-    headers.update(retry_after_headers(state))
+    headers.update(retry_after_headers(state, operation))
     return headers
 
 
-def retry_after_headers(state: EmulatorState) -> dict[str, str]:
-    """``Retry-After`` for an answer about an operation in progress, when the state sets one."""
+def retry_after_headers(state: EmulatorState, operation: Operation) -> dict[str, str]:
+    """``Retry-After`` for an answer about ``operation`` while it is still running (ARM paces the
+    polls of a running operation; see :mod:`long_running`), when the state sets one. An operation
+    due now (duration 0, the emulator's default) is over before any poll can come: none."""
     seconds = state.operation_retry_after
-    if seconds is None:
+    if seconds is None or operation.status != "InProgress" or operation.due <= time.time():
         return {}
     return {"Retry-After": str(int(seconds)) if float(seconds).is_integer() else f"{seconds:g}"}

@@ -5,7 +5,7 @@ Seed format (every key optional except names)::
     subscription: 00000000-0000-4000-8000-000000000001   # default subscription for the file
     location: eastus
     operationDurationSeconds: 0          # how long every long-running operation takes
-    operationRetryAfterSeconds: 2        # Retry-After while one is in progress (absent: not sent)
+    operationRetryAfterSeconds: 10       # Retry-After while one runs (default 10; null: never sent)
     deniedLinkedScopes: [<ID prefix>]    # writes linking these answer 403 LinkedAuthorizationFailed
     images:                              # besides the built-in catalog (images.MARKETPLACE_IMAGES)
       marketplace:                       # an unknown publisher/offer/sku/version: 404 PlatformImageNotFound
@@ -404,7 +404,8 @@ class EstateBuilder:
                 self.state.operation_duration = float(seed["operationDurationSeconds"])
         if "operationRetryAfterSeconds" in seed:
             with self.state.locked():
-                self.state.operation_retry_after = float(seed["operationRetryAfterSeconds"])
+                retry_after = seed["operationRetryAfterSeconds"]
+                self.state.operation_retry_after = None if retry_after is None else float(retry_after)
         self._apply_estate_wide(seed)
         for group in seed.get("resourceGroups") or []:
             group_name = str(group["name"])

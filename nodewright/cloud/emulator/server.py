@@ -54,8 +54,7 @@ def _operation_status(state: EmulatorState, request: ArmRequest) -> ArmResponse:
         raise ArmError(
             404, ErrorCode.NOT_FOUND, f"Operation {request.parameters['operationId']} was not found."
         )
-    headers = retry_after_headers(state) if operation.status == "InProgress" else {}
-    return ArmResponse(200, operation.status_body(), headers)
+    return ArmResponse(200, operation.status_body(), retry_after_headers(state, operation))
 
 
 def _operation_result(state: EmulatorState, request: ArmRequest) -> ArmResponse:
@@ -70,7 +69,7 @@ def _operation_result(state: EmulatorState, request: ArmRequest) -> ArmResponse:
             None,
             {
                 "Location": request.base_url + request.path + "?" + urllib.parse.urlencode(request.query),
-                **retry_after_headers(state),
+                **retry_after_headers(state, operation),
             },
         )
     if operation.status == "Failed" and operation.error is not None:

@@ -26,6 +26,7 @@ from nodewright.cloud.emulator.long_running import LongRunningOperations
 __all__ = [
     "DEFAULT_LIST_PAGE_SIZE",
     "DEFAULT_LOCATION",
+    "DEFAULT_OPERATION_RETRY_AFTER",
     "DEFAULT_SUBSCRIPTION",
     "EmulatorState",
     "Resource",
@@ -175,6 +176,10 @@ class ResourceGroup:
 
 
 DEFAULT_LIST_PAGE_SIZE = 100
+DEFAULT_OPERATION_RETRY_AFTER = 10.0
+"""``Retry-After`` (seconds) on answers about a running operation: ARM's resource provider
+contract allows whole seconds from 10 to 600, and 10 is the value of its in-progress example
+(``long_running`` names the sources)."""
 """Items per page of a paged list answer (Azure publishes no size; see :mod:`paging`)."""
 
 
@@ -186,9 +191,10 @@ class EmulatorState:
         self.tenant_id = tenant_id or str(uuid.uuid4())
         self.operations = LongRunningOperations()
         self.operation_duration = 0.0
-        self.operation_retry_after: float | None = None
-        """``Retry-After`` seconds on answers of operations in progress (the write's own answer,
-        status and result polls), as Azure's resource providers send it; None: not sent."""
+        self.operation_retry_after: float | None = DEFAULT_OPERATION_RETRY_AFTER
+        """``Retry-After`` seconds on answers about an operation still running (the write's own
+        answer, InProgress status polls, 202 result polls), as ARM documents it (see
+        :mod:`~nodewright.cloud.emulator.long_running`); None: never sent."""
         self.list_page_size = DEFAULT_LIST_PAGE_SIZE
         """Items per page of the paged lists (:mod:`paging`)."""
         self.resource_groups: dict[tuple[str, str], ResourceGroup] = {}

@@ -73,7 +73,7 @@ def test_limits_and_operation_duration_are_set_over_http(arm_emulator: ArmEmulat
     assert (answer.status, answer.body) == (200, {"enforce": True})
     assert arm_emulator.throttling.limits.buckets["writes"].capacity == 5
     answer = call(arm_emulator, "POST", "/_emulator/operation-duration", body={"seconds": 1.5})
-    assert (answer.status, answer.body) == (200, {"seconds": 1.5, "retryAfter": None})
+    assert (answer.status, answer.body) == (200, {"seconds": 1.5, "retryAfter": 10.0})
     assert arm_emulator.state.operation_duration == 1.5
     answer = call(arm_emulator, "POST", "/_emulator/operation-duration", body={"retryAfter": 2})
     assert (answer.status, answer.body) == (200, {"seconds": 1.5, "retryAfter": 2.0})
