@@ -135,11 +135,10 @@ class NodeNetworkConfigReconciler:
             spec_writer=self.spec_writer,
             read_nic=lambda nic_id, now: self._read.nic(nic_id, now, fresh=True),
         )
-        metrics = IpamMetrics(self.subnets.exhaustion_forecasts, self.subnets.exhaustion_states)
+        self.metrics = IpamMetrics(self.subnets.exhaustion_forecasts, self.subnets.exhaustion_states)
         self._record = PassRecorder(
-            book=self.book, status=status, events=events, metrics=metrics, blocks=settings.prefix_blocks
+            book=self.book, status=status, events=events, metrics=self.metrics, blocks=settings.prefix_blocks
         )
-        self.metrics = metrics
 
     def reconcile(self, request: Request) -> Result:
         namespace = self.settings.namespace

@@ -29,16 +29,21 @@ from nodewright.controllers.node_network_config.view import Halt, PassView
 from nodewright.ipam import addresses_of
 from nodewright.runtime.reconcile import Result
 
-__all__ = ["PassRecorder", "remember_pass"]
+__all__ = ["PassRecorder", "remember_pass", "remember_spec"]
 
 Object = dict[str, Any]
 
 
-def remember_pass(book: NicBook, nic_id: str, spec: SpecPlan, accounting: Accounting, now: float) -> None:
-    """What the book keeps of one pass: the surplus clock, the marks, the leak tracker's
-    first-seen times, the names removed (side effect: the book)."""
+def remember_spec(book: NicBook, nic_id: str, spec: SpecPlan, now: float) -> None:
+    """What the book keeps of a pass's spec: the surplus clock, the marks (side effect)."""
     book.set_surplus_since(nic_id, spec.count.surplus_since)
     book.mark(nic_id, spec.marked, spec.unmarked, now)
+
+
+def remember_pass(book: NicBook, nic_id: str, spec: SpecPlan, accounting: Accounting, now: float) -> None:
+    """What the book keeps of one pass: the spec's clock and marks, the leak tracker's
+    first-seen times, the names removed (side effect: the book)."""
+    remember_spec(book, nic_id, spec, now)
     book.observe_leaks(nic_id, accounting.leaks, now)
     book.after_removal(nic_id, accounting.removed, accounting.on_nic, now)
 
