@@ -75,6 +75,14 @@ __all__ = ["POD_NODE_INDEX", "EventSink", "NodeNetworkConfigReconciler", "NodeNe
 Object = dict[str, Any]
 
 
+def _book_for(settings: NodeNetworkConfigSettings) -> NicBook:
+    return NicBook(
+        backoff_base_seconds=settings.backoff_base_seconds,
+        backoff_cap_seconds=settings.backoff_cap_seconds,
+        leak_grace_seconds=settings.leak_grace_period_seconds,
+    )
+
+
 class NodeNetworkConfigReconciler:
     """Reconciles ``<namespace>/<node>`` keys (see the module docstring)."""
 
@@ -94,11 +102,7 @@ class NodeNetworkConfigReconciler:
         notify: Callable[[Request], None] | None = None,
     ) -> None:
         self._stores, self.settings, self._jitter = stores, settings, jitter
-        self.book = NicBook(
-            backoff_base_seconds=settings.backoff_base_seconds,
-            backoff_cap_seconds=settings.backoff_cap_seconds,
-            leak_grace_seconds=settings.leak_grace_period_seconds,
-        )
+        self.book = _book_for(settings)
         prefix = BLOCK_PREFIX_LENGTH if settings.prefix_blocks else None
         writes = NicWrites(network, self.book, settings.namespace, notify or ignore_request, new_name, prefix)
         self.subnets = SubnetBook(
