@@ -423,7 +423,7 @@ def common_figures(rig: Any, scenario: Scenario, ips_added: int) -> dict[str, An
     everything = rig.emulator.requests.entries()
     writes = [r for r in churn_requests if r.method in WRITE_METHODS]
     starved = {_name(p): w for p, w in rig.consumer.starvation().items() if _name(p) in rig.churn_names}
-    assigned = {_name(p) for p in rig.consumer.assigned_at}
+    assigned = {_name(p) for p in list(rig.consumer.assigned_at)}  # the consumer still runs
     pool_waits = [*starved.values(), *([0.0] * (len(rig.churn_names) - len(starved)))]
     seconds = max(1e-9, rig.churn_ended - rig.churn_started)
     steady = [r for r in everything if rig.steady_started <= r.monotonic <= rig.steady_ended]

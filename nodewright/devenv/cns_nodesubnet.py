@@ -116,7 +116,9 @@ class NodeSubnetConsumer:
 
     def starvation(self) -> dict[str, float]:
         """Pods that found no free IP at some pass -> how long until they got one (inf: never)."""
-        return {n: self.assigned_at.get(n, float("inf")) - s for n, s in self.starved_since.items()}
+        # Copies first: the sync thread may add entries while a reader iterates.
+        assigned, starved = dict(self.assigned_at), dict(self.starved_since)
+        return {n: assigned.get(n, float("inf")) - s for n, s in starved.items()}
 
     def refused_updates(self) -> int:
         """Updates CNS refused because an address it had Assigned was missing from the answer."""

@@ -1,6 +1,8 @@
 """ipam: pure IP-pool arithmetic and allocation planning for NodeNetworkConfig pools; no I/O.
 
 - ``scaler``: the pool target (Azure CNS v2: batch-aligned, buffer, max; exhaustion mode).
+- ``count``: the whole requested-count rule (``requested_count``): headroom, target,
+  hysteresis, marking, prefix blocks, the node's bound, and the count in NIC entries.
 - ``request``: the node's half, spec.requestedIPCount and ipsNotInUse (#962 and #4891 ruled out).
 - ``release``: which free IPs to give back (never one in use; newest first).
 - ``allocation``: the control plane's half, which NIC IP configurations to add and remove.
@@ -18,11 +20,8 @@ Imports nothing internal (enforced by import-linter). The node_network_config re
 from nodewright.ipam.allocation import (
     AllocationPlan,
     NicIpConfiguration,
-    RequestedCount,
-    accounted_after,
     plan_allocation,
     status_assignments,
-    validate_requested_count,
 )
 from nodewright.ipam.backoff import NicGuard, backoff_delay
 from nodewright.ipam.blocks import (
@@ -33,8 +32,9 @@ from nodewright.ipam.blocks import (
     blocks_for,
     blocks_in_use,
 )
+from nodewright.ipam.count import CountFacts, CountRule, RequestedCount, nic_entries_wanted, requested_count
 from nodewright.ipam.incoming import IncomingNeed, demand_with_incoming, incoming_need, spare_ips
-from nodewright.ipam.leaks import DEFAULT_LEAK_GRACE_SECONDS, LeakTracker
+from nodewright.ipam.leaks import DEFAULT_LEAK_GRACE_SECONDS, LeakTracker, collectable
 from nodewright.ipam.release import choose_ips_to_release
 from nodewright.ipam.request import PoolRequest, compute_request
 from nodewright.ipam.scaler import (
@@ -54,6 +54,8 @@ __all__ = [
     "MAX_IP_CONFIGURATIONS_PER_NIC",
     "MAX_SECONDARY_IPS_PER_NIC",
     "AllocationPlan",
+    "CountFacts",
+    "CountRule",
     "IncomingNeed",
     "LeakTracker",
     "NicGuard",
@@ -61,20 +63,21 @@ __all__ = [
     "PoolRequest",
     "PoolScaler",
     "RequestedCount",
-    "accounted_after",
     "address_count",
     "addresses_of",
     "backoff_delay",
     "blocks_for",
     "blocks_in_use",
     "choose_ips_to_release",
+    "collectable",
     "compute_request",
     "demand_with_incoming",
     "incoming_need",
+    "nic_entries_wanted",
     "plan_allocation",
     "pool_target",
+    "requested_count",
     "spare_ips",
     "status_assignments",
     "subnet_exhausted",
-    "validate_requested_count",
 ]

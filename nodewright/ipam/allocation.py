@@ -2,8 +2,8 @@
 and remove from the node's NIC so that it matches the spec, and what status to report.
 
 Owns ``plan_allocation`` (a pure decision from what the NIC holds, what the spec asks, what the
-status accounts for and which addresses pods use), ``AllocationPlan``, ``validate_requested_count``
-and ``status_assignments``. Rules:
+status accounts for and which addresses pods use), ``AllocationPlan`` and ``status_assignments``
+(the count it plans to comes from ``count.requested_count``). Rules:
 
 - Release only names listed in ipsNotInUse, and never one whose address a pod uses (``refused``);
   names not on the NIC are reported (``unknown``) and otherwise ignored.
@@ -31,11 +31,8 @@ from nodewright.ipam.scaler import MAX_SECONDARY_IPS_PER_NIC
 __all__ = [
     "AllocationPlan",
     "NicIpConfiguration",
-    "RequestedCount",
-    "accounted_after",
     "plan_allocation",
     "status_assignments",
-    "validate_requested_count",
 ]
 
 
@@ -46,27 +43,6 @@ class NicIpConfiguration:
 
     name: str
     address: str | None
-
-
-@dataclass(frozen=True)
-class RequestedCount:
-    """spec.requestedIPCount checked against what a NIC can hold: ``count`` is what to allocate
-    towards (None: the value is unusable, change nothing), ``problem`` says what was wrong."""
-
-    count: int | None
-    problem: str | None = None
-
-
-def validate_requested_count(requested: int, capacity: int = MAX_SECONDARY_IPS_PER_NIC) -> RequestedCount:
-    """A negative count is unusable (nothing on the NIC is changed for it); a count above the
-    NIC's capacity is served up to the capacity."""
-    if requested < 0:
-        return RequestedCount(None, f"requestedIPCount {requested} is negative")
-    if requested > capacity:
-        return RequestedCount(
-            capacity, f"requestedIPCount {requested} exceeds the {capacity} IPs a NIC can hold"
-        )
-    return RequestedCount(requested)
 
 
 @dataclass(frozen=True)
@@ -112,7 +88,8 @@ def plan_allocation(
 ) -> AllocationPlan:
     """Plan the NIC changes for one node (see the module docstring for the rules).
 
-    ``requested`` is the validated spec.requestedIPCount (None: only report, change nothing);
+    ``requested`` is the NIC's entry count (``count.nic_entries_wanted``; None: only report,
+    change nothing);
     ``nic`` the NIC's secondary IP configurations in NIC order; ``accounted`` the names the
     status lists; ``collectable`` the unaccounted names the leak tracker says are past their
     grace period; ``add_limit`` caps this round's additions (None: no cap)."""
@@ -181,11 +158,6 @@ def _sort_release_requests(
         else:
             release.append(name)
     return release, refused, unknown
-
-
-def accounted_after(plan: AllocationPlan, accounted: Collection[str], added: Collection[str]) -> set[str]:
-    """The names the status accounts for once ``plan`` is carried out and ``added`` created."""
-    return (set(accounted) - set(plan.removals)) | set(plan.adopt) | set(added)
 
 
 def status_assignments(

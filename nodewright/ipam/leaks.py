@@ -1,6 +1,7 @@
 """Garbage collection of leaked IPs: first-seen times and the grace period.
 
-Owns ``LeakTracker``. An IP configuration on a NIC that no NodeNetworkConfig accounts for and no
+Owns ``LeakTracker`` and ``collectable`` (the grace rule over a snapshot of first-seen times).
+An IP configuration on a NIC that no NodeNetworkConfig accounts for and no
 pod uses is a possible leak (Baidu's ENI IPAM: "an IP that no pod, reservation or idle pool
 accounts for"). It is recorded with the time it was first seen so; once it has stayed that way
 for the grace period (default 10 minutes) it may be released. If it comes back into use or into
@@ -14,11 +15,19 @@ reconciler serialises calls per NIC. Imports nothing internal.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 
-__all__ = ["DEFAULT_LEAK_GRACE_SECONDS", "LeakTracker"]
+__all__ = ["DEFAULT_LEAK_GRACE_SECONDS", "LeakTracker", "collectable"]
 
 DEFAULT_LEAK_GRACE_SECONDS = 600.0
+
+
+def collectable(
+    first_seen: Mapping[str, float], unaccounted: Collection[str], now: float, grace_seconds: float
+) -> tuple[str, ...]:
+    """Which of ``unaccounted`` have been so for at least the grace period, given the first-seen
+    times known before ``now`` (a name not among them is first seen now), sorted."""
+    return tuple(sorted(name for name in unaccounted if now - first_seen.get(name, now) >= grace_seconds))
 
 
 class LeakTracker:
@@ -40,7 +49,7 @@ class LeakTracker:
             self._first_seen[nic] = current
         else:
             self._first_seen.pop(nic, None)
-        return tuple(sorted(name for name, since in current.items() if now - since >= self.grace_seconds))
+        return collectable(current, current, now, self.grace_seconds)
 
     def first_seen(self, nic: str, name: str) -> float | None:
         return self._first_seen.get(nic, {}).get(name)

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
+from nodewright.ipam.blocks import address_count
 from nodewright.ipam.release import choose_ips_to_release
 from nodewright.ipam.scaler import PoolScaler, pool_target
 
@@ -66,7 +67,8 @@ def compute_request(
 
     - Names still listed in status stay pending release; names gone from status are dropped.
     - If the target is at least what the node holds besides the pending names, the request is
-      the target (the control plane adds the difference).
+      the target (the control plane adds the difference). Counts are in addresses (a /28 prefix
+      block counts 16; blocks are never released, so their callers pass no releasable ones).
     - Otherwise the surplus is marked for release among the free IPs (``release`` rules) and the
       request is what remains; when too few are free the request stays above the target.
     - ``releasable_addresses``, when given, limits what may be newly marked to those addresses
@@ -86,16 +88,17 @@ def compute_request(
     pending_set = set(pending)
     retained = [(name, address) for name, address in assignments if name not in pending_set]
     target = pool_target(demand, scaler, exhausted=exhausted)
+    holding = address_count(address for _, address in retained)
     marked: list[str] = []
-    if target < len(retained):
+    if target < holding:
         held = set(in_use_addresses)
         if releasable_addresses is not None:
             allowed = set(releasable_addresses)
             held |= {address for _, address in retained if address not in allowed}
         marked = choose_ips_to_release(
-            retained, len(retained) - target, in_use_addresses=held, pending_release=pending_set
+            retained, holding - target, in_use_addresses=held, pending_release=pending_set
         )
-        requested = len(retained) - len(marked)
+        requested = holding - address_count(address_of[name] for name in marked)
     else:
         requested = target
     return PoolRequest(

@@ -1,11 +1,16 @@
 """Both halves together, against a fake NIC per node and one shared subnet: random pod churn,
 node-side and control-side rounds in any order, leaked IP configurations, capacity errors and
-time passing. After every step: no address on two NICs or in two statuses, every status IP on its
-NIC, no pod's IP ever released, books consistent. ``settle`` then checks that the system
-converges: every pod served, the request met, no unaccounted IP configuration left after GC."""
+time passing. Each half runs the node_network_config reconciler's own plan stage (``plan``:
+``plan_spec`` as the node agent, then as the control plane following that spec, ``plan_nic``,
+``account``) over a ``NicBook``, as a pass does (``record.remember_pass``); only the NIC writes
+and the node agent's address book are simulated. After every step: no address on two NICs or in
+two statuses, every status IP on its NIC, no pod's IP ever released, books consistent.
+``settle`` then checks that the system converges: every pod served, the request met, no
+unaccounted IP configuration left after GC."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass, field
 
@@ -13,18 +18,11 @@ from hypothesis import event
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from nodewright.ipam import (
-    LeakTracker,
-    NicGuard,
-    NicIpConfiguration,
-    PoolScaler,
-    accounted_after,
-    compute_request,
-    plan_allocation,
-    pool_target,
-    status_assignments,
-    validate_requested_count,
-)
+from nodewright.controllers.node_network_config.nic_book import NicBook, NicMemory
+from nodewright.controllers.node_network_config.options import NodeNetworkConfigSettings
+from nodewright.controllers.node_network_config.plan import account, plan_nic, plan_spec
+from nodewright.controllers.node_network_config.record import remember_pass, remember_spec
+from nodewright.ipam import CountFacts, NicIpConfiguration, PoolScaler, pool_target
 from tests.ipam.address_book import AddressBook, NoFreeAddressError, find_address_conflicts
 from tests.ipam.strategies import STATEFUL, address
 
@@ -33,6 +31,16 @@ SUBNET_SIZE = 64
 CAPACITY = 40
 SCALER = PoolScaler(batch_size=8, request_threshold_percent=50, max_ip_count=CAPACITY)
 GRACE = 600.0
+AGENT = NodeNetworkConfigSettings(
+    demand_from_pods=True,
+    scaler=SCALER,
+    scale_down_delay_seconds=0.0,
+    release_settle_seconds=0.0,
+    leak_grace_period_seconds=GRACE,
+)
+"""The node's half: nodewright as the node agent, writing the spec from the pods."""
+CONTROL = dataclasses.replace(AGENT, demand_from_pods=False)
+"""The control plane's half: following the spec the node agent wrote."""
 
 
 class FakeSubnet:
@@ -59,7 +67,6 @@ class Node:
     ips_not_in_use: tuple[str, ...] = ()
     book: AddressBook = field(default_factory=AddressBook)
     pods: set[str] = field(default_factory=set)
-    guard: NicGuard = field(default_factory=NicGuard)
 
     def demand(self) -> int:
         return len(self.pods)
@@ -73,7 +80,7 @@ class IpamSimulation(RuleBasedStateMachine):
         super().__init__()
         self.subnet = FakeSubnet(SUBNET_SIZE)
         self.nodes = {node: Node() for node in NODES}
-        self.tracker = LeakTracker(GRACE)
+        self.book = NicBook(backoff_base_seconds=2.0, backoff_cap_seconds=60.0, leak_grace_seconds=GRACE)
         self.now = 0.0
         self.names = (f"ipconfig-{i}" for i in itertools.count())
         self.pod_numbers = itertools.count()
@@ -113,40 +120,27 @@ class IpamSimulation(RuleBasedStateMachine):
     @rule(node=st.sampled_from(NODES))
     def node_side(self, node: str) -> None:
         state = self.nodes[node]
-        request = compute_request(
-            demand=state.demand(),
-            scaler=SCALER,
-            assignments=state.status,
-            in_use_addresses=state.book.in_use_addresses(),
-            ips_not_in_use=state.ips_not_in_use,
-        )
-        state.requested = request.requested_ip_count
-        state.ips_not_in_use = request.ips_not_in_use
+        memory = self.book.memory(node)
+        spec = plan_spec(AGENT, self._facts(state, state.book.in_use_addresses(), memory), memory)
+        remember_spec(self.book, node, spec, self.now)
+        state.requested = spec.requested
+        state.ips_not_in_use = spec.listed
         # Like Azure CNS, the node keeps its own pending-release marks: an IP once marked is never
         # handed to a pod again, and leaves the book only when the status no longer lists it.
-        state.book.mark_pending(request.newly_marked)
+        state.book.mark_pending(spec.marked)
         self._serve_waiting(state)
 
     @rule(node=st.sampled_from(NODES))
     def control_side(self, node: str) -> None:
         state = self.nodes[node]
-        if not state.guard.may_write(self.now):
+        memory = self.book.memory(node)
+        if not memory.guard.may_write(self.now):
             return
-        checked = validate_requested_count(state.requested, CAPACITY)
-        leftover = [c.name for c in state.nic if c.name not in state.accounted]
-        collectable = self.tracker.observe(node, leftover, self.now)
-        if collectable:
+        in_use = self._all_pod_addresses()
+        spec = plan_spec(CONTROL, self._facts(state, in_use, memory), memory)
+        plan = plan_nic(CONTROL, spec, state.nic, state.accounted, in_use, memory, self.now)
+        if plan.collected:
             event("leaked IP configuration collected")
-        plan = plan_allocation(
-            requested=checked.count,
-            ips_not_in_use=state.ips_not_in_use,
-            nic=state.nic,
-            accounted=state.accounted,
-            in_use_addresses=self._all_pod_addresses(),
-            collectable=collectable,
-            add_limit=state.guard.limit(CAPACITY),
-            capacity=CAPACITY,
-        )
         removed = set(plan.removals)
         for configuration in state.nic:
             if configuration.name in removed and configuration.address is not None:
@@ -154,19 +148,20 @@ class IpamSimulation(RuleBasedStateMachine):
         state.nic = [c for c in state.nic if c.name not in removed]
         added: list[str] = []
         if plan.add_count:
+            guard = self.book.guard(node)
             if len(self.subnet.free) < plan.add_count:
                 event("capacity error")
-                state.guard = state.guard.after_capacity_error(plan.add_count, self.now)
+                self.book.set_guard(node, guard.after_capacity_error(plan.add_count, self.now))
             else:
                 for _ in range(plan.add_count):
                     configuration = NicIpConfiguration(next(self.names), self.subnet.take())
                     state.nic.append(configuration)
                     added.append(configuration.name)
-                state.guard = state.guard.after_success(added=len(added))
-        state.accounted = accounted_after(plan, state.accounted, added) & {c.name for c in state.nic}
-        self.tracker.observe(node, plan.unaccounted, self.now)
-        self.tracker.forget(node, removed)
-        state.status = status_assignments(state.nic, state.accounted)
+                self.book.set_guard(node, guard.after_success(added=len(added)))
+        accounting = account(state.nic, state.accounted, plan, added, spec)
+        remember_pass(self.book, node, spec, accounting, self.now)
+        state.accounted = set(accounting.accounted)
+        state.status = accounting.assignments
         orphaned = state.book.sync_status(state.status, self.now)
         assert orphaned == [], f"IPs released under pods {orphaned}"
         self._serve_waiting(state)
@@ -231,6 +226,17 @@ class IpamSimulation(RuleBasedStateMachine):
             state.book.check()
 
     # -- helpers ------------------------------------------------------------------------------
+
+    def _facts(self, state: Node, in_use: set[str], memory: NicMemory) -> CountFacts:
+        return CountFacts(
+            demand=state.demand(),
+            assignments=state.status,
+            in_use_addresses=in_use,
+            requested_ip_count=state.requested,
+            ips_not_in_use=state.ips_not_in_use,
+            surplus_since=memory.surplus_since,
+            now=self.now,
+        )
 
     def _all_pod_addresses(self) -> set[str]:
         return {a for state in self.nodes.values() for a in state.book.in_use_addresses()}

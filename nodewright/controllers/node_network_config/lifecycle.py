@@ -11,7 +11,7 @@ Owns ``Lifecycle``:
 - ``finalize``: one whose Node is gone (confirmed by an uncached read) is deleted; one being
   deleted has its IPs released from the NIC (named by an annotation, so this works after the
   Node is gone), then the finalizer dropped. While the Node exists, IPs a pod uses are kept.
-Side effects: Kubernetes writes (patches through the reconciler's ``patch``), ARM NIC reads and writes,
+Side effects: Kubernetes writes (patches through ``config_writes.ConfigWrites``), ARM NIC reads and writes,
 Events.
 """
 
@@ -30,6 +30,7 @@ from nodewright.controllers.node_network_config.resources import (
     NETWORK_INTERFACE_ANNOTATION,
     NODE_NETWORK_CONFIG,
     controller_reference,
+    fresh_pod_addresses,
     owner_references_for,
 )
 from nodewright.controllers.node_network_config.status import EventSink
@@ -58,16 +59,14 @@ class Lifecycle:
         book: NicBook,
         events: EventSink,
         namespace: str,
-        fresh_pod_addresses: Callable[[str], set[str]],
         patch: Callable[[str, Object], Object],
     ) -> None:
         self._client = client
-        self._patch = patch  # the reconciler's: every patch's answer is kept for its next passes
+        self._patch = patch  # ``ConfigWrites.patch``: every answer is kept for the next passes
         self._network = network
         self._book = book
         self._events = events
         self._namespace = namespace
-        self._fresh_pod_addresses = fresh_pod_addresses
 
     def create(self, node: Object) -> None:
         """Create the Node's NodeNetworkConfig (side effect). A name the API server refuses (or a
@@ -144,7 +143,7 @@ class Lifecycle:
         except NotFoundError:
             return []
         secondaries = nic.secondary_ip_configurations
-        in_use = self._fresh_pod_addresses(name) if node is not None else set()
+        in_use = fresh_pod_addresses(self._client, name) if node is not None else set()
         kept = [c.name for c in secondaries if c.address is not None and c.address in in_use]
         releasable = [c.name for c in secondaries if c.name not in kept]
         if releasable:

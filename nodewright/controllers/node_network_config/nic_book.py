@@ -7,7 +7,8 @@ which names were released lately, since when a pool surplus has lasted (scale-do
 and first-seen times of unaccounted IP configurations (leaks). Also which node owns each NIC
 (``track``), which the NIC watcher (``nic_watch``) lists, and whose snapshots it refreshes from
 its lists. And the NIC's write in flight (``operations.NicOperation``: started by a pass, ended
-by the cloud layer's operation tracker, settled by the next pass), at most one per NIC. Workers
+by the cloud layer's operation tracker, absorbed by the next pass), at most one per NIC. A pass's
+pure steps read a copy of a NIC's entry (``memory``: ``NicMemory``), never the book. Workers
 never touch these dicts directly: every read and change is one method call that holds the book's
 lock, so no caller can forget it. The work queue never runs one node's key twice at once, so a
 NIC's entries are changed by one worker at a time; the lock guards the dicts themselves. No I/O.
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from nodewright.cloud.errors import CloudError
@@ -25,7 +26,7 @@ from nodewright.cloud.models import NicInfo
 from nodewright.controllers.node_network_config.operations import NicOperation
 from nodewright.ipam import LeakTracker, NicGuard
 
-__all__ = ["NicBook"]
+__all__ = ["NicBook", "NicMemory"]
 
 RELEASED_MEMORY_SECONDS = 600.0
 """How long a released name is remembered (the node may list it a while longer)."""
@@ -41,6 +42,36 @@ class _Entry:
     surplus_since: float | None = None
     refusal: tuple[str, str] | None = None
     operation: NicOperation | None = None
+
+
+@dataclass(frozen=True)
+class NicMemory:
+    """A copy of what the book knows about one NIC, for a pass's pure steps to read."""
+
+    guard: NicGuard
+    read_at: float
+    refusal: tuple[str, str] | None
+    marked_at: Mapping[str, float]
+    surplus_since: float | None
+    leaks_first_seen: Mapping[str, float]
+    leak_grace_seconds: float
+
+    def settled(self, names: Collection[str], now: float, settle_seconds: float) -> set[str]:
+        """The names marked at least ``settle_seconds`` ago (a name never marked is settled)."""
+        return {n for n in names if now - self.marked_at.get(n, float("-inf")) >= settle_seconds}
+
+    def settling_until(self, names: Collection[str], settle_seconds: float) -> list[float]:
+        return [self.marked_at[n] + settle_seconds for n in names if n in self.marked_at]
+
+    def surplus_due(self, delay_seconds: float) -> float | None:
+        """When the current surplus will have lasted ``delay_seconds`` (None: no surplus)."""
+        return None if self.surplus_since is None else self.surplus_since + delay_seconds
+
+    def next_leak_due(self) -> float | None:
+        """When the earliest unaccounted name becomes collectable (None: none tracked)."""
+        if not self.leaks_first_seen:
+            return None
+        return min(self.leaks_first_seen.values()) + self.leak_grace_seconds
 
 
 class NicBook:
@@ -67,6 +98,20 @@ class NicBook:
             entry = _Entry(guard=NicGuard(base_seconds=self._base, cap_seconds=self._cap))
             self._entries[key] = entry
         return entry
+
+    def memory(self, nic_id: str) -> NicMemory:
+        """A copy of the NIC's entry (the pure steps of a pass read it, never the book)."""
+        with self._lock:
+            entry = self._entry(nic_id)
+            return NicMemory(
+                guard=entry.guard,
+                read_at=entry.read_at,
+                refusal=entry.refusal,
+                marked_at=dict(entry.marked_at),
+                surplus_since=entry.surplus_since,
+                leaks_first_seen=self._leaks.tracked(nic_id.lower()),
+                leak_grace_seconds=self._leaks.grace_seconds,
+            )
 
     # -- snapshots and the write guard ----------------------------------------------------------
 
@@ -175,17 +220,6 @@ class NicBook:
             for name in unmarked:
                 entry.marked_at.pop(name, None)
 
-    def settled(self, nic_id: str, names: Collection[str], now: float, settle_seconds: float) -> set[str]:
-        """The names marked at least ``settle_seconds`` ago."""
-        with self._lock:
-            marked = self._entry(nic_id).marked_at
-            return {n for n in names if now - marked.get(n, float("-inf")) >= settle_seconds}
-
-    def settling_until(self, nic_id: str, names: Collection[str], settle_seconds: float) -> list[float]:
-        with self._lock:
-            marked = self._entry(nic_id).marked_at
-            return [marked[n] + settle_seconds for n in names if n in marked]
-
     def after_removal(
         self, nic_id: str, removed: Collection[str], on_nic: Collection[str], now: float
     ) -> None:
@@ -204,32 +238,16 @@ class NicBook:
                     del released[name]
             return set(released)
 
-    def surplus_lasted(self, nic_id: str, surplus: bool, now: float) -> float:
-        """Record whether the pool has a surplus now; returns for how long it has lasted (0: none)."""
+    def set_surplus_since(self, nic_id: str, since: float | None) -> None:
+        """Keep the surplus clock (``ipam.requested_count`` decides it; None: no surplus)."""
         with self._lock:
-            entry = self._entry(nic_id)
-            if not surplus:
-                entry.surplus_since = None
-                return 0.0
-            if entry.surplus_since is None:
-                entry.surplus_since = now
-            return now - entry.surplus_since
-
-    def surplus_due(self, nic_id: str, delay_seconds: float) -> float | None:
-        """When the current surplus will have lasted ``delay_seconds`` (None: no surplus)."""
-        with self._lock:
-            since = self._entry(nic_id).surplus_since
-            return None if since is None else since + delay_seconds
+            self._entry(nic_id).surplus_since = since
 
     # -- leaks ---------------------------------------------------------------------------------
 
     def observe_leaks(self, nic_id: str, unaccounted: Collection[str], now: float) -> tuple[str, ...]:
         with self._lock:
             return self._leaks.observe(nic_id.lower(), unaccounted, now)
-
-    def next_leak_due(self, nic_id: str) -> float | None:
-        with self._lock:
-            return self._leaks.next_due(nic_id.lower())
 
     # -- owners ---------------------------------------------------------------------------------
 

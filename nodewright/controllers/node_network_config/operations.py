@@ -3,7 +3,8 @@
 Owns ``NicOperation`` (what one write in flight on a NIC changes: names added or removed, when
 it started, and, once ARM's operation ended, its error or none), ``NicWrites`` (starts a write
 through ``NetworkService``'s ``begin_`` methods, records it in the ``NicBook`` before ARM sees it,
-and on its end records the outcome and wakes the node's pass) and ``CompletionSource`` (the
+and on its end records the outcome and wakes the node's pass; the next pass ``absorb``s it into
+the book), ``ended_write_events`` (pure: what an ended write says) and ``CompletionSource`` (the
 controller source that pass comes through).
 
 A pass that starts a write returns at once; the cloud layer's ``OperationTracker`` polls the
@@ -15,7 +16,7 @@ settles: a success counts the names added as the pool's and reports releases; a 
 way of a failed write (backoff, condition, Event). Nothing survives a restart: a new process
 reads the NIC, finds the names a lost write added unaccounted, and adopts them when the pool
 needs them (it never adds twice for one need). Side effects: ARM writes (through ``network``),
-Events, requests enqueued.
+the book, requests enqueued.
 """
 
 from __future__ import annotations
@@ -24,18 +25,25 @@ import dataclasses
 import threading
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from nodewright.cloud.errors import CloudError
 from nodewright.cloud.models import NicInfo
 from nodewright.cloud.operations import OperationOutcome
 from nodewright.controllers.node_network_config.cloud import NetworkOperations
-from nodewright.controllers.node_network_config.status import EventSink
 from nodewright.ipam import AllocationPlan, NicGuard
 from nodewright.runtime.logs import get_logger
 from nodewright.runtime.reconcile import Request
 
-__all__ = ["CompletionSource", "NicOperation", "NicWrites", "landed", "removed_names", "with_add_count"]
+__all__ = [
+    "CompletionSource",
+    "NicOperation",
+    "NicWrites",
+    "ended_write_events",
+    "landed",
+    "removed_names",
+    "with_add_count",
+]
 
 log = get_logger(__name__)
 
@@ -189,17 +197,10 @@ class NicWrites:
         self._book.clear_operation(nic_id)
         return False
 
-    def settle(  # noqa: PLR0917 - one call site, what the pass read
-        self,
-        raw: dict[str, Any],
-        nic_id: str,
-        ended: NicOperation,
-        nic: NicInfo,
-        now: float,
-        events: EventSink,
-    ) -> None:
-        """The pass after a successful write (``nic`` read afresh): the write guard's success,
-        the release bookkeeping and Events. A failed write is the apply step's to report."""
+    def absorb(self, nic_id: str, ended: NicOperation, nic: NicInfo, now: float) -> None:
+        """The pass after a successful write (``nic`` read afresh) takes it into the book: the
+        write guard's success and the release bookkeeping (``ended_write_events`` says it). A
+        failed write is the apply stage's to report."""
         if ended.error is not None:
             return
         self._book.set_guard(nic_id, self._book.guard(nic_id).after_success(added=len(ended.added)))
@@ -207,12 +208,6 @@ class NicWrites:
         if ended.removed:
             on_nic = {c.name for c in nic.secondary_ip_configurations}
             self._book.after_removal(nic_id, ended.removed, on_nic, now)
-        if ended.released:
-            message = f"Released {ended.released} IPs listed in ipsNotInUse"
-            events.event(raw, "Normal", "ReleasedIPs", message)
-        if ended.collected:
-            message = f"Released {ended.collected} unaccounted IP configurations"
-            events.event(raw, "Normal", "CollectedLeakedIPs", message)
         if ended.added:
             log.info("Added IPs", node=ended.owner, added=len(ended.added))
         if ended.removed:
@@ -245,6 +240,20 @@ class NicWrites:
             self._notify(Request(self._namespace, owner))
 
         return done
+
+
+def ended_write_events(ended: NicOperation | None) -> list[tuple[str, str, str]]:
+    """The Events (type, reason, message) a successful write that ended says. Pure."""
+    if ended is None or ended.error is not None:
+        return []
+    said = []
+    if ended.released:
+        said.append(("Normal", "ReleasedIPs", f"Released {ended.released} IPs listed in ipsNotInUse"))
+    if ended.collected:
+        said.append(
+            ("Normal", "CollectedLeakedIPs", f"Released {ended.collected} unaccounted IP configurations")
+        )
+    return said
 
 
 def landed(operation: NicOperation | None) -> frozenset[str]:

@@ -1,7 +1,7 @@
-"""Small pure rules and shapes of a node_network_config pass, kept apart from the reconciler:
-the cached stores it reads (``NodeNetworkConfigStores``), the spread of periodic passes
-(``resync_jitter``) and the check of a requested count against the node's usable maximum
-(``usable_maximum``, ``check_requested``). No I/O.
+"""Small shapes of a node_network_config pass, kept apart from the reconciler: the cached stores
+it reads (``NodeNetworkConfigStores``), the spread of periodic passes (``resync_jitter``) and where
+an ended write's request goes when nothing listens (``ignore_request``). No I/O. (The check of a
+requested count against the node's usable maximum is ``ipam.requested_count``'s.)
 """
 
 from __future__ import annotations
@@ -9,12 +9,10 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from nodewright.controllers.node_network_config.options import NodeNetworkConfigSettings
-from nodewright.ipam import MAX_SECONDARY_IPS_PER_NIC
 from nodewright.runtime.cache import StoreReader
 from nodewright.runtime.reconcile import Request
 
-__all__ = ["NodeNetworkConfigStores", "check_requested", "ignore_request", "resync_jitter", "usable_maximum"]
+__all__ = ["NodeNetworkConfigStores", "ignore_request", "resync_jitter"]
 
 RESYNC_JITTER = 0.1
 
@@ -31,23 +29,6 @@ class NodeNetworkConfigStores:
     nodes: StoreReader
     node_network_configs: StoreReader
     pods: StoreReader
-
-
-def usable_maximum(settings: NodeNetworkConfigSettings) -> int:
-    """The most secondary IPs a node may hold: the scaler's maximum, within one NIC's capacity."""
-    return min(settings.scaler.max_ip_count, MAX_SECONDARY_IPS_PER_NIC)
-
-
-def check_requested(requested: int, maximum: int) -> tuple[int | None, tuple[str, str] | None]:
-    """The count to allocate to and the problem to report (reason, message). Pure. A negative
-    count (possible only against a CRD without our minimum) changes nothing on the NIC; one above
-    the node's usable maximum is served up to that maximum."""
-    if requested < 0:
-        return None, ("InvalidRequestedIPCount", f"requestedIPCount {requested} is negative")
-    if requested > maximum:
-        message = f"requestedIPCount {requested} is above this node's usable maximum of {maximum} IPs"
-        return maximum, ("RequestedIPCountAboveMaximum", message)
-    return requested, None
 
 
 def ignore_request(request: Request) -> None:

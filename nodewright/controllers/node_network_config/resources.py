@@ -2,7 +2,8 @@
 
 Owns the ``Kind`` values of NodeNetworkConfig and ClusterSubnetState (built from the api models'
 class variables), the finalizer and annotation names, and pure helpers over pods and nodes: which
-pods use pod networking and hold an address, what a node's providerID names. No I/O.
+pods use pod networking and hold an address, what a node's providerID names. No I/O, except
+``fresh_pod_addresses`` (one uncached list of a node's pods, before anything is released).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from typing import Any
 from nodewright.api.acn.v1alpha import NodeNetworkConfig
 from nodewright.api.acn.v1alpha1 import ClusterSubnetState
 from nodewright.controllers.kinds import kind_of
+from nodewright.runtime.client import Client
+from nodewright.runtime.kinds import POD
 
 __all__ = [
     "CLUSTER_SUBNET_STATE",
@@ -22,6 +25,7 @@ __all__ = [
     "NODE_NETWORK_CONFIG",
     "cluster_subnet_state_name",
     "controller_reference",
+    "fresh_pod_addresses",
     "is_controlled_by",
     "node_pods",
     "owner_references_for",
@@ -67,6 +71,13 @@ def node_pods(pods: Iterable[Mapping[str, Any]]) -> tuple[int, set[str]]:
             demand += 1
             addresses.update(pod_addresses(pod))
     return demand, addresses
+
+
+def fresh_pod_addresses(client: Client, node_name: str) -> set[str]:
+    """Addresses pods on the node report, read from the API server, not the cache (side effect:
+    one list)."""
+    pods = client.list(POD, field_selector=f"spec.nodeName={node_name}").items
+    return node_pods(pods)[1]
 
 
 def provider_id_of(node: Mapping[str, Any]) -> str:

@@ -78,6 +78,8 @@ class Outcome:
     refusal: tuple[str, str] | None = None
     """ARM's code and message when it refused the NIC's write with a terminal answer (a full
     subnet, a limit, an invalid request): the Ready condition names them while it lasts."""
+    warnings: list[tuple[str, str]] = field(default_factory=list)
+    """Warning Events (reason, message) to send, apart from the status."""
 
 
 def refused_container_status(code: str | None) -> NetworkContainerStatus:

@@ -12,17 +12,18 @@ from typing import Any
 import pytest
 
 from nodewright.api.nodewright.v1alpha1 import INCOMING_PODS_ANNOTATION, IncomingPods
-from nodewright.controllers.node_network_config.demand import incoming_pods, releasable_addresses
+from nodewright.controllers.node_network_config.demand import incoming_pods
 from nodewright.controllers.node_network_config.metrics import IpamMetrics, NodeFigures, node_pool_of
 from nodewright.controllers.node_network_config.nic_book import NicBook
 from nodewright.controllers.node_network_config.options import NodeNetworkConfigSettings
-from nodewright.controllers.node_network_config.pass_rules import check_requested
+from nodewright.controllers.node_network_config.plan import count_rule
 from nodewright.controllers.node_network_config.resources import (
     controller_reference,
     is_controlled_by,
     owner_references_for,
 )
 from nodewright.controllers.node_network_config.subnets import time_to_exhaustion
+from nodewright.ipam import CountFacts, PoolScaler, RequestedCount, requested_count
 from nodewright.runtime.metrics import Metrics, activate
 
 NODE = {"metadata": {"name": "node-1", "uid": "uid-1"}}
@@ -82,24 +83,39 @@ def test_owner_references_migration() -> None:
     assert owner_references_for(_with_references(), {"metadata": {"name": "n"}}) is None
 
 
-CRD = NodeNetworkConfigSettings(scale_down_delay_seconds=30, demand_from_pods=True)
+SHRINKS = PoolScaler(batch_size=1, request_threshold_percent=0, max_ip_count=20)  # target = demand
+CRD = NodeNetworkConfigSettings(scale_down_delay_seconds=30, demand_from_pods=True, scaler=SHRINKS)
 NODESUBNET = dataclasses.replace(CRD, consumer="nodesubnet")
+HELD = [(f"ip-{i}", f"10.0.0.{i}") for i in range(4)]
+
+
+def _count(settings: NodeNetworkConfigSettings, *, follow: bool = False, **facts: Any) -> RequestedCount:
+    values: dict[str, Any] = {
+        "demand": 0,
+        "assignments": HELD,
+        "in_use_addresses": set(),
+        "requested_ip_count": 4,
+        "ips_not_in_use": [],
+        "now": 100.0,
+    }
+    return requested_count(count_rule(settings, follow=follow), CountFacts(**{**values, **facts}))
 
 
 @pytest.mark.parametrize(
-    ("settings", "lasted", "expected"),
+    ("settings", "lasted", "marked"),
     [
-        pytest.param(CRD, 10.0, set(), id="crd-surplus-too-young"),
-        pytest.param(CRD, 30.0, None, id="crd-any-free-after-hysteresis"),
-        pytest.param(NODESUBNET, 10_000.0, set(), id="nodesubnet-never-releases"),
+        pytest.param(CRD, 10.0, 0, id="crd-surplus-too-young"),
+        pytest.param(CRD, 30.0, 4, id="crd-any-free-after-hysteresis"),
+        pytest.param(NODESUBNET, 10_000.0, 0, id="nodesubnet-never-releases"),
     ],
 )
-def test_releasable_addresses(
-    settings: NodeNetworkConfigSettings, lasted: float, expected: set[str] | None
+def test_the_release_rule_per_consumer(
+    settings: NodeNetworkConfigSettings, lasted: float, marked: int
 ) -> None:
-    """Hysteresis first; NodeSubnet releases nothing, ever."""
-    allowed = releasable_addresses(settings=settings, surplus_lasted=lasted)
-    assert (None if allowed is None else set(allowed)) == expected
+    """Hysteresis first; NodeSubnet releases nothing, ever (4 free IPs, no demand)."""
+    count = _count(settings, surplus_since=100.0 - lasted)
+    assert len(count.request.newly_marked) == marked
+    assert count.requested == 4 - marked
 
 
 @pytest.mark.parametrize(
@@ -111,9 +127,13 @@ def test_releasable_addresses(
         pytest.param(-1, (None, "InvalidRequestedIPCount"), id="negative-changes-nothing"),
     ],
 )
-def test_check_requested(requested: int, expected: tuple[int | None, str | None]) -> None:
-    count, problem = check_requested(requested, 20)
-    assert (count, problem[0] if problem else None) == expected
+def test_a_followed_requested_count_is_bounded(
+    requested: int, expected: tuple[int | None, str | None]
+) -> None:
+    """The node agent's count, served up to the node's usable maximum (the scaler's 20)."""
+    count = _count(NodeNetworkConfigSettings(scaler=SHRINKS), requested_ip_count=requested)
+    assert count.requested == requested
+    assert (count.allocate, count.problem[0] if count.problem else None) == expected
 
 
 @pytest.mark.parametrize(
@@ -147,16 +167,22 @@ def test_time_to_exhaustion() -> None:
     assert time_to_exhaustion(None, 10.0, 600) is None
 
 
-def test_nic_book_hysteresis_clock() -> None:
-    """A surplus's age restarts when it goes away."""
+def test_the_hysteresis_clock_is_kept_in_the_book_and_decided_by_the_rule() -> None:
+    """A surplus's age restarts when it goes away; the book keeps the clock the rule returns."""
     book = NicBook(backoff_base_seconds=1, backoff_cap_seconds=2, leak_grace_seconds=5)
-    assert book.surplus_lasted("NIC", True, 100.0) == 0.0
-    assert book.surplus_lasted("nic", True, 130.0) == 30.0
-    assert book.surplus_due("nic", 60.0) == 160.0
-    assert book.surplus_lasted("nic", False, 131.0) == 0.0
-    assert book.surplus_due("nic", 60.0) is None
+    started = _count(CRD, surplus_since=book.memory("NIC").surplus_since, now=100.0)
+    assert started.surplus_since == 100.0
+    book.set_surplus_since("NIC", started.surplus_since)
+    lasting = _count(CRD, surplus_since=book.memory("nic").surplus_since, now=130.0)
+    assert (lasting.surplus_since, lasting.request.newly_marked) == (100.0, ("ip-3", "ip-2", "ip-1", "ip-0"))
+    assert book.memory("nic").surplus_due(60.0) == 160.0
+    gone = _count(CRD, surplus_since=100.0, demand=4, now=131.0)
+    assert gone.surplus_since is None
+    book.set_surplus_since("nic", gone.surplus_since)
+    assert book.memory("nic").surplus_due(60.0) is None
+    book.set_surplus_since("nic", 5.0)
     book.forget("nic")
-    assert book.surplus_due("nic", 60.0) is None
+    assert book.memory("nic").surplus_due(60.0) is None
 
 
 def test_ipam_metrics_sum_per_node_pool_on_the_active_registry() -> None:
