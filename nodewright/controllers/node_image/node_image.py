@@ -177,6 +177,11 @@ class _View:
     evictions: list[EvictionCheck] = field(default_factory=list)
     """The heirs' eviction records checked (the evicted-pods health gate)."""
     progress: ReplacementPass = field(default_factory=ReplacementPass)
+    pairing: PairingPlan = field(init=False)
+    """``pair_nodes`` of the groups: its released heirs (their donor is gone) are done."""
+
+    def __post_init__(self) -> None:
+        self.pairing = pair_nodes(self.groups)
 
     @property
     def new_nodes(self) -> list[ClusterNode]:
@@ -186,9 +191,10 @@ class _View:
     @property
     def in_flight(self) -> bool:
         groups = self.groups
+        finished = {heir.name for heir in self.pairing.clear_donor_annotation}
         return bool(
             groups.donors
-            or groups.heirs
+            or any(heir.name not in finished for heir in groups.heirs)
             or groups.mints
             or groups.obsolete
             or groups.awaiting_annotation
@@ -272,8 +278,13 @@ class NodeImageReconciler(NodeReplacement):
         may_write = view.in_flight or bool(view.groups.outdated)
         if may_write and not self._claim_checks.still_held(view.node_image.name, view.claims.scale_set_ids):
             return Result(requeue_after=self._settings.drain_poll_seconds)  # the cache catches up
-        budget = new_node_budget(view.node_image.spec.max_surge, view.groups, view.pending)
-        pairing = pair_nodes(view.groups)
+        pairing = view.pairing
+        budget = new_node_budget(
+            view.node_image.spec.max_surge,
+            view.groups,
+            view.pending,
+            finished_heirs=len(pairing.clear_donor_annotation),
+        )
         gated = decision.memory.state in (RolloutState.CANARY, RolloutState.SOAKING, RolloutState.ROLLING)
         if self._settle_evictions(view.evictions, view.current, gated=gated):
             view.progress.steps.append(ReplacementStep.WAIT_FOR_EVICTED_PODS)
