@@ -10,13 +10,16 @@ from __future__ import annotations
 import threading
 import time
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from nodewright.controllers.node_image.grouping import RolloutTimeouts
+from nodewright.controllers.node_image.node_image import NodeImageReconciler
 from nodewright.controllers.node_image.resources import NODE_IMAGE
 from nodewright.runtime.manager import Manager
+from nodewright.runtime.reconcile import Request, Result
 from tests.controllers.node_image.histories import History
 from tests.controllers.node_image.support import RolloutBench
 
@@ -99,3 +102,34 @@ def test_a_freed_slot_is_used_in_the_pass_that_frees_it(bench: RolloutBench) -> 
             f"the freed slot waited for pass {following[0]}, not {passes}: {steps}"
         )
     assert seconds < PERIOD / 2
+
+
+def test_a_pass_ends_once_the_cache_shows_its_status(
+    bench: RolloutBench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After every nodeimage pass the cached NodeImage is the one the API server holds: the next
+    pass reads the rollout state, canary and batch marks its predecessor wrote, never an older
+    status (which it would write back over the newer one)."""
+    scale_set = bench.add_scale_set("memory", 2)
+    bench.start_simulator()
+    stale: list[tuple[str, str]] = []
+    real = NodeImageReconciler.reconcile
+
+    def checked(self: NodeImageReconciler, request: Request) -> Result:
+        result = real(self, request)
+        cached = self._stores.node_images.get(request.name)
+        served = bench.client.get(NODE_IMAGE, request.name)
+        if cached is not None and _version(cached) != _version(served):
+            stale.append((_version(cached), _version(served)))
+        return result
+
+    monkeypatch.setattr(NodeImageReconciler, "reconcile", checked)
+    bench.create_node_image(max_surge=1)
+    bench.create_scaling_group(scale_set)
+    bench.start()
+    bench.wait_for(lambda: bench.condition() == ("True", "AllNodesUpToDate"), 60, "rollout finished")
+    assert not stale, f"passes ended before the cache showed their status (cached, served): {stale}"
+
+
+def _version(obj: dict[str, Any]) -> str:
+    return str(obj["metadata"].get("resourceVersion", ""))
