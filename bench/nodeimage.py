@@ -36,7 +36,9 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.cluster import cluster_kubeconfig
+from bench.pass_profile import profiled_passes
 from bench.processes import status_bytes
+from bench.rollout_timeline import RolloutTimeline
 from nodewright.api.aadpodidentity.v1 import RESOURCES as IDENTITY_RESOURCES
 from nodewright.api.acn.v1alpha import RESOURCES as NETWORK_RESOURCES
 from nodewright.api.nodewright.v1alpha1 import RESOURCES
@@ -89,6 +91,8 @@ class Rollout:
     arm_calls: dict[str, int] = field(default_factory=dict)
     most_on_new: int = 0
     cost: ControllerCost | None = None
+    timeline: list[str] = field(default_factory=list)
+    """The per-replacement breakdown (``rollout_timeline``), as markdown lines."""
 
     @property
     def total_calls(self) -> int:
@@ -360,6 +364,8 @@ def _roll(client: Client, kubeconfig: str, emulator: ArmEmulator, scale: Scale, 
     estate = _Estate(client, emulator, scale)
     runner, cloud, counts = _manager(kubeconfig, emulator, estate.manager_selector)
     node_image = f"bench-{estate.suffix}"
+    timeline = RolloutTimeline(client, estate.selector)
+    timeline.start()
     emulator.requests.clear()
     estate.others.thread.start()
     api_before, rss_start = _api_counts(client), _rss_mib()
@@ -404,13 +410,23 @@ def _roll(client: Client, kubeconfig: str, emulator: ArmEmulator, scale: Scale, 
             rss_peak,
         )
     finally:
+        timeline.stop()
         runner.stop()
         estate.others.close()
         estate.simulator.stop()
         cloud.close()
         _clean(client, node_image, estate.scale_sets, estate.selector)
+    breakdown = timeline.table(scale.join_seconds, case.max_surge)
     return Rollout(
-        case.label, case.max_surge, seconds, case.lower_bound(scale), most_extra, calls, most_on_new, cost
+        case.label,
+        case.max_surge,
+        seconds,
+        case.lower_bound(scale),
+        most_extra,
+        calls,
+        most_on_new,
+        cost,
+        breakdown,
     )
 
 
@@ -475,7 +491,8 @@ def _table(scale: Scale, rollouts: list[Rollout]) -> str:
         "removes the canaries). Every row has the default canary of one node per scale set. ARM calls "
         "are every request the emulator answered (long-running operation polls included)."
     )
-    return "\n".join([*lines, "", *_cost_table(rollouts)])
+    timelines = [line for r in rollouts for line in ["", f"timeline of {r.label}:", "", *r.timeline]]
+    return "\n".join([*lines, "", *_cost_table(rollouts), *timelines])
 
 
 def _cost_table(rollouts: list[Rollout]) -> list[str]:
@@ -554,6 +571,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--join-seconds", type=float, help="how long a machine takes to join")
     parser.add_argument("--other-nodes", type=int, default=0, help="Nodes around the pools (none)")
     parser.add_argument("--case", help="run only the case of this label, such as 'maxSurge 3'")
+    parser.add_argument("--profile", help="write a cProfile of the NodeImage passes here (pstats)")
     arguments = parser.parse_args(argv)
     base = FULL if arguments.full else QUICK
     scale = Scale(
@@ -561,7 +579,8 @@ def main(argv: list[str] | None = None) -> int:
         base.join_seconds if arguments.join_seconds is None else arguments.join_seconds,
         arguments.other_nodes,
     )
-    print(run(arguments.full, arguments.kubeconfig, scale=scale, only=arguments.case))
+    with profiled_passes(arguments.profile):
+        print(run(arguments.full, arguments.kubeconfig, scale=scale, only=arguments.case))
     return 0
 
 

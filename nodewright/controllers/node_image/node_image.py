@@ -177,6 +177,7 @@ class _View:
     evictions: list[EvictionCheck] = field(default_factory=list)
     """The heirs' eviction records checked (the evicted-pods health gate)."""
     progress: ReplacementPass = field(default_factory=ReplacementPass)
+    pairing: PairingPlan = field(init=False)  # ``pair_nodes``: its released heirs (donor gone) are done
 
     @property
     def new_nodes(self) -> list[ClusterNode]:
@@ -185,10 +186,10 @@ class _View:
 
     @property
     def in_flight(self) -> bool:
-        groups = self.groups
+        groups, finished = self.groups, {heir.name for heir in self.pairing.clear_donor_annotation}
         return bool(
             groups.donors
-            or groups.heirs
+            or any(heir.name not in finished for heir in groups.heirs)
             or groups.mints
             or groups.obsolete
             or groups.awaiting_annotation
@@ -261,7 +262,9 @@ class NodeImageReconciler(NodeReplacement):
             pending.remove(stale.pending_node)
         current = {node.name: node for node in groups.all_nodes()}
         evictions = self._check_evicted_pods(current.values(), node_image.spec.evicted_pods_ready_deadline)
-        return _View(obj, node_image, memory, desired, claims, pending, groups, current, evictions)
+        view = _View(obj, node_image, memory, desired, claims, pending, groups, current, evictions)
+        view.pairing = pair_nodes(groups)
+        return view
 
     def _roll_out(self, view: _View) -> Result:
         if view.claims.settles_at is not None:  # nothing said or done until every claim counts
@@ -272,8 +275,11 @@ class NodeImageReconciler(NodeReplacement):
         may_write = view.in_flight or bool(view.groups.outdated)
         if may_write and not self._claim_checks.still_held(view.node_image.name, view.claims.scale_set_ids):
             return Result(requeue_after=self._settings.drain_poll_seconds)  # the cache catches up
-        budget = new_node_budget(view.node_image.spec.max_surge, view.groups, view.pending)
-        pairing = pair_nodes(view.groups)
+        pairing = view.pairing
+        finished = len(pairing.clear_donor_annotation)  # heirs whose donor is gone: slots free now
+        budget = new_node_budget(
+            view.node_image.spec.max_surge, view.groups, view.pending, finished_heirs=finished
+        )
         gated = decision.memory.state in (RolloutState.CANARY, RolloutState.SOAKING, RolloutState.ROLLING)
         if self._settle_evictions(view.evictions, view.current, gated=gated):
             view.progress.steps.append(ReplacementStep.WAIT_FOR_EVICTED_PODS)

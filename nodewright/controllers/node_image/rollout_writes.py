@@ -346,7 +346,11 @@ class RolloutWrites(WithCollaborators[NodeImageCloud]):
         if desired == (obj.get("status") or {}):
             return
         self._checkpoint("status")
-        replace_status(self._client, NODE_IMAGE, obj, desired)
+        if replace_status(self._client, NODE_IMAGE, obj, desired):
+            # The status is the rollout's memory (state, canary, batch): the next pass must start
+            # from it, not from a cache that has not shown it yet, or it decides on the state
+            # before this one and writes that back (a rolling rollout fell back to its canary).
+            self._writes.written(NODE_IMAGE, self._stores.node_images, str(obj["metadata"]["name"]), obj)
         self._report_problem_change(obj, existing_conditions)
 
     def _report_problem_change(self, obj: dict[str, Any], conditions: Sequence[dict[str, Any]]) -> None:
