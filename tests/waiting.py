@@ -2,15 +2,20 @@
 
 ``wait_for`` is the general loop. ``eventually`` is the same loop with the reconciler tests'
 defaults: a reconcile through a real API server and the ARM emulator, on a shared machine, gets
-30 s unless the call site says otherwise, polled every 0.1 s."""
+30 s unless the call site says otherwise, polled every 0.1 s.
+
+``watched_window`` is the way to wait when a test asserts that nothing happens: instead of a
+fixed sleep, it waits until the controller's reconcile count (the runtime's
+``controller_runtime_reconcile_total``) has risen by N, and fails if the reconciler never ran."""
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["RECONCILE_TIMEOUT", "eventually", "wait_for"]
+__all__ = ["RECONCILE_TIMEOUT", "eventually", "reconcile_count", "wait_for", "watched_window"]
 
 RECONCILE_TIMEOUT = 30.0
 """The default deadline of ``eventually``, in seconds."""
@@ -37,3 +42,41 @@ def eventually(
     """``wait_for`` polled every 0.1 s with a 30 s default deadline: what the reconciler tests
     (identity, federation, node image, node network config) wait with."""
     return wait_for(condition, timeout, message, interval=0.1)
+
+
+def reconcile_count(source: Any, controller: str) -> int:
+    """How many reconciles of ``controller`` have finished, whatever their result: the
+    ``controller_runtime_reconcile_total`` series the runtime keeps. ``source`` is a ``Manager``, a
+    ``Controller`` (anything with ``.metrics``) or a ``Metrics``."""
+    metrics = getattr(source, "metrics", source)
+    family = metrics.reconcile_total.collect()
+    return int(
+        sum(sample.value for sample in family.samples if sample.labels.get("controller") == controller)
+    )
+
+
+@contextlib.contextmanager
+def watched_window(
+    source: Any, controller: str, passes: int = 2, timeout: float = RECONCILE_TIMEOUT
+) -> Iterator[None]:
+    """A window in which ``controller`` is seen to reconcile: on exit, wait until its reconcile
+    count has risen by ``passes`` since entry, and fail (``AssertionError``) when it has not within
+    ``timeout`` seconds, so a test that asserts "nothing changed" afterwards cannot pass while the
+    reconciler never ran. Take the baseline inside the block::
+
+        with watched_window(manager, "identity-assignment", passes=4):
+            settled = update_count()
+        assert update_count() == settled
+
+    The first counted pass may have started before the window; with ``passes`` of 2 or more at
+    least one whole pass ran inside it."""
+    if passes < 1:
+        raise ValueError("passes must be at least 1")
+    start = reconcile_count(source, controller)
+    yield
+    wait_for(
+        lambda: reconcile_count(source, controller) >= start + passes,
+        timeout,
+        f"{passes} reconciles of {controller!r} (from {start})",
+        interval=0.05,
+    )
