@@ -110,7 +110,9 @@ def test_pod_on_missing_node_has_a_reason_then_its_object_is_collected(world: Wo
     collected = world.events(reason="NodeNotFound")
     assert len(collected) == 1, "one Event when the object is collected"
     assert collected[0]["involvedObject"]["name"] == "stranded"
-    time.sleep(2.0)
+    for _ in range(2):  # two passes for the pod, each asked for after the last one counted
+        with world.watched(passes=1):
+            world.request_pass_for_pod("stranded")
     assert "stranded" not in by_pod(world), "not recreated once its attempts ran out"
 
     world.client.create(NODE, {"metadata": {"name": ghost}, "spec": {"providerID": f"azure://{vm}"}})
