@@ -43,7 +43,7 @@ from nodewright.runtime.config import parse_config
 from nodewright.runtime.kinds import EVENT, NODE, POD_DISRUPTION_BUDGET, Kind
 from nodewright.runtime.manager import Manager
 from tests.cloud.helpers import cloud_for
-from tests.waiting import eventually
+from tests.waiting import eventually, watched_window
 
 OLD_IMAGE = "/CommunityGalleries/nodewright-test/images/node/versions/1.0.0"
 NEW_IMAGE = "/CommunityGalleries/nodewright-test/images/node/versions/2.0.0"
@@ -315,6 +315,12 @@ class RolloutBench:
         if self.running is not None:
             self.running.stop()
             self.running = None
+
+    def watched(self, passes: int, controller: str = "nodeimage") -> contextlib.AbstractContextManager[None]:
+        """A window in which ``controller`` of the running manager is seen to run ``passes``
+        reconciles (``tests.waiting.watched_window``): what "nothing changes" assertions wait with."""
+        assert self.running is not None, "start the manager first"
+        return watched_window(self.running.manager, controller, passes)
 
     # ---- reads --------------------------------------------------------------------------------
 
