@@ -23,6 +23,7 @@ from nodewright.cloud.factory import Cloud
 from nodewright.cloud.models import NicInfo
 from nodewright.cloud.throttle import InMemoryCallCounter
 from nodewright.controllers.node_network_config import (
+    CONTROLLER,
     NETWORK_INTERFACE_ANNOTATION,
     NODE_NETWORK_CONFIG,
     NodeNetworkConfigReconciler,
@@ -42,6 +43,7 @@ from tests.conftest import Cluster
 from tests.controllers.node_network_config.node_agent import PodAddressAgent
 from tests.ipam.address_book import find_address_conflicts
 from tests.runtime.manager_helpers import RunningManager, make_manager
+from tests.waiting import watched_window
 
 RESOURCE_GROUP = "rg-ipam"
 
@@ -140,6 +142,13 @@ class IpamHarness:
     @property
     def started(self) -> bool:
         return self._manager is not None
+
+    def watched(self, passes: int) -> contextlib.AbstractContextManager[None]:
+        """A window in which the controller is seen to run ``passes`` reconciles
+        (``tests.waiting.watched_window``): what "nothing changes" assertions wait with. Passes
+        come from events or the resync period, which such a test shortens."""
+        assert self._manager is not None, "start the manager first"
+        return watched_window(self._manager.manager, CONTROLLER, passes)
 
     def settle_and_check(self, timeout: float = 15.0) -> None:
         """``check_invariants`` once the system has caught up (status lags a NIC write briefly);
