@@ -115,7 +115,7 @@ def test_failover_after_sigkill_reconciles_from_a_warm_cache(
     first reconcile). The standby wrote nothing before it led."""
     writes = Writes(audited_plane.audit_log, arm_emulator)
     a, b = start_pair(rig)
-    time.sleep(1.0)
+    time.sleep(1.0)  # the workload writes before the fault
     killed_at = time.time()
     a.signal(signal.SIGKILL)
     a.wait_exit(10)
@@ -169,12 +169,12 @@ def test_partitioned_leader_stops_before_the_standby_takes_over(
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
-        time.sleep(1.0)
+        time.sleep(1.0)  # samples before the freeze
         frozen_at = time.time()
         proxy.freeze()
         wait_until(lambda: b.master_status() == 1.0, 20, "manager-b leads")
         code = a.wait_exit(20)
-        time.sleep(0.5)
+        time.sleep(0.5)  # samples after the exit
         sampling.set()
         sampler.join(5)
         thawed_at = time.time()
@@ -236,13 +236,13 @@ def test_paused_leader_writes_nothing_after_the_takeover(
         paused_at = time.monotonic()
         leader.signal(signal.SIGSTOP)
         wait_until(lambda others=others: any(r.master_status() == 1.0 for r in others), 20, "a standby leads")
-        time.sleep(rng.uniform(0.0, 0.7))
+        time.sleep(rng.uniform(0.0, 0.7))  # somewhere after the takeover
         pauses.append(time.monotonic() - paused_at)
         leader.signal(signal.SIGCONT)
         assert leader.wait_exit(20) != 0
         leader.start()  # synced again while the next trial runs
     elapsed = time.monotonic() - started
-    time.sleep(0.5)
+    time.sleep(0.5)  # the last requests reach the audit log
     takeovers = writes.acquisitions()
     late = []
     for index in range(1, len(takeovers)):

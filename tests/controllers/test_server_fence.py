@@ -337,7 +337,7 @@ def run_trial(
     else:
         manager.signal(signal.SIGSTOP)
     wait_until(lambda: standby.master_status() == 1.0, 20, f"{standby.user} leads")
-    time.sleep(rng.uniform(0.0, 0.5))
+    time.sleep(rng.uniform(0.0, 0.5))  # somewhere after the takeover
     length = time.monotonic() - started
     if fault == "partition":
         proxy.release()  # what the deposed leader sent lands now, after the takeover

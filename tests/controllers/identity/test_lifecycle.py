@@ -64,7 +64,7 @@ def test_missing_identity_has_a_reason_an_event_and_a_bounded_backoff(world: Wor
     deadline = time.monotonic() + 14.0
     while time.monotonic() < deadline:
         assert_every_created_has_a_reason(world)
-        time.sleep(0.5)
+        time.sleep(0.5)  # samples over the backoff schedule's clock
     refused = [
         e for e in world.emulator.requests.entries("VirtualMachineScaleSets.update") if e.status >= 400
     ]

@@ -161,7 +161,7 @@ class IpamHarness:
             except AssertionError:
                 if time.monotonic() > deadline:
                     raise
-                time.sleep(0.5)
+                time.sleep(0.5)  # the poll of a wait for a condition (its deadline above)
 
     def stop_simulator(self) -> None:
         """Stop playing the kubelets (Nodes then stay as they are, even if deleted)."""
