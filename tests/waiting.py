@@ -12,10 +12,17 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-__all__ = ["RECONCILE_TIMEOUT", "eventually", "reconcile_count", "wait_for", "watched_window"]
+__all__ = [
+    "RECONCILE_TIMEOUT",
+    "eventually",
+    "reconcile_count",
+    "requested_passes",
+    "wait_for",
+    "watched_window",
+]
 
 RECONCILE_TIMEOUT = 30.0
 """The default deadline of ``eventually``, in seconds."""
@@ -80,3 +87,31 @@ def watched_window(
         f"{passes} reconciles of {controller!r} (from {start})",
         interval=0.05,
     )
+
+
+def requested_passes(
+    manager: Any,
+    controller: str,
+    requests: Sequence[Any],
+    rounds: int = 2,
+    timeout: float = RECONCILE_TIMEOUT,
+) -> None:
+    """Ask ``controller`` of ``manager`` for ``rounds`` rounds of reconciles of ``requests`` (as
+    their events would), each round once the last one's reconciles were counted: for windows in
+    which nothing would run the reconciler on its own (no resync due). Fails (``AssertionError``)
+    when a round is not reconciled within ``timeout`` seconds."""
+    (found,) = [c for c in manager.controllers if c.name == controller]
+
+    def counted(target: int) -> Callable[[], bool]:
+        return lambda: reconcile_count(manager, controller) >= target
+
+    for _ in range(rounds):
+        start = reconcile_count(manager, controller)
+        for request in requests:
+            found.enqueue(request)
+        wait_for(
+            counted(start + len(requests)),
+            timeout,
+            f"{len(requests)} requested reconciles of {controller!r} (from {start})",
+            interval=0.05,
+        )

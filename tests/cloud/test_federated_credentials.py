@@ -183,13 +183,13 @@ def test_token_endpoint_grants_only_a_matching_signed_assertion(
 def test_token_endpoint_waits_for_propagation(arm_emulator: ArmEmulator, identity: str) -> None:
     """A credential written less than the propagation delay ago is not yet honoured."""
     service = cloud_for(arm_emulator).identities
-    credentials_of(arm_emulator.state).propagation_delay = 0.6
+    credentials_of(arm_emulator.state).propagation_delay = 1.5
     service.put_federated_credential(identity, "sa-web", issuer=ISSUER, subject=subject("web"))
     client_id = str(service.get_identity(identity).client_id)
     signer = Signer()
     arm_emulator.entra.jwks_provider = signer.jwks
     status, _ = exchange(arm_emulator, client_id, signer.assertion(subject("web")))
     assert status == 400
-    time.sleep(0.7)  # the clock: the propagation delay passes
+    time.sleep(1.6)  # the clock: the propagation delay passes
     status, _ = exchange(arm_emulator, client_id, signer.assertion(subject("web")))
     assert status == 200
