@@ -435,10 +435,10 @@ def test_server_errors_go_back_to_the_caller_and_back_off_the_target(estate: Est
         estate.cloud.compute.get_scale_set_image(scale_set)
     statuses = [entry.status for entry in estate.emulator.requests.entries("VirtualMachineScaleSets.get")]
     assert statuses == [503]
-    time.sleep(0.3)
+    time.sleep(0.3)  # the clock: the target's first backoff ends
     with pytest.raises(CloudError):
         estate.cloud.compute.get_scale_set_image(scale_set)
-    time.sleep(0.5)
+    time.sleep(0.5)  # the clock: the target's second, longer backoff ends
     assert estate.cloud.compute.get_scale_set_image(scale_set) is not None
     statuses = [entry.status for entry in estate.emulator.requests.entries("VirtualMachineScaleSets.get")]
     assert statuses == [503, 503, 200]

@@ -190,6 +190,6 @@ def test_token_endpoint_waits_for_propagation(arm_emulator: ArmEmulator, identit
     arm_emulator.entra.jwks_provider = signer.jwks
     status, _ = exchange(arm_emulator, client_id, signer.assertion(subject("web")))
     assert status == 400
-    time.sleep(1.6)
+    time.sleep(1.6)  # the clock: the propagation delay passes
     status, _ = exchange(arm_emulator, client_id, signer.assertion(subject("web")))
     assert status == 200

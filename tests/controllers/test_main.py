@@ -197,7 +197,7 @@ def test_sigkill_leader_fails_over_within_lease_and_sigterm_hands_over_at_once(
     second = "two" if first == "one" else "one"
     add_config_map(kube_api, namespace, "a")
     wait_for_greeting(kube_api, namespace, "a", first)
-    time.sleep(1.0)
+    time.sleep(1.0)  # the standby's chance to reconcile wrongly (another process: no pass to count)
     assert greeting(kube_api, namespace, "a") == first  # the standby never reconciled it
 
     killed_at = time.monotonic()

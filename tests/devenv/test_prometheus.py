@@ -139,7 +139,7 @@ def test_every_dashboard_expression_returns_the_series_its_panel_shows(stack: St
         query = substituted(expression, jobs)
         result = prometheus.query(query)
         while not result and time.monotonic() < deadline:
-            time.sleep(2)
+            time.sleep(2)  # the poll of a wait for Prometheus's next scrape (its deadline above)
             result = prometheus.query(query)
         if not result:
             missing[title] = query
@@ -293,7 +293,7 @@ def test_arm_throttling_a_full_subnet_and_a_rollback_fire_their_alerts(stack: St
         while not wanted <= firing(prometheus):
             if time.monotonic() > deadline:
                 pytest.fail(f"{sorted(wanted)} not all firing within 240 s:\n{diagnosis(prometheus)}")
-            time.sleep(2)
+            time.sleep(2)  # the poll of a wait for the alerts' for: periods (deadline above)
     finally:
         if throttle is not None:
             environment.emulator.faults.remove(throttle.identifier)

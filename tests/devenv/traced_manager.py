@@ -38,7 +38,7 @@ def _dump(exporter: InMemorySpanExporter, path: Path) -> None:
                 }
                 out.write(json.dumps(record, default=str) + "\n")
         written = len(spans)
-        time.sleep(1.0)
+        time.sleep(1.0)  # the period of the span file's writer
 
 
 def run(argv: list[str]) -> int:

@@ -134,7 +134,9 @@ def test_an_error_that_says_when_to_retry_is_retried_then_not_sooner_nor_later(
     wait_for(lambda: len(calls) == 9, timeout=10)
     gaps = [later - earlier for earlier, later in itertools.pairwise(calls)]
     assert min(gaps) >= 0.14, gaps
-    assert max(gaps) < 0.6, f"the retries grew: {gaps}"
+    # Not through the rate limiter (whose delay grows): no retry was counted there. How punctual
+    # the retries are is a figure of ``python -m bench.retry_timing``.
+    assert sample(controller.metrics, "workqueue_retries_total", name="test") == 0
     assert controller.queue.num_requeues(REQUEST) == 0
 
 
@@ -163,10 +165,22 @@ def test_a_wait_counted_from_the_failure_is_not_waited_again_after_a_slow_pass(
         return Result()
 
     controller = running(reconcile)
+    queued_delays: list[float] = []
+    add_after = controller.queue.add_after
+
+    def recording_add_after(item: Request, delay: float) -> None:  # the real queue, its delays noted
+        queued_delays.append(delay)
+        add_after(item, delay)
+
+    controller.queue.add_after = recording_add_after  # type: ignore[method-assign]
     controller.enqueue(REQUEST)
     wait_for(lambda: len(calls) == 2, timeout=10)
     assert calls[1] - calls[0] >= 0.39, "not before the hold ends"
-    assert calls[1] - ended[0] < 0.3, "the hold is counted from the failure, not from the pass's end"
+    # The hold is counted from the failure: the retry was queued for what was left of it when the
+    # pass ended, not for the whole hold again (how late it ran is ``bench.retry_timing``'s figure).
+    assert len(queued_delays) == 1, queued_delays
+    assert queued_delays[0] <= 0.4 - 0.3 + 0.001, f"the whole hold queued again: {queued_delays}"
+    assert sample(controller.metrics, "workqueue_retries_total", name="test") == 0
 
 
 def test_requeue_goes_through_rate_limiter(running: Callable[..., Controller[Request]]) -> None:

@@ -113,7 +113,7 @@ def test_watch_resumes_from_last_resource_version_when_server_ends_stream(
     with running(informer):
         for index in range(6):
             make(client, namespace, f"cm-{index}")
-            time.sleep(0.5)
+            time.sleep(0.5)  # the clock: creates spread over the 1-s server timeouts
         wait_for(lambda: len(recorder.names("add")) == 6, message=str(recorder.events))
         wait_for(lambda: informer.stats.watches >= 3, message=str(informer.stats))
         assert informer.stats.lists == 1
@@ -133,7 +133,7 @@ def test_survives_a_quiet_period_longer_than_ten_seconds(client: Client, namespa
     informer.add_event_handler(recorder)
     with running(informer):
         wait_for(lambda: informer.stats.watches == 1)
-        time.sleep(12)
+        time.sleep(12)  # the clock: a silence longer than pykube's 10 s
         make(client, namespace, "after-silence")
         wait_for(lambda: "after-silence" in recorder.names("add"), timeout=3)
         assert (informer.stats.lists, informer.stats.watches, informer.stats.watch_errors) == (1, 1, 0)
@@ -295,9 +295,9 @@ def test_api_server_restart_loses_no_change(control_plane_factory: Callable[...,
         thread = threading.Thread(target=writer)
         thread.start()
         try:
-            time.sleep(1)
+            time.sleep(1)  # the writer runs before the restart
             plane.restart_apiserver(down_for=3)
-            time.sleep(2)
+            time.sleep(2)  # and after it
         finally:
             stop.set()
             thread.join()

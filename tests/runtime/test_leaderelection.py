@@ -107,7 +107,7 @@ def test_crashed_leader_is_replaced_after_lease_expiry(candidates: Callable[[str
     wait_any(first.started, timeout=10)
     second = candidates("second")
     second.elector.start()
-    time.sleep(RETRY_PERIOD * 2)
+    time.sleep(RETRY_PERIOD * 2)  # the clock: the second candidate polls the held Lease
     first.elector.stop()  # as if the process died: the Lease still names it
     took = wait_any(second.started, timeout=LEASE_DURATION * 3)
     assert LEASE_DURATION - RETRY_PERIOD * 3 <= took <= LEASE_DURATION + RETRY_PERIOD * 3
@@ -154,7 +154,7 @@ def test_renew_that_hangs_is_abandoned_at_the_renew_deadline(cluster: object, na
     try:
         candidate.elector.start()
         wait_any(candidate.started, timeout=10)
-        time.sleep(RETRY_PERIOD * 3)
+        time.sleep(RETRY_PERIOD * 3)  # the clock: a few renewals before the freeze
         proxy.freeze()
         frozen_at = time.monotonic()
         status_zero_at = None

@@ -60,15 +60,16 @@ def test_sample_reconciler_end_to_end_with_probes_and_metrics(
     try:
         wait_for(manager.started.is_set, message="manager started")
         assert http_get(manager.health_port or 0, "/readyz")[0] == 200
-        create_config_map(kube_api, namespace, "after-start", {"sample": "yes"})
         create_config_map(kube_api, namespace, "unlabelled", {"sample": "no"})
+        create_config_map(kube_api, namespace, "after-start", {"sample": "yes"})
         for name in ("before-start", "after-start"):
 
             def greeted(name: str = name) -> bool:
                 return config_map_data(kube_api, namespace, name).get("greeting") == "hi"
 
             wait_for(greeted, message=f"{name} reconciled")
-        time.sleep(0.5)
+        # after-start was created after unlabelled and reconciled by the one worker: had the
+        # unlabelled one been queued, it would have been reconciled first.
         assert "greeting" not in config_map_data(kube_api, namespace, "unlabelled")
         status, text = http_get(manager.metrics_port or 0, "/metrics")
         assert status == 200
@@ -107,7 +108,7 @@ def test_two_managers_one_lease_only_leader_reconciles(
         standby_name = "b" if leader_name == "a" else "a"
         create_config_map(kube_api, namespace, "one", {})
         wait_for(lambda: Request(namespace, "one") in seen[leader_name], message="leader reconciled")
-        time.sleep(1.0)
+        time.sleep(1.0)  # the standby's chance to reconcile wrongly: it has no pass to count
         assert seen[standby_name] == []
         assert not managers[standby_name].is_leader()
 
@@ -131,7 +132,7 @@ def test_graceful_stop_drains_in_flight_reconcile(
 
     def reconcile(request: Request) -> Result:
         started.append(request.name)
-        time.sleep(1.0)
+        time.sleep(1.0)  # a reconcile still running when stop() comes
         finished.append(request.name)
         return Result()
 

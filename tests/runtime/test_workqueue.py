@@ -255,7 +255,7 @@ def test_stress_no_key_processed_concurrently(workers: int) -> None:
     producers = [threading.Thread(target=produce) for _ in range(4)]
     for thread in threads + producers:
         thread.start()
-    time.sleep(1.0)
+    time.sleep(1.0)  # the clock: the producers' run
     stop_producers.set()
     for producer in producers:
         producer.join()

@@ -18,6 +18,7 @@ from nodewright.api.aadpodidentity.v1 import (
 from nodewright.cloud.config import CloudSettings, CredentialKind, CredentialSettings
 from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION, ArmEmulator
 from nodewright.controllers.cloud_access import settings_as_options
+from nodewright.controllers.identity.assignment import IdentityAssignmentReconciler
 from nodewright.controllers.identity.options import (
     AZURE_ASSIGNED_IDENTITY,
     AZURE_IDENTITY,
@@ -31,7 +32,7 @@ from nodewright.runtime.config import parse_config
 from nodewright.runtime.kinds import EVENT, NODE, POD
 from nodewright.runtime.manager import Manager
 from tests.runtime.manager_helpers import RunningManager
-from tests.waiting import eventually
+from tests.waiting import eventually, watched_window
 
 
 @dataclass
@@ -215,6 +216,21 @@ class World:
         self.running = RunningManager(manager)
         eventually(manager.started.is_set, timeout=30, message="manager started")
         return manager
+
+    def watched(self, passes: int) -> contextlib.AbstractContextManager[None]:
+        """A window in which the assignment controller is seen to run ``passes`` reconciles
+        (``tests.waiting.watched_window``): what "nothing changes" assertions wait with."""
+        assert self.running is not None, "start the manager first"
+        return watched_window(self.running.manager, "identity-assignment", passes)
+
+    def request_pass_for_pod(self, name: str) -> None:
+        """Queue the assignment pass that an event of pod ``name`` queues (as its watch maps it)."""
+        assert self.running is not None, "start the manager first"
+        (controller,) = [c for c in self.running.manager.controllers if c.name == "identity-assignment"]
+        reconciler = controller.reconciler
+        assert isinstance(reconciler, IdentityAssignmentReconciler)
+        for request in reconciler.requests_for_pod(self.client.get(POD, name, self.namespace)):
+            controller.enqueue(request)
 
     def stop(self) -> None:
         if self.running is not None:

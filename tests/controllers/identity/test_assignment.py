@@ -257,8 +257,8 @@ def test_one_bad_identity_does_not_block_the_others(world: World) -> None:
     messages = " ".join(e["message"] for e in world.events(reason="binding apply error"))
     assert "LinkedAuthorizationFailed" in messages
     assert "FailedIdentityOperation" in messages
-    settled = update_count(world, "VirtualMachineScaleSets.update")
-    time.sleep(2.0)  # four repair passes
+    with world.watched(passes=4):  # four repair passes (repairInterval 0.5 s)
+        settled = update_count(world, "VirtualMachineScaleSets.update")
     assert update_count(world, "VirtualMachineScaleSets.update") == settled, (
         "no PATCH storm for known-bad ones"
     )
@@ -411,7 +411,8 @@ def test_identities_removed_out_of_band_are_re_added_and_foreign_ones_left_alone
 
     world.delete_pod("web")
     eventually(lambda: world.identities_on(scale_set) == {foreign.lower()}, message="web removed")
-    time.sleep(1.5)
+    with world.watched(passes=3):  # repair passes (repairInterval 0.5 s) that see foreign alone
+        pass
     assert world.identities_on(scale_set) == {foreign.lower()}, "never removes what it did not add"
 
 
@@ -480,7 +481,7 @@ def test_the_intent_a_new_object_was_created_with_is_the_record_until_a_status_i
         {"metadata": {"annotations": intent_annotations(scale_set.lower(), adding)}},
         namespace,
     )
-    world.start_manager()
+    world.start_manager(repairInterval=0.5)  # repair passes that the last window watches
     eventually(lambda: all_assigned(world, {"web"}), message="web Assigned again")
     (recorded,) = world.assigned()
     assert recorded.status.target == scale_set.lower()
@@ -490,7 +491,8 @@ def test_the_intent_a_new_object_was_created_with_is_the_record_until_a_status_i
     if adding:
         eventually(lambda: world.identities_on(scale_set) == set(), message="the identity removed")
     else:
-        time.sleep(1.5)
+        with world.watched(passes=3):  # repair passes after the object was collected
+            pass
         assert world.identities_on(scale_set) == {web.lower()}, "never removes what it did not add"
 
 

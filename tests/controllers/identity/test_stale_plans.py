@@ -74,7 +74,7 @@ def test_a_removal_planned_during_a_hold_is_not_sent_after_it(
         needed_since = time.monotonic()
         assert needed_since < hold_ends - 5.0, "web-b must be created well within the hold"
         while time.monotonic() < hold_ends + 5.0:  # past the hold: a late removal would be in by now
-            time.sleep(0.5)
+            time.sleep(0.5)  # the clock: the hold runs out
         eventually(
             lambda: (
                 {a.spec.pod: a.status.status for a in world.assigned()}.get("web-b")

@@ -42,8 +42,9 @@ from nodewright.runtime.client import Client
 from nodewright.runtime.config import parse_config
 from nodewright.runtime.kinds import EVENT, NODE, POD_DISRUPTION_BUDGET, Kind
 from nodewright.runtime.manager import Manager
+from nodewright.runtime.reconcile import Request
 from tests.cloud.helpers import cloud_for
-from tests.waiting import eventually
+from tests.waiting import eventually, requested_passes, watched_window
 
 OLD_IMAGE = "/CommunityGalleries/nodewright-test/images/node/versions/1.0.0"
 NEW_IMAGE = "/CommunityGalleries/nodewright-test/images/node/versions/2.0.0"
@@ -315,6 +316,23 @@ class RolloutBench:
         if self.running is not None:
             self.running.stop()
             self.running = None
+
+    @contextlib.contextmanager
+    def watched(self, passes: int, controller: str = "nodeimage") -> Iterator[None]:
+        """A window in which ``controller`` of the running manager is seen to run ``passes``
+        reconciles: what "nothing changes" assertions wait with. The scaling groups resync on
+        their own (``tests.waiting.watched_window``); a NodeImage that waits on nothing has no
+        resync due, so its passes are asked for (``tests.waiting.requested_passes``: ``passes``
+        rounds, one pass per NodeImage each)."""
+        assert self.running is not None, "start the manager first"
+        manager = self.running.manager
+        if controller != "nodeimage":
+            with watched_window(manager, controller, passes):
+                yield
+            return
+        yield
+        requests = [Request("", name) for name in self.node_image_names()]
+        requested_passes(manager, controller, requests, passes)
 
     # ---- reads --------------------------------------------------------------------------------
 

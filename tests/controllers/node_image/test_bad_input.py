@@ -4,7 +4,6 @@ set that does not exist (which must not touch any other pool or the autoscaler).
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from nodewright.controllers.node_image.resources import AUTOSCALING_STRATEGY, NODE_IMAGE, SCALING_GROUP
@@ -88,7 +87,8 @@ def test_nodes_outside_the_scale_sets_are_not_claimed_and_unknown_machines_are_i
     status = bench.node_image().status
     assert [reference.name for reference in status.invalid] == [ghost]
     assert stray not in {r.name for r in [*status.up_to_date, *status.outdated, *status.invalid]}
-    time.sleep(3 * bench.settings().resync_seconds)
+    with bench.watched(passes=3):  # resyncs of the one NodeImage
+        pass
     assert sum(e.get("count", 1) for e in bench.events(name, "InvalidNodes")) == 1
     for node_name in (stray, ghost):
         assert not bench.client.get(NODE, node_name)["spec"].get("unschedulable")
@@ -122,7 +122,8 @@ def test_a_scaling_group_naming_a_missing_scale_set_touches_no_other_pool(bench:
     ghost = bench.node_image().status
     assert (ghost.total_nodes, ghost.outdated) == (0, [])
     bench.client.patch(AUTOSCALING_STRATEGY, strategy, {"spec": {"enabled": True}})
-    time.sleep(3 * bench.settings().resync_seconds)
+    with bench.watched(passes=6):  # resyncs of the two NodeImages
+        pass
     assert bench.client.get(AUTOSCALING_STRATEGY, strategy)["spec"]["enabled"] is True, "autoscaler flapped"
     assert sum(e.get("count", 1) for e in bench.events(name)) == 1, bench.events(name)
     assert sum(e.get("count", 1) for e in bench.events(group, "ScaleSetNotFound")) == 1

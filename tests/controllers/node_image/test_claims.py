@@ -72,7 +72,7 @@ def _event_count(bench: RolloutBench, involved: str, reason: str) -> int:
 
 def _start_of_a_second() -> None:
     """Sleep until just after the next wall-clock second begins (the API server shares the clock)."""
-    time.sleep(1.05 - time.time() % 1)
+    time.sleep(1.05 - time.time() % 1)  # the clock: the start of the next second
 
 
 def _model_image(bench: RolloutBench, scale_set: str) -> str:

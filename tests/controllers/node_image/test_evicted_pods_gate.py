@@ -93,7 +93,8 @@ def test_the_canary_waits_for_the_evicted_pods_to_be_ready_elsewhere(bench: Roll
         lambda: bench.condition(kind="Progressing") == ("True", "WaitingForEvictedPods"), 60, "wait"
     )
     bench.wait_for(lambda: donor not in {n["metadata"]["name"] for n in bench.nodes()}, 60, "donor gone")
-    time.sleep(3.0)
+    with bench.watched(passes=3):  # passes that wait for the evicted pods
+        pass
     assert bench.node_image().status.rollout_state == "Canary", "the canary went on without its pods"
     assert bench.condition(kind="Progressing") == ("True", "WaitingForEvictedPods")
     assert _records(bench) == [held["heir"]]

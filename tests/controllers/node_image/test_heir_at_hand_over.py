@@ -7,7 +7,6 @@ emulator and the node simulator; the order of what was written is read from watc
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -49,7 +48,8 @@ def test_a_heir_that_goes_not_ready_just_before_the_hand_over_keeps_its_donor(be
         bench.create_scaling_group(bench.scale_sets[0])
         bench.start()
         assert stopped.wait(60), "the reconcile never reached the hand-over"
-        time.sleep(3.0)
+        with bench.watched(passes=3):  # passes that see the heir NotReady
+            pass
         leaves = [r["metadata"]["name"] for _, r in pending_nodes.added if r["spec"]["goal"] == LEAVE]
         assert leaves == [], "donor handed over while its heir was NotReady"
         assert donor in {m["name"] for m in bench.live_machines()}

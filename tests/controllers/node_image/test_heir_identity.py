@@ -5,7 +5,6 @@ Assigned on the scale set) that the identity-assignment reconciler would write."
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -134,7 +133,8 @@ def test_the_donor_waits_for_its_heirs_identities(bench: RolloutBench) -> None:
     bench.wait_for(
         lambda: bench.condition(kind="Progressing") == ("True", "WaitingForHeirIdentities"), 30, "waiting"
     )
-    time.sleep(3.0)
+    with bench.watched(passes=3):  # passes that wait for the heir's identity
+        pass
     assert not bench.client.get(NODE, donor)["spec"].get("unschedulable"), (
         "donor cordoned before the identity"
     )
@@ -187,7 +187,8 @@ def test_a_vm_heir_gets_the_identity_before_its_donor_drains(bench: RolloutBench
     bench.wait_for(
         lambda: bench.condition(kind="Progressing") == ("True", "WaitingForHeirIdentities"), 30, "waiting"
     )
-    time.sleep(2.0)
+    with bench.watched(passes=3):  # passes that wait for the heir VM's identity
+        pass
     assert not bench.client.get(NODE, donor)["spec"].get("unschedulable"), (
         "donor cordoned before the identity"
     )

@@ -127,7 +127,8 @@ def test_the_donor_waits_for_its_heirs_ip_pool(bench: RolloutBench) -> None:
             lambda: bench.condition(kind="Progressing") == ("True", "WaitingForHeirNetwork"), 30, "waiting"
         )
         _publish_pool(bench, heir, PODS + BUFFER - 1)
-        time.sleep(3.0)
+        with bench.watched(passes=3):  # passes that see the heir's short pool
+            pass
         assert watch.first_cordon() is None, "donor cordoned while its heir's pool was short"
         assert bench.condition(kind="Progressing") == ("True", "WaitingForHeirNetwork")
         filled_at = time.monotonic()

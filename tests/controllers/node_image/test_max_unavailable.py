@@ -113,7 +113,8 @@ def test_one_donor_drains_ahead_of_its_heir_and_leaves_only_after_it(bench: Roll
             30,
             "the early donor drained",
         )
-        time.sleep(3.0)
+        with bench.watched(passes=3):  # passes that see the held heirs NotReady
+            pass
         assert _cordoned(bench, originals) == [donor]
         assert not [p for p in bench.pending_nodes() if p.spec.goal.value == "Leave"], "a donor left early"
         assert originals <= {m["name"] for m in bench.live_machines()}
@@ -142,7 +143,8 @@ def test_a_bad_max_unavailable_is_reported_and_nothing_is_replaced(bench: Rollou
     )
     assert bench.condition(kind="Progressing") == ("False", "InvalidMaxUnavailable")
     bench.wait_for(lambda: bench.events(name, "InvalidMaxUnavailable"), 10, "Warning Event")
-    time.sleep(2.0)
+    with bench.watched(passes=2):  # resyncs of the invalid NodeImage
+        pass
     (event,) = bench.events(name, "InvalidMaxUnavailable")
     assert event["type"] == "Warning"
     assert "half" in event["message"]

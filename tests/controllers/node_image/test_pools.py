@@ -119,7 +119,8 @@ def test_two_node_images_on_two_pools_roll_independently(bench: RolloutBench) ->
     bench.wait_for(
         lambda: bench.condition(intruder, "Conflict") == ("True", "ScaleSetClaimed"), 20, "Conflict"
     )
-    time.sleep(3 * bench.settings().resync_seconds)
+    with bench.watched(passes=6):  # resyncs of the NodeImages, the intruder's among them
+        pass
     assert _pool_nodes(bench, scale_b) == b_now, "the intruder touched pool b"
     assert bench.node_image(intruder).status.total_nodes == 0
     assert not bench.pending_nodes()

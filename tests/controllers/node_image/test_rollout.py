@@ -254,7 +254,8 @@ def test_six_nodes_in_two_scale_sets_are_replaced_within_the_surge(bench: Rollou
             bench.settings(timeouts=RolloutTimeouts(drain=timedelta(seconds=1), poll=timedelta(seconds=1)))
         )
         assert held_event.wait(60), "no pairing happened"
-        time.sleep(2.0)
+        with bench.watched(passes=3):  # passes that see the heir NotReady
+            pass
         donor = bench.client.get(NODE, held["donor"])
         assert not donor["spec"].get("unschedulable"), "donor cordoned while its heir was NotReady"
         assert all(p.name != held["donor"] for p in bench.pending_nodes()), (

@@ -273,7 +273,8 @@ def test_a_standalone_group_naming_nothing_usable_changes_nothing(
         return found[0] if found else ("", "")
 
     bench.wait_for(lambda: condition() == ("False", reason), 30, f"ImageApplied False {reason}")
-    time.sleep(4)  # several resyncs
+    with bench.watched(passes=4, controller="scalinggroup"):  # several resyncs (0.5 s)
+        pass
     events = bench.events(name, reason)
     assert [e["type"] for e in events] == ["Warning"], events
     assert (events[0].get("count") or 1) == 1

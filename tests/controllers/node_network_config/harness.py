@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,7 @@ from nodewright.cloud.factory import Cloud
 from nodewright.cloud.models import NicInfo
 from nodewright.cloud.throttle import InMemoryCallCounter
 from nodewright.controllers.node_network_config import (
+    CONTROLLER,
     NETWORK_INTERFACE_ANNOTATION,
     NODE_NETWORK_CONFIG,
     NodeNetworkConfigReconciler,
@@ -37,11 +39,13 @@ from nodewright.ipam import addresses_of
 from nodewright.runtime import errors
 from nodewright.runtime.client import Client
 from nodewright.runtime.kinds import EVENT, NODE, POD
+from nodewright.runtime.reconcile import Request
 from tests.cloud.helpers import cloud_for
 from tests.conftest import Cluster
 from tests.controllers.node_network_config.node_agent import PodAddressAgent
 from tests.ipam.address_book import find_address_conflicts
 from tests.runtime.manager_helpers import RunningManager, make_manager
+from tests.waiting import requested_passes
 
 RESOURCE_GROUP = "rg-ipam"
 
@@ -141,6 +145,16 @@ class IpamHarness:
     def started(self) -> bool:
         return self._manager is not None
 
+    @contextlib.contextmanager
+    def watched(self, passes: int) -> Iterator[None]:
+        """A window in which the controller is seen to run ``passes`` rounds of reconciles, one
+        per node, asked for as a node's events would (``tests.waiting.requested_passes``): what
+        "nothing changes" assertions wait with (a settled node has no resync due soon)."""
+        assert self._manager is not None, "start the manager first"
+        yield
+        requests = [Request(self.namespace, node) for node in self.node_names()]
+        requested_passes(self._manager.manager, CONTROLLER, requests, passes)
+
     def settle_and_check(self, timeout: float = 15.0) -> None:
         """``check_invariants`` once the system has caught up (status lags a NIC write briefly);
         the last failure is raised if it never passes within ``timeout``."""
@@ -152,7 +166,7 @@ class IpamHarness:
             except AssertionError:
                 if time.monotonic() > deadline:
                     raise
-                time.sleep(0.5)
+                time.sleep(0.5)  # the poll of a wait for a condition (its deadline above)
 
     def stop_simulator(self) -> None:
         """Stop playing the kubelets (Nodes then stay as they are, even if deleted)."""

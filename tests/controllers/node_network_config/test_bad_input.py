@@ -75,7 +75,10 @@ def test_requested_counts_out_of_range_are_rejected_by_the_crd(ipam: IpamHarness
 def test_requested_count_above_the_nodes_maximum(ipam: IpamHarness) -> None:
     """maxIPCount 20: a request of 40 gets status Error, condition RequestedIPCountAboveMaximum
     and an Event; the NIC is filled to 20 and no further."""
-    ipam.configure(scaler=PoolScaler(batch_size=4, request_threshold_percent=50, max_ip_count=20))
+    ipam.configure(
+        scaler=PoolScaler(batch_size=4, request_threshold_percent=50, max_ip_count=20),
+        resync_period_seconds=0.5,  # passes for the last window to watch
+    )
     node = _cns_node(ipam, initial=8)
     _set_spec(ipam, node, requestedIPCount=40)
     eventually(
@@ -84,7 +87,8 @@ def test_requested_count_above_the_nodes_maximum(ipam: IpamHarness) -> None:
     )
     eventually(lambda: "RequestedIPCountAboveMaximum" in event_reasons(ipam, node), message="Event recorded")
     eventually(lambda: len(ipam.assignments(ipam.config(node))) == 20, timeout=60, message="filled to 20")
-    time.sleep(1.0)
+    with ipam.watched(passes=3):  # passes that see the request above the maximum
+        pass
     assert len(ipam.secondary(node)) == 20
     config = ipam.config(node)
     assert config is not None
@@ -172,7 +176,7 @@ def test_network_interface_missing_in_azure(ipam: IpamHarness) -> None:
     )
     eventually(lambda: "NetworkInterfaceNotFound" in event_reasons(ipam, node), message="Event recorded")
     reads_before = ipam.emulator.requests.count("NetworkInterfaces.get")
-    time.sleep(6.0)
+    time.sleep(6.0)  # a rate over a fixed span of the clock: the backoff between NIC reads
     reads = ipam.emulator.requests.count("NetworkInterfaces.get") - reads_before
     assert reads <= 4, f"{reads} NIC reads in 6 s: not backing off"
 

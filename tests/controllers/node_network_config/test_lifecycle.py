@@ -71,7 +71,8 @@ def test_leaked_ip_configurations_are_adopted_or_collected(ipam: IpamHarness) ->
     eventually(lambda: len(ipam.assignments(ipam.config(node))) == 32, message="second batch")
     assert "leaked-ip-2" in {name for name, _ in ipam.assignments(ipam.config(node))}
     eventually(lambda: len(ipam.pod_addresses(node)) == 12, message="pods addressed")
-    time.sleep(3.5)
+    with ipam.watched(passes=3):  # resyncs (1 s) over the addressed pods
+        pass
     ipam.check_invariants()
 
 

@@ -77,7 +77,7 @@ def test_at_rest_reads_are_per_scale_set_not_per_node(ipam: IpamHarness, arm_emu
 
     started, passes_before = time.monotonic(), reconciles(ipam)
     window = ipam.settings.resync_period_seconds
-    time.sleep(window)
+    time.sleep(window)  # the clock: reads per resync period are the figure
     passes = reconciles(ipam) - passes_before
     reads = arm_emulator.requests.entries(method="GET", since=started)
 

@@ -4,8 +4,6 @@ removed from a NIC; every ARM write is counted."""
 
 from __future__ import annotations
 
-import time
-
 from nodewright.ipam import PoolScaler, pool_target
 from tests.controllers.node_network_config.harness import IpamHarness
 from tests.waiting import eventually
@@ -23,7 +21,7 @@ def _writes(ipam: IpamHarness) -> int:
 def test_nodesubnet_grows_with_pods_and_never_releases_by_default(ipam: IpamHarness) -> None:
     """20 pods: the NIC grows batch-aligned (24), pods are addressed from what CNS discovered, the NNC
     records the pool; all pods go: no write removes anything, the NIC keeps its IPs."""
-    ipam.configure(consumer="nodesubnet", scaler=SCALER)
+    ipam.configure(consumer="nodesubnet", scaler=SCALER, resync_period_seconds=0.5)
     ipam.add_scale_set(capacity=1)
     ipam.start(agent=False)
     node = eventually(ipam.node_names, message="a simulated node")[0]
@@ -39,7 +37,8 @@ def test_nodesubnet_grows_with_pods_and_never_releases_by_default(ipam: IpamHarn
     writes = _writes(ipam)
     ipam.delete_pods(pods)
     eventually(lambda: not ipam.pods(), timeout=30, message="pods gone")
-    time.sleep(4.0)
+    with ipam.watched(passes=4):  # passes after the pods left (resyncs every 0.5 s)
+        pass
     assert len(ipam.secondary(node)) == TWENTY, "an IP was released with release: never"
     assert _writes(ipam) == writes, "an ARM write after the pods left"
     config = ipam.config(node)

@@ -87,6 +87,7 @@ def test_each_selected_node_gets_a_node_network_config(ipam: IpamHarness) -> Non
     a stable id and the subnet's facts; once settled, nothing rewrites it."""
     ipam.add_scale_set(capacity=2)
     ipam.add_virtual_machine()  # a standalone VM: its NIC is written directly (etag-guarded PUT)
+    ipam.configure(resync_period_seconds=0.5)  # settled passes for the last window to watch
     ipam.start(agent=False)
     nodes = eventually(lambda: len(ipam.node_names()) == 3 and ipam.node_names(), message="three nodes")
     for node in nodes:
@@ -104,7 +105,8 @@ def test_each_selected_node_gets_a_node_network_config(ipam: IpamHarness) -> Non
     ids = {ipam.config(node).status.network_containers[0].id for node in nodes}  # type: ignore[union-attr]
     assert len(ids) == 3
     versions = {node: ipam.raw_config(node)["metadata"]["resourceVersion"] for node in nodes}
-    time.sleep(2.0)
+    with ipam.watched(passes=6):  # two resyncs of each node's settled config
+        pass
     assert versions == {node: ipam.raw_config(node)["metadata"]["resourceVersion"] for node in nodes}, (
         "a settled NodeNetworkConfig kept being rewritten"
     )

@@ -49,7 +49,7 @@ def test_a_full_subnet_is_a_condition_not_a_retry_storm(ipam: IpamHarness) -> No
     )
     first = refused[0].monotonic
     while time.monotonic() < first + WINDOW_SECONDS:
-        time.sleep(1.0)
+        time.sleep(1.0)  # the clock: writes are counted over a fixed window
     writes = [
         e
         for e in ipam.emulator.requests.entries()
