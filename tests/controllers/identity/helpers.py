@@ -229,7 +229,7 @@ class World:
         (controller,) = [c for c in self.running.manager.controllers if c.name == "identity-assignment"]
         reconciler = controller.reconciler
         assert isinstance(reconciler, IdentityAssignmentReconciler)
-        for request in reconciler.requests_for_pod(self.client.get(POD, name, self.namespace)):
+        for request in reconciler.requests.for_pod(self.client.get(POD, name, self.namespace)):
             controller.enqueue(request)
 
     def stop(self) -> None:
