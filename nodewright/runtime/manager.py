@@ -33,7 +33,6 @@ from typing import Any, overload
 
 from opentelemetry.metrics import Observation
 
-from nodewright.runtime import metrics as metrics_module
 from nodewright.runtime.builder import Builder
 from nodewright.runtime.cache import Cache
 from nodewright.runtime.client import Client
@@ -49,6 +48,7 @@ from nodewright.runtime.metrics_server import serve_metrics
 from nodewright.runtime.reconcile import K, Request
 from nodewright.runtime.registry import ReconcilerRegistry
 from nodewright.runtime.server_fence import check_server_fence
+from nodewright.runtime.services import Services
 
 __all__ = ["CacheSyncTimeoutError", "LeadershipLostError", "Manager", "ManagerError"]
 
@@ -81,7 +81,9 @@ class Manager:
         if client is None:
             client = Client.from_kubeconfig(kubeconfig) if kubeconfig else Client.from_environment()
         self.metrics = Metrics()
-        metrics_module.activate(self.metrics)
+        """This manager's registry: plug-ins make their instruments on ``metrics.provider``."""
+        self.services = Services(self)
+        """What this manager's plug-ins share (``services.py``), built on first use."""
         self.fence = self._build_fence()
         """Every write of ``client`` (and, wired by the composition root, of ARM) passes it."""
         self._lease_client = client.with_own_connections()  # the Lease is written unfenced

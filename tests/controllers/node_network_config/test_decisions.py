@@ -13,7 +13,12 @@ import pytest
 
 from nodewright.api.nodewright.v1alpha1 import INCOMING_PODS_ANNOTATION, IncomingPods
 from nodewright.controllers.node_network_config.demand import incoming_pods, releasable_addresses
-from nodewright.controllers.node_network_config.metrics import IpamMetrics, NodeFigures, node_pool_of
+from nodewright.controllers.node_network_config.metrics import (
+    IpamGauges,
+    IpamMetrics,
+    NodeFigures,
+    node_pool_of,
+)
 from nodewright.controllers.node_network_config.nic_book import NicBook
 from nodewright.controllers.node_network_config.options import NodeNetworkConfigSettings
 from nodewright.controllers.node_network_config.pass_rules import check_requested
@@ -23,7 +28,7 @@ from nodewright.controllers.node_network_config.resources import (
     owner_references_for,
 )
 from nodewright.controllers.node_network_config.subnets import time_to_exhaustion
-from nodewright.runtime.metrics import Metrics, activate
+from nodewright.runtime.metrics import Metrics
 
 NODE = {"metadata": {"name": "node-1", "uid": "uid-1"}}
 
@@ -159,12 +164,12 @@ def test_nic_book_hysteresis_clock() -> None:
     assert book.surplus_due("nic", 60.0) is None
 
 
-def test_ipam_metrics_sum_per_node_pool_on_the_active_registry() -> None:
+def test_ipam_metrics_sum_per_node_pool_on_the_managers_registry() -> None:
     """Figures recorded per node are summed per node pool in the manager's /metrics text, next
     to the subnet's time to exhaustion."""
     metrics = Metrics()
-    activate(metrics)
     ipam_metrics = IpamMetrics(lambda _now: {"pods": 120.0})
+    IpamGauges(metrics).add(ipam_metrics)
     ipam_metrics.record(
         "a", NodeFigures(pool="vmss1", allocated=16, available=10, requested=16, pending_release=0)
     )
