@@ -3,11 +3,15 @@
 Owns ``Manager``. Built from a ``ManagerConfig`` (``config.py``), it creates the API ``Client``
 and the shared ``Cache``, hands out controller builders (``controller(name)``) and event
 recorders, and sets up the reconcilers the config enables through the registry
-(``registry.py``). ``run()`` blocks: it serves ``/metrics`` and the health probes, starts the
-informers and waits for them to sync (``/readyz`` turns 200), then starts the controllers,
-only while holding the Lease when leader election is on. ``stop()`` (or SIGTERM/SIGINT when
-``run`` is on the main thread) stops intake, drains in-flight reconciles for up to the graceful
-shutdown timeout, and then releases the Lease so a standby takes over at once.
+(``registry.py``). Whatever its plug-ins use beyond the client and cache is its own too: its
+``metrics`` registry, its ``fence`` and its ``services`` (``services.py``); nothing is kept at
+module level, so two managers in one process share nothing.
+
+``run()`` blocks: it serves ``/metrics`` and the health probes, starts the informers and waits
+for them to sync (``/readyz`` turns 200), then starts the controllers, only while holding the
+Lease when leader election is on. ``stop()`` (or SIGTERM/SIGINT when ``run`` is on the main
+thread) stops intake, drains in-flight reconciles for up to the graceful shutdown timeout, and
+then releases the Lease so a standby takes over at once.
 
 Leadership is a fence, not a flag. A replica that does not lead is a warm standby: its
 informers run and its caches stay synced (``/readyz`` is 200 on leader and standby alike; the
