@@ -4,8 +4,9 @@ Owns ``Manager``. Built from a ``ManagerConfig`` (``config.py``), it creates the
 and the shared ``Cache``, hands out controller builders (``controller(name)``) and event
 recorders, and sets up the reconcilers the config enables through the registry
 (``registry.py``). Whatever its plug-ins use beyond the client and cache is its own too: its
-``metrics`` registry, its ``fence`` and its ``services`` (``services.py``); nothing is kept at
-module level, so two managers in one process share nothing.
+``metrics`` registry, its ``fence`` and its ``services`` (``services.py``); none of it is kept
+at module level, so two managers in one process share nothing of it (only the process's span
+export, ``tracing.py``).
 
 ``run()`` blocks: it serves ``/metrics`` and the health probes, starts the informers and waits
 for them to sync (``/readyz`` turns 200), then starts the controllers, only while holding the
