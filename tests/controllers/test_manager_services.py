@@ -40,13 +40,14 @@ SEEN: ServiceKey[list[Cloud]] = ServiceKey("seen-clouds", lambda _manager: [])
 
 def _setup(manager: Manager, options: Mapping[str, Any]) -> None:
     """A plug-in: on each ConfigMap named ``tag-me`` it sets the scale set's image through the
-    Cloud its manager hands it (and notes that Cloud in the manager's ``SEEN``)."""
+    Cloud its manager hands it, if ``options.writes`` (and notes that Cloud in the manager's
+    ``SEEN``)."""
     cloud = clouds_of(manager).from_options(options)
     manager.services.get(SEEN).append(cloud)
     scale_set = parse_scale_set_id(str(options["scaleSet"]))
 
     def reconcile(request: Request) -> Result:
-        if request.name == TAGGED:
+        if request.name == TAGGED and options["writes"]:
             cloud.compute.set_scale_set_image(scale_set, IMAGE)
         return Result()
 
@@ -89,8 +90,8 @@ def _manager(
         namespace,
         leaderElection=election,
         reconcilers={
-            "setter": {"options": {**common, "controller": f"set-{lease}"}},
-            "setter-too": {"options": {**common, "controller": f"set-too-{lease}"}},
+            "setter": {"options": {**common, "controller": f"set-{lease}", "writes": True}},
+            "setter-too": {"options": {**common, "controller": f"set-too-{lease}", "writes": False}},
         },
     )
     assert manager.setup_reconcilers(REGISTRY) == ["setter", "setter-too"]
@@ -129,7 +130,8 @@ def test_two_managers_in_one_process_share_no_cloud_fence_or_metrics(
     cluster: Any, namespace: str, kube_api: pykube.HTTPClient, arm_emulator: ArmEmulator
 ) -> None:
     """Manager A leads its Lease, manager B stands by for one held elsewhere. Each manager's two
-    reconcilers get one Cloud, and the two managers' Clouds differ (settings, budget). A's
+    reconcilers get one Cloud, and the two managers' Clouds differ (settings, budget); equal
+    settings give each manager a Cloud of its own. A's
     reconciler writes to ARM under A's token and A's /metrics count it; B's write through B's
     Cloud is refused unsent by B's fence and counted on B's /metrics only; IPAM figures added to
     one manager's gauges show on that manager's /metrics only."""
@@ -150,6 +152,9 @@ def test_two_managers_in_one_process_share_no_cloud_fence_or_metrics(
     assert a_cloud.clients.settings.credential.static_token == "a"
     assert b_cloud.clients.settings.credential.static_token == "b"
     assert a_cloud.clients.budget is not b_cloud.clients.budget
+    a_with_b_settings = clouds_of(a).cloud(b_cloud.clients.settings)  # equal settings, other manager
+    assert a_with_b_settings is not b_cloud
+    assert a_with_b_settings.clients.budget is a_cloud.clients.budget  # one budget per manager
     assert clouds_of(a) is not clouds_of(b)
     assert clouds_of(a).metrics is a.metrics
     assert clouds_of(b).metrics is b.metrics
