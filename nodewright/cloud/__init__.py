@@ -19,7 +19,7 @@ Retries: exactly one layer retries each kind of failure, so retries never multip
 """
 
 from nodewright.cloud.backoff import BackingOffError, TargetBackoff
-from nodewright.cloud.budget import ArmBudget, BudgetObserver, shared_budget
+from nodewright.cloud.budget import ArmBudget, ArmBudgets, BudgetObserver
 from nodewright.cloud.compute import ComputeService, IdentityUpdateIncompleteError
 from nodewright.cloud.config import (
     CloudSettings,
@@ -91,6 +91,7 @@ from nodewright.cloud.throttle import (
 
 __all__ = [
     "ArmBudget",
+    "ArmBudgets",
     "BackingOffError",
     "BudgetObserver",
     "CallEvent",
@@ -158,5 +159,4 @@ __all__ = [
     "parse_subnet_id",
     "parse_user_assigned_identity_id",
     "plan_identity_patches",
-    "shared_budget",
 ]

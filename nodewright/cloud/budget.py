@@ -18,8 +18,9 @@ and reports them in ``x-ms-ratelimit-remaining-resource``. ``ArmBudget`` mirrors
   time), doubled for each further 429 of the class in a row up to twice that (at least a minute,
   so that calls resume within a minute or two of the throttling ending); for an ARM
   429 without the header, the time the bucket needs to refill the reserve (at least 5 s).
-- **Sharing.** ``shared_budget(endpoint, subscription, principal)`` returns the process's one
-  budget for that subscription and principal, so every client and reconciler draws on the same buckets.
+- **Sharing.** ``ArmBudgets.get(endpoint, subscription, principal)`` returns its owner's one
+  budget for that subscription and principal (a manager owns one ``ArmBudgets`` for all its
+  clouds), so every client and reconciler of that owner draws on the same buckets.
 
 ``ArmBudgetPolicy`` applies the budget to each HTTP attempt (the factory places it after
 azure-core's ``RetryPolicy``). **No stale plan is sent**: a request of a held class is never
@@ -60,14 +61,13 @@ __all__ = [
     "ARM_LIMITS",
     "ArmBudget",
     "ArmBudgetPolicy",
+    "ArmBudgets",
     "BudgetObserver",
     "ClassLimit",
     "NullBudgetObserver",
     "derived_hold_seconds",
-    "forget_shared_budgets",
     "parse_resource_policies",
     "request_class",
-    "shared_budget",
 ]
 
 Clock = Callable[[], float]
@@ -309,27 +309,23 @@ def _error_code(body: Any) -> str | None:
     return str(code) if code else None
 
 
-_shared_lock = threading.Lock()
-_shared: dict[tuple[str, str, str], ArmBudget] = {}
+class ArmBudgets:
+    """The ARM request budgets of one owner (a manager's clouds), one per ARM endpoint,
+    subscription and principal, so that every client of that owner draws on the same buckets."""
 
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._budgets: dict[tuple[str, str, str], ArmBudget] = {}
 
-def shared_budget(endpoint: str, subscription: str, principal: str, **options: Any) -> ArmBudget:
-    """This process's one budget for ``subscription`` and ``principal`` at the ARM ``endpoint``
-    (``options`` apply on first use only)."""
-    key = (endpoint.lower(), subscription.lower(), principal)
-    with _shared_lock:
-        budget = _shared.get(key)
-        if budget is None:
-            budget = _shared[key] = ArmBudget(subscription, **options)
-        return budget
-
-
-def forget_shared_budgets(endpoint: str) -> None:
-    """Drop the budgets kept for ``endpoint`` (a local ARM emulator started anew at a port an
-    earlier one used must not inherit its holds)."""
-    with _shared_lock:
-        for key in [key for key in _shared if key[0] == endpoint.lower()]:
-            del _shared[key]
+    def get(self, endpoint: str, subscription: str, principal: str, **options: Any) -> ArmBudget:
+        """The budget for ``subscription`` and ``principal`` at ``endpoint`` (``options`` are
+        ``ArmBudget``'s and apply on first use only)."""
+        key = (endpoint.lower(), subscription.lower(), principal)
+        with self._lock:
+            budget = self._budgets.get(key)
+            if budget is None:
+                budget = self._budgets[key] = ArmBudget(subscription, **options)
+            return budget
 
 
 class ArmBudgetPolicy(HTTPPolicy[Any, Any]):

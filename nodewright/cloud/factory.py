@@ -2,10 +2,12 @@
 
 ``build_clients`` turns ``CloudSettings`` into a ``ComputeManagementClient``, a
 ``NetworkManagementClient`` and a ``ManagedServiceIdentityClient`` that share one credential,
-one mutation token bucket, one call observer and the process's one ARM request budget for the
-subscription and principal (``budget.shared_budget``); each client gets its own Retry-After gate.
-The throttling and counting policies go right after azure-core's ``RetryPolicy`` so they see
-every attempt, behind a span per attempt (``tracing.ArmSpanPolicy``). ``build_cloud`` wraps the
+one mutation token bucket, one call observer and one ARM request budget for the subscription and
+principal, taken from the ``budgets`` they are given (``budget.ArmBudgets``: a manager hands all
+its clouds one; without it a cloud has budgets of its own); each client gets its own Retry-After
+gate. The throttling and counting policies go right after azure-core's ``RetryPolicy`` so they
+see every attempt, behind a span per attempt of the ``tracer`` they are given
+(``tracing.ArmSpanPolicy``; none without it). ``build_cloud`` wraps the
 clients in the services the rest of nodewright uses (``ComputeService``, ``NetworkService``,
 ``IdentityService``), sharing one per-target backoff and one ``OperationTracker`` (the
 long-running operations of their ``begin_`` calls, polled at ``polling_interval`` or ARM's
@@ -28,7 +30,7 @@ from azure.mgmt.msi import ManagedServiceIdentityClient
 from azure.mgmt.network import NetworkManagementClient
 
 from nodewright.cloud.backoff import TargetBackoff
-from nodewright.cloud.budget import ArmBudget, ArmBudgetPolicy, BudgetObserver, shared_budget
+from nodewright.cloud.budget import ArmBudget, ArmBudgetPolicy, ArmBudgets, BudgetObserver
 from nodewright.cloud.compute import ComputeService
 from nodewright.cloud.config import CloudSettings, build_credential
 from nodewright.cloud.msi import IdentityService
@@ -44,7 +46,7 @@ from nodewright.cloud.throttle import (
     RetryAfterGatePolicy,
     TokenBucket,
 )
-from nodewright.cloud.tracing import ArmSpanPolicy
+from nodewright.cloud.tracing import ArmSpanPolicy, TracerSource, no_tracer
 from nodewright.cloud.write_guard import WriteGuard, WriteGuardPolicy
 
 
@@ -113,12 +115,16 @@ def principal_of(settings: CloudSettings) -> str:
 
 
 def _policies(
-    gate: RetryAfterGate, bucket: MutationRateLimitPolicy, observer: CallObserver, budget: ArmBudgetPolicy
+    gate: RetryAfterGate,
+    bucket: MutationRateLimitPolicy,
+    observer: CallObserver,
+    budget: ArmBudgetPolicy,
+    tracer: TracerSource,
 ) -> list[Any]:
     # The token first, the Retry-After gate and the budget last: a write that waited for a token
     # must still check them, or a 429 that arrived during the wait would not hold it back.
     return [
-        ArmSpanPolicy(),  # first: a span covers the waits below too
+        ArmSpanPolicy(tracer),  # first: a span covers the waits below too
         bucket,
         RetryAfterGatePolicy(gate),
         budget,
@@ -126,9 +132,9 @@ def _policies(
     ]
 
 
-def _budget_for(settings: CloudSettings, observer: BudgetObserver | None) -> ArmBudget:
-    """The process-wide ARM request budget of this endpoint, subscription and principal."""
-    budget = shared_budget(
+def _budget_for(settings: CloudSettings, budgets: ArmBudgets, observer: BudgetObserver | None) -> ArmBudget:
+    """The ARM request budget in ``budgets`` of this endpoint, subscription and principal."""
+    budget = budgets.get(
         settings.endpoint,
         settings.subscription_id,
         principal_of(settings),
@@ -148,13 +154,17 @@ def build_clients(
     mutation_bucket: TokenBucket | None = None,
     write_guard: WriteGuard | None = None,
     budget_observer: BudgetObserver | None = None,
+    budgets: ArmBudgets | None = None,
+    tracer: TracerSource = no_tracer,
     **client_options: Any,
 ) -> CloudClients:
     """Build the three SDK clients (no network traffic until the first call).
 
     ``credential`` overrides the one ``settings.credential`` describes; ``client_options`` are
     extra azure-core keyword arguments (for example a ``transport``). ``write_guard`` is asked
-    before every mutating attempt, after the throttling policies (``write_guard.py``).
+    before every mutating attempt, after the throttling policies (``write_guard.py``). ``budgets``
+    holds the request budget the clients draw on (shared with every cloud built with the same
+    ``budgets``); ``tracer`` returns the tracer each attempt's span goes to (None: no span).
     """
     credential = credential if credential is not None else build_credential(settings.credential)
     observer = observer if observer is not None else NullObserver()
@@ -162,7 +172,7 @@ def build_clients(
     options = {**settings.client_options(), **client_options}
     gates = [RetryAfterGate() for _ in range(3)]
     logging.getLogger(HTTP_LOGGER).setLevel(logging.INFO if settings.http_logging else logging.WARNING)
-    budget = _budget_for(settings, budget_observer)
+    budget = _budget_for(settings, budgets if budgets is not None else ArmBudgets(), budget_observer)
     rate_policy = MutationRateLimitPolicy(bucket, max_wait_seconds=settings.pacing_max_wait_seconds)
     guarded = [WriteGuardPolicy(write_guard)] if write_guard is not None else []
 
@@ -171,7 +181,7 @@ def build_clients(
         # its policies through their ``next``, so an instance in two pipelines would send one
         # client's requests through the other's later policies.
         budget_policy = ArmBudgetPolicy(budget, max_wait_seconds=settings.pacing_max_wait_seconds)
-        policies = _policies(gate, rate_policy, observer, budget_policy) + guarded
+        policies = _policies(gate, rate_policy, observer, budget_policy, tracer) + guarded
         retry = {"retry_policy": _retry_policy(options)} if "retry_policy" not in options else {}
         return {"base_url": settings.endpoint, "per_retry_policies": policies, **retry, **options}
 
@@ -197,7 +207,7 @@ def build_clients(
 def build_cloud(settings: CloudSettings, **options: Any) -> Cloud:
     """Build the clients and the services over them; ``options`` are ``build_clients``'s keyword
     arguments (``credential``, ``observer``, ``mutation_bucket``, ``write_guard``,
-    ``budget_observer`` and azure-core client options)."""
+    ``budget_observer``, ``budgets``, ``tracer`` and azure-core client options)."""
     clients = build_clients(settings, **options)
     budget = clients.budget
     backoff = TargetBackoff(

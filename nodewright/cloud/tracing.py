@@ -1,9 +1,10 @@
 """Spans for ARM requests: ``ArmSpanPolicy`` opens one client span per HTTP attempt to ARM, a
 child of whatever span is current (a reconcile's, when the request is made inside one).
 
-Owns ``install_tracer``: ``cloud`` knows nothing of the runtime's tracer provider (layers), so the
-composition root hands it a function that returns the tracer to use, or None while nobody records
-spans (then the policy costs one call and makes no span). A span is named ``ARM <method>
+``cloud`` knows nothing of the runtime's tracer provider (layers), so whoever builds the clients
+hands each policy a ``TracerSource``: a function that returns the tracer to use, or None while
+nobody records spans (then the policy costs one call and makes no span; ``no_tracer`` always says
+None). A span is named ``ARM <method>
 <resource type>`` (``ARM PUT virtualMachineScaleSets``) and carries the method, the URL path
 (resource IDs, never the query or headers) and the status code; a status of 400 and above marks it
 an error. Uses only the OpenTelemetry API. Side effects: none besides the spans.
@@ -19,15 +20,15 @@ from azure.core.pipeline import PipelineRequest, PipelineResponse
 from azure.core.pipeline.policies import HTTPPolicy
 from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
 
-__all__ = ["ArmSpanPolicy", "install_tracer", "span_name"]
+__all__ = ["ArmSpanPolicy", "TracerSource", "no_tracer", "span_name"]
 
-_tracer_source: Callable[[], Tracer | None] = lambda: None  # noqa: E731 - replaced by install_tracer
+TracerSource = Callable[[], Tracer | None]
+"""Returns the tracer ARM spans go to now, or None for no span."""
 
 
-def install_tracer(source: Callable[[], Tracer | None]) -> None:
-    """Make every ARM client's requests spans of ``source()``'s tracer (None: no span)."""
-    global _tracer_source  # noqa: PLW0603 - one tracer source per process, set by the composition root
-    _tracer_source = source
+def no_tracer() -> Tracer | None:
+    """The ``TracerSource`` of clients nobody traces."""
+    return None
 
 
 def span_name(method: str, path: str) -> str:
@@ -45,10 +46,14 @@ def span_name(method: str, path: str) -> str:
 
 
 class ArmSpanPolicy(HTTPPolicy):  # type: ignore[type-arg]
-    """One client span per attempt (put first among the per-retry policies)."""
+    """One client span per attempt of ``tracer``'s (put first among the per-retry policies)."""
+
+    def __init__(self, tracer: TracerSource = no_tracer) -> None:
+        super().__init__()
+        self._tracer = tracer
 
     def send(self, request: PipelineRequest[Any]) -> PipelineResponse[Any, Any]:
-        tracer = _tracer_source()
+        tracer = self._tracer()
         if tracer is None:
             return self.next.send(request)
         http = request.http_request

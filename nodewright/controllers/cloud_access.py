@@ -1,13 +1,16 @@
-"""How reconcilers reach Azure: a reconciler's ``options.cloud`` block becomes a ``Cloud``,
-shared process-wide by every reconciler configured with the same settings, so that they share
-one Retry-After gate and one mutation token bucket, and whose every ARM call is counted in the
-manager's metrics (``nodewright_azure_calls_total``, ``nodewright_azure_requests_total``,
-``nodewright_azure_call_duration_seconds``), as is the ARM request budget
-(``nodewright_arm_ratelimit_remaining{subscription,class}``,
-``nodewright_arm_throttled_total{class,code}``), and whose every mutating ARM request passes the
-write guard installed with ``install_write_guard`` (the composition root installs the manager's
-leadership fence: ``manager.fence.guard("arm")``; a refused request is never sent), and whose every
-ARM request is a span of the runtime's tracer while spans are recorded (``cloud.tracing``).
+"""How reconcilers reach Azure: each manager's clouds, one ``Cloud`` per ``options.cloud`` block.
+
+Owns ``ManagerClouds``, the clouds of one manager (``clouds_of(manager)``, kept in its
+``manager.services`` under ``CLOUDS``): reconcilers of that manager configured with the same
+settings get the same ``Cloud``, so they share one Retry-After gate and one mutation token bucket,
+and all its clouds draw on one ARM request budget per subscription and principal. Every ARM call
+of a manager's clouds is counted in that manager's metrics (``nodewright_azure_calls_total``,
+``nodewright_azure_requests_total``, ``nodewright_azure_call_duration_seconds``), as is the ARM
+request budget (``nodewright_arm_ratelimit_remaining{subscription,class}``,
+``nodewright_arm_throttled_total{class,code}``); every mutating ARM request passes that manager's
+leadership fence (``manager.fence.guard("arm")``: a refused request is never sent); and every ARM
+request is a span of the runtime's tracer while spans are recorded (``cloud.tracing``). Two
+managers in one process share none of it.
 
 Owns the YAML shape of that block (camelCase, strict: unknown keys and wrong types fail with
 one line naming the key) and the OpenTelemetry observer. Composition-root code: it may import
@@ -34,25 +37,27 @@ from azure.core.pipeline.transport import RequestsTransport
 from opentelemetry.trace import Tracer
 from urllib3.util.retry import Retry
 
+from nodewright.cloud.budget import ArmBudgets
 from nodewright.cloud.config import CloudSettings, CredentialKind, CredentialSettings
 from nodewright.cloud.factory import Cloud, build_cloud
 from nodewright.cloud.throttle import CallEvent, CallObserver
-from nodewright.cloud.tracing import install_tracer
 from nodewright.runtime import tracing
 from nodewright.runtime.config import ConfigError
 from nodewright.runtime.fence import guard_session
-from nodewright.runtime.metrics import get_meter
+from nodewright.runtime.manager import Manager
+from nodewright.runtime.metrics import Metrics
+from nodewright.runtime.services import ServiceKey
 
 __all__ = [
+    "CLOUDS",
+    "ManagerClouds",
     "MetricsBudgetObserver",
     "MetricsCallObserver",
     "cloud_block",
-    "cloud_from_options",
+    "clouds_of",
     "guarded_transport",
-    "install_write_guard",
     "parse_cloud_settings",
     "settings_as_options",
-    "shared_cloud",
 ]
 
 
@@ -60,8 +65,6 @@ def _cloud_tracer() -> Tracer | None:
     """The runtime's tracer for ARM spans, or None while no span processor is attached."""
     return tracing.tracer("nodewright.cloud") if tracing.recording() else None
 
-
-install_tracer(_cloud_tracer)
 
 _SETTINGS_FIELDS = {
     "subscriptionId": ("subscription_id", str),
@@ -146,10 +149,10 @@ def parse_cloud_settings(block: Any, path: str = "cloud") -> CloudSettings:
 
 
 class MetricsCallObserver:
-    """Counts cloud calls and HTTP attempts in the manager's OpenTelemetry metrics."""
+    """Counts cloud calls and HTTP attempts in a manager's OpenTelemetry metrics."""
 
-    def __init__(self) -> None:
-        meter = get_meter("nodewright.cloud")
+    def __init__(self, metrics: Metrics) -> None:
+        meter = metrics.provider.get_meter("nodewright.cloud")
         self._calls = meter.create_counter(
             "nodewright_azure_calls_total", description="Cloud-layer operations by operation and outcome"
         )
@@ -170,10 +173,10 @@ class MetricsCallObserver:
 
 
 class MetricsBudgetObserver:
-    """Reports the ARM request budget in the manager's OpenTelemetry metrics."""
+    """Reports the ARM request budget in a manager's OpenTelemetry metrics."""
 
-    def __init__(self) -> None:
-        meter = get_meter("nodewright.cloud")
+    def __init__(self, metrics: Metrics) -> None:
+        meter = metrics.provider.get_meter("nodewright.cloud")
         self._remaining = meter.create_gauge(
             "nodewright_arm_ratelimit_remaining",
             description="Requests ARM says are left in the subscription's bucket, by class",
@@ -189,28 +192,11 @@ class MetricsBudgetObserver:
         self._throttled.add(1, {"class": request_class, "code": code})
 
 
-_lock = threading.Lock()
-_clouds: dict[CloudSettings, Cloud] = {}
-_write_guard: Callable[[str], None] | None = None
-
-
-def install_write_guard(guard: Callable[[str], None] | None) -> None:
-    """Make every shared Cloud (built before or after) ask ``guard`` before each ARM write."""
-    global _write_guard  # noqa: PLW0603 - one guard per process, as there is one manager
-    _write_guard = guard
-
-
-def _check_write(operation: str) -> None:
-    guard = _write_guard
-    if guard is not None:
-        guard(operation)
-
-
 _TRANSPORT_OPTIONS = ("connection_verify", "connection_timeout", "read_timeout")
 
 
-def guarded_transport(settings: CloudSettings) -> RequestsTransport:
-    """An azure-core transport whose connections ask the write guard again right before the
+def guarded_transport(settings: CloudSettings, write_guard: Callable[[str], None]) -> RequestsTransport:
+    """An azure-core transport whose connections ask ``write_guard`` again right before the
     bytes of a mutating request reach the socket (the last-moment check of ``runtime.fence``)."""
     session = requests.Session()
     adapter = requests.adapters.HTTPAdapter(
@@ -218,30 +204,56 @@ def guarded_transport(settings: CloudSettings) -> RequestsTransport:
     )
     for prefix in ("https://", "http://"):
         session.mount(prefix, adapter)
-    guard_session(session, _check_write)
+    guard_session(session, write_guard)
     options = {key: value for key, value in settings.client_options().items() if key in _TRANSPORT_OPTIONS}
     return RequestsTransport(session=session, session_owner=False, **options)
 
 
-def shared_cloud(settings: CloudSettings, observer: CallObserver | None = None) -> Cloud:
-    """The one ``Cloud`` of this process for ``settings`` (built on first use)."""
-    with _lock:
-        cloud = _clouds.get(settings)
-        if cloud is None:
-            cloud = build_cloud(
-                settings,
-                observer=observer or MetricsCallObserver(),
-                write_guard=_check_write,
-                transport=guarded_transport(settings),
-                budget_observer=MetricsBudgetObserver(),
-            )
-            _clouds[settings] = cloud
-        return cloud
+class ManagerClouds:
+    """The clouds of one manager: one ``Cloud`` per ``CloudSettings``, built on first use, whose
+    ARM writes pass ``write_guard`` and whose calls are counted in ``metrics``. Thread-safe."""
+
+    def __init__(self, metrics: Metrics, write_guard: Callable[[str], None]) -> None:
+        self.metrics = metrics
+        self.write_guard = write_guard
+        """Asked before every mutating ARM request of these clouds; refuses by raising."""
+        self._budgets = ArmBudgets()
+        self._lock = threading.Lock()
+        self._clouds: dict[CloudSettings, Cloud] = {}
+
+    def cloud(self, settings: CloudSettings, observer: CallObserver | None = None) -> Cloud:
+        """The manager's one ``Cloud`` for ``settings`` (``observer`` applies on first use only)."""
+        with self._lock:
+            cloud = self._clouds.get(settings)
+            if cloud is None:
+                cloud = build_cloud(
+                    settings,
+                    observer=observer or MetricsCallObserver(self.metrics),
+                    write_guard=self.write_guard,
+                    transport=guarded_transport(settings, self.write_guard),
+                    budget_observer=MetricsBudgetObserver(self.metrics),
+                    budgets=self._budgets,
+                    tracer=_cloud_tracer,
+                )
+                self._clouds[settings] = cloud
+            return cloud
+
+    def from_options(self, options: Mapping[str, Any]) -> Cloud:
+        """The Cloud for a reconciler's ``options`` (its ``cloud`` block)."""
+        return self.cloud(parse_cloud_settings(options.get("cloud"), "options.cloud"))
 
 
-def cloud_from_options(options: Mapping[str, Any]) -> Cloud:
-    """The shared Cloud for a reconciler's ``options`` (its ``cloud`` block)."""
-    return shared_cloud(parse_cloud_settings(options.get("cloud"), "options.cloud"))
+def _manager_clouds(manager: Manager) -> ManagerClouds:
+    return ManagerClouds(manager.metrics, manager.fence.guard("arm"))
+
+
+CLOUDS: ServiceKey[ManagerClouds] = ServiceKey("clouds", _manager_clouds)
+"""A manager's clouds: its metrics and its leadership fence for ARM writes."""
+
+
+def clouds_of(manager: Manager) -> ManagerClouds:
+    """The clouds of ``manager`` (what a plug-in's ``setup`` reaches Azure through)."""
+    return manager.services.get(CLOUDS)
 
 
 def settings_as_options(settings: CloudSettings) -> dict[str, Any]:

@@ -5,8 +5,9 @@ reconcilers the config enables; ``nodewright check-config FILE`` validates a con
 touching a cluster; ``nodewright status [--watch]`` shows what the reconcilers did (``status.py``);
 ``nodewright version`` prints the version. A bad config exits with code 2
 and one line on stderr. ``REGISTRY`` is where our own reconcilers are registered by name.
-Here the manager's leadership fence is installed as the write guard of every ARM client, so
-API and ARM writes alike are refused by one fence when this replica may not lead.
+Each reconciler reaches Azure through its manager's clouds (``cloud_access.clouds_of``), whose
+write guard is that manager's leadership fence, so API and ARM writes alike are refused by one
+fence when this replica may not lead.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nodewright.controllers import cloud_access, federation, identity, node_image, node_network_config
+from nodewright.controllers import federation, identity, node_image, node_network_config
 from nodewright.controllers.status import main_status
 from nodewright.controllers.status_metrics import register_status_metrics
 from nodewright.runtime import logs
@@ -136,7 +137,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         manager = Manager(config, kubeconfig=arguments.kubeconfig)
     except Exception as error:
         return _fail(EXIT_FAILURE, f"cannot build the API client: {error}")
-    cloud_access.install_write_guard(manager.fence.guard("arm"))
     try:
         manager.setup_reconcilers(REGISTRY)
     except ConfigError as error:

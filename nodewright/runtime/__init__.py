@@ -18,7 +18,7 @@ from nodewright.runtime.informer import EventHandler, Informer, Store, object_ke
 from nodewright.runtime.kinds import Kind
 from nodewright.runtime.leaderelection import LeaderElector
 from nodewright.runtime.manager import Manager
-from nodewright.runtime.metrics import Metrics, get_meter
+from nodewright.runtime.metrics import Metrics
 from nodewright.runtime.predicates import (
     Predicate,
     and_,
@@ -36,6 +36,7 @@ from nodewright.runtime.recent_writes import OwnWrites, RecentWrites
 from nodewright.runtime.reconcile import Reconciler, Request, Result, TerminalError
 from nodewright.runtime.registry import ReconcilerPlugin, ReconcilerRegistry
 from nodewright.runtime.retry import DEFAULT_BACKOFF, DEFAULT_RETRY, retry_on_conflict
+from nodewright.runtime.services import ServiceKey, Services
 from nodewright.runtime.sources import PollingSource, Source
 from nodewright.runtime.workqueue import BatchWindow, WorkQueue
 
@@ -72,6 +73,8 @@ __all__ = [
     "ReconcilerRegistry",
     "Request",
     "Result",
+    "ServiceKey",
+    "Services",
     "Source",
     "Store",
     "TerminalError",
@@ -85,7 +88,6 @@ __all__ = [
     "enqueue_owner",
     "field_indexer",
     "generation_changed",
-    "get_meter",
     "labels_changed",
     "load_config",
     "not_",

@@ -81,7 +81,7 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from nodewright.runtime.logs import get_logger
-from nodewright.runtime.metrics import Metrics, get_meter
+from nodewright.runtime.metrics import Metrics
 
 __all__ = [
     "DEFAULT_MARGIN",
@@ -157,8 +157,8 @@ class WriteFence:
         self._lock = threading.Lock()
         self._sent_at: float | None = None
         self._always_open = False
-        scope = "nodewright.runtime"
-        meter = metrics.provider.get_meter(scope) if metrics else get_meter(scope)
+        # without a manager's metrics, refusals are counted in a registry nobody scrapes
+        meter = (metrics or Metrics()).provider.get_meter("nodewright.runtime")
         self._refused = meter.create_counter(
             "nodewright_fenced_writes_total",
             description="Mutating calls refused because this replica may not lead, by target",

@@ -3,11 +3,16 @@
 Owns ``Manager``. Built from a ``ManagerConfig`` (``config.py``), it creates the API ``Client``
 and the shared ``Cache``, hands out controller builders (``controller(name)``) and event
 recorders, and sets up the reconcilers the config enables through the registry
-(``registry.py``). ``run()`` blocks: it serves ``/metrics`` and the health probes, starts the
-informers and waits for them to sync (``/readyz`` turns 200), then starts the controllers,
-only while holding the Lease when leader election is on. ``stop()`` (or SIGTERM/SIGINT when
-``run`` is on the main thread) stops intake, drains in-flight reconciles for up to the graceful
-shutdown timeout, and then releases the Lease so a standby takes over at once.
+(``registry.py``). Whatever its plug-ins use beyond the client and cache is its own too: its
+``metrics`` registry, its ``fence`` and its ``services`` (``services.py``); none of it is kept
+at module level, so two managers in one process share nothing of it (only the process's span
+export, ``tracing.py``).
+
+``run()`` blocks: it serves ``/metrics`` and the health probes, starts the informers and waits
+for them to sync (``/readyz`` turns 200), then starts the controllers, only while holding the
+Lease when leader election is on. ``stop()`` (or SIGTERM/SIGINT when ``run`` is on the main
+thread) stops intake, drains in-flight reconciles for up to the graceful shutdown timeout, and
+then releases the Lease so a standby takes over at once.
 
 Leadership is a fence, not a flag. A replica that does not lead is a warm standby: its
 informers run and its caches stay synced (``/readyz`` is 200 on leader and standby alike; the
@@ -33,7 +38,6 @@ from typing import Any, overload
 
 from opentelemetry.metrics import Observation
 
-from nodewright.runtime import metrics as metrics_module
 from nodewright.runtime.builder import Builder
 from nodewright.runtime.cache import Cache
 from nodewright.runtime.client import Client
@@ -49,6 +53,7 @@ from nodewright.runtime.metrics_server import serve_metrics
 from nodewright.runtime.reconcile import K, Request
 from nodewright.runtime.registry import ReconcilerRegistry
 from nodewright.runtime.server_fence import check_server_fence
+from nodewright.runtime.services import Services
 
 __all__ = ["CacheSyncTimeoutError", "LeadershipLostError", "Manager", "ManagerError"]
 
@@ -81,7 +86,9 @@ class Manager:
         if client is None:
             client = Client.from_kubeconfig(kubeconfig) if kubeconfig else Client.from_environment()
         self.metrics = Metrics()
-        metrics_module.activate(self.metrics)
+        """This manager's registry: plug-ins make their instruments on ``metrics.provider``."""
+        self.services = Services(self)
+        """What this manager's plug-ins share (``services.py``), built on first use."""
         self.fence = self._build_fence()
         """Every write of ``client`` (and, wired by the composition root, of ARM) passes it."""
         self._lease_client = client.with_own_connections()  # the Lease is written unfenced

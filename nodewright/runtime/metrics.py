@@ -3,7 +3,7 @@
 Owns ``Metrics``: a private ``prometheus_client`` registry, so two managers in one process never
 share or clash over series. The controller-runtime and client-go work-queue series, updated on
 every reconcile and queue operation, are cheap series of our own (``series.py``); other layers
-create OpenTelemetry instruments with ``get_meter()``, on a ``MeterProvider`` whose
+create OpenTelemetry instruments on the manager's ``metrics.provider``, a ``MeterProvider`` whose
 ``PrometheusMetricReader`` writes into the same registry. ``Metrics`` hands a work queue its
 ``QueueMetrics`` hooks (``queue_metrics``), observes queue depth and running times at scrape
 time (``watch_queue``), and serves ``/metrics`` over plain HTTP (``serve``; the manager serves
@@ -26,7 +26,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
-from opentelemetry.metrics import Meter
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.resources import Resource
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -43,7 +42,7 @@ from nodewright.runtime.series import (
 if TYPE_CHECKING:
     from nodewright.runtime.workqueue import WorkQueue
 
-__all__ = ["HttpServer", "Metrics", "PlainHandler", "QueueMetricsRecorder", "get_meter", "parse_address"]
+__all__ = ["HttpServer", "Metrics", "PlainHandler", "QueueMetricsRecorder", "parse_address"]
 
 log = get_logger(__name__)
 
@@ -321,28 +320,3 @@ class HttpServer:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)
-
-
-_default_lock = threading.Lock()
-_default: Metrics | None = None
-
-
-def default_metrics() -> Metrics:
-    """The process's current ``Metrics``: the last one a manager activated, else a new one."""
-    global _default  # noqa: PLW0603 - one process-wide fallback, replaced by each manager
-    with _default_lock:
-        if _default is None:
-            _default = Metrics()
-        return _default
-
-
-def activate(metrics: Metrics) -> None:
-    """Make ``metrics`` the one ``get_meter`` serves (the manager calls this when it runs)."""
-    global _default  # noqa: PLW0603
-    with _default_lock:
-        _default = metrics
-
-
-def get_meter(name: str = "nodewright") -> Meter:
-    """A meter on the current manager's provider, for other layers' own instruments."""
-    return default_metrics().provider.get_meter(name)

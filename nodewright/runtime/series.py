@@ -10,7 +10,7 @@ reconcile and every queue operation through bound children.
 Why not OpenTelemetry instruments for these: each measurement rebuilt and hashed its attribute
 set and walked the reader's storage, a fifth of the Widget benchmark's CPU
 (``bench/results/profiles``). Names, types and labels stay controller-runtime's; other layers
-keep creating OpenTelemetry instruments through ``metrics.get_meter``.
+keep creating OpenTelemetry instruments on the manager's ``metrics.provider``.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from nodewright.cloud.budget import ArmBudgets
 from nodewright.cloud.config import CloudSettings, CredentialKind, CredentialSettings
 from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION, ArmEmulator
 from nodewright.cloud.emulator.images import MarketplaceImage
@@ -12,8 +13,15 @@ from nodewright.cloud.factory import Cloud, build_cloud
 from nodewright.cloud.throttle import CallObserver
 
 
-def cloud_for(emulator: ArmEmulator, observer: CallObserver | None = None, **overrides: Any) -> Cloud:
-    """Our services over real SDK clients pointed at the emulator: static token, its CA, fast polls."""
+def cloud_for(
+    emulator: ArmEmulator,
+    observer: CallObserver | None = None,
+    *,
+    budgets: ArmBudgets | None = None,
+    **overrides: Any,
+) -> Cloud:
+    """Our services over real SDK clients pointed at the emulator: static token, its CA, fast polls
+    (and ARM request budgets of their own unless ``budgets`` are shared)."""
     options: dict[str, Any] = {
         "subscription_id": DEFAULT_SUBSCRIPTION,
         "arm_endpoint": emulator.endpoint,
@@ -26,7 +34,7 @@ def cloud_for(emulator: ArmEmulator, observer: CallObserver | None = None, **ove
         "backoff_initial_seconds": 0.2,
     }
     options.update(overrides)
-    return build_cloud(CloudSettings(**options), observer=observer)
+    return build_cloud(CloudSettings(**options), observer=observer, budgets=budgets)
 
 
 # Marketplace images the cloud tests name; the emulator refuses unpublished images as Azure does.

@@ -13,10 +13,10 @@ import pytest
 from nodewright.cloud.budget import (
     ARM_LIMITS,
     ArmBudget,
+    ArmBudgets,
     ClassLimit,
     derived_hold_seconds,
     parse_resource_policies,
-    shared_budget,
 )
 from nodewright.cloud.config import CredentialKind
 from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION, ArmEmulator
@@ -176,14 +176,15 @@ def test_two_clients_share_one_budget_and_never_see_a_429(arm_emulator: ArmEmula
     )
     scale_set = _scale_set(arm_emulator)
     image = ImageReference(publisher="p", offer="o", sku="s", version="1.0.0")
-    # A trial-sized subscription: the process's budget is told its limits before first use.
-    budget = shared_budget(
+    # A trial-sized subscription: the clouds' budget is told its limits before first use.
+    budgets = ArmBudgets()
+    budget = budgets.get(
         arm_emulator.endpoint,
         DEFAULT_SUBSCRIPTION,
         CredentialKind.STATIC_TOKEN.value,
         limits={**ARM_LIMITS, "writes": ClassLimit(20, 5.0)},
     )
-    clouds = [cloud_for(arm_emulator), cloud_for(arm_emulator)]
+    clouds = [cloud_for(arm_emulator, budgets=budgets), cloud_for(arm_emulator, budgets=budgets)]
     assert clouds[0].clients.budget is budget
     assert clouds[1].clients.budget is budget
     errors: list[BaseException] = []

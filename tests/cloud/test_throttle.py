@@ -10,6 +10,7 @@ import pytest
 from azure.core.pipeline import PipelineContext, PipelineRequest
 from azure.core.rest import HttpRequest
 
+from nodewright.cloud.budget import ArmBudgets
 from nodewright.cloud.emulator import ArmEmulator
 from nodewright.cloud.errors import CloudError, NotFoundError, ThrottledError
 from nodewright.cloud.models import ImageReference
@@ -191,11 +192,12 @@ def _scale_set(emulator: ArmEmulator) -> ScaleSetId:
 def test_retry_after_gate_refuses_other_calls_until_the_deadline(arm_emulator: ArmEmulator) -> None:
     """A 429 naming 2 s: the call fails with ThrottledError; the next call of the same class, made
     at once, is refused unsent (quiet, naming the time left), and so is another client's (one
-    budget per subscription and principal); nothing reaches ARM before the deadline, and a call
-    made once it has passed goes through."""
+    budget per subscription and principal in one ``ArmBudgets``, as a manager's clouds share);
+    nothing reaches ARM before the deadline, and a call made once it has passed goes through."""
     scale_set = _scale_set(arm_emulator)
     counter = InMemoryCallCounter()
-    cloud = cloud_for(arm_emulator, observer=counter, retry_total=0)
+    budgets = ArmBudgets()
+    cloud = cloud_for(arm_emulator, observer=counter, retry_total=0, budgets=budgets)
     arm_emulator.faults.throttle("VirtualMachineScaleSets.get", times=1, retry_after=2)
     try:
         with pytest.raises(ThrottledError) as caught:
@@ -208,7 +210,7 @@ def test_retry_after_gate_refuses_other_calls_until_the_deadline(arm_emulator: A
         assert held.value.retry_after is not None
         assert 0 < held.value.retry_after <= 2.0
         # Another client of the same subscription and principal shares the budget: held too.
-        other = cloud_for(arm_emulator)
+        other = cloud_for(arm_emulator, budgets=budgets)
         try:
             with pytest.raises(ThrottledError):
                 other.compute.get_identities(scale_set)

@@ -18,7 +18,7 @@ from nodewright.api.nodewright.v1alpha1 import RolloutState
 from nodewright.cloud.throttle import CallEvent
 from nodewright.controllers.cloud_access import MetricsCallObserver
 from nodewright.controllers.node_image.rollout_metrics import RolloutMetrics
-from nodewright.controllers.node_network_config.metrics import IpamMetrics
+from nodewright.controllers.node_network_config.metrics import IPAM_GAUGES, IpamMetrics
 from nodewright.controllers.status import AZURE_ASSIGNED_IDENTITY, NODE_IMAGE, NODE_NETWORK_CONFIG
 from nodewright.controllers.status_metrics import register_status_metrics
 from nodewright.runtime.client import Client
@@ -89,11 +89,12 @@ def exported(tmp_path: Path) -> set[str]:
     assert item == "a"
     queue.done(item)
     queue.add_rate_limited("b")
-    observer = MetricsCallObserver()
+    observer = MetricsCallObserver(metrics)
     observer.record(CallEvent("call", "network.put_nic", "success", 0.2))
     observer.record(CallEvent("request", "network.put_nic", "429", 0.1))
-    RolloutMetrics().rollout_state("user-pool", RolloutState.ROLLING)
+    RolloutMetrics(metrics).rollout_state("user-pool", RolloutState.ROLLING)
     ipam = IpamMetrics(lambda _now: {}, lambda: {"nodes": False})
+    manager.services.get(IPAM_GAUGES).add(ipam)
     register_status_metrics(manager)
     cached_objects(manager)
     text = metrics.render().decode()

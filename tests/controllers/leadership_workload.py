@@ -2,8 +2,8 @@
 
 Every ConfigMap labelled ``fence-workload`` in ``options.namespace`` is reconciled again and
 again (every ``options.periodSeconds``): a value ``api`` patches the ConfigMap itself, a value
-``arm`` tags the scale set ``options.scaleSet`` through the real Azure SDK (the process-wide
-shared Cloud, so the manager's write fence guards it). A value ``api-unfenced`` patches the
+``arm`` tags the scale set ``options.scaleSet`` through the real Azure SDK (the manager's Cloud,
+so the manager's write fence guards it). A value ``api-unfenced`` patches the
 ConfigMap through a client that skips this process's fence (its own connections and an
 always-open fence, which still reports the server's refusals): a stand-in for every write that
 slips past the client-side fence, so that only the server-side fence stands in its way. API and
@@ -20,7 +20,7 @@ from typing import Any
 
 from azure.mgmt.compute.models import VirtualMachineScaleSetUpdate
 
-from nodewright.controllers.cloud_access import cloud_from_options
+from nodewright.controllers.cloud_access import clouds_of
 from nodewright.runtime.client import Client
 from nodewright.runtime.fence import WriteFence
 from nodewright.runtime.kinds import CONFIG_MAP
@@ -35,7 +35,7 @@ def setup(manager: Manager, options: Mapping[str, Any]) -> None:
     namespace = str(options["namespace"])
     group, scale_set = str(options["resourceGroup"]), str(options["scaleSet"])
     period = float(options.get("periodSeconds", 0.1))
-    scale_sets = cloud_from_options(options).clients.compute.virtual_machine_scale_sets
+    scale_sets = clouds_of(manager).from_options(options).clients.compute.virtual_machine_scale_sets
     config_maps = manager.cache.informer(CONFIG_MAP, namespace=namespace, label_selector=LABEL)
     me = f"{os.getpid()}"
     unfenced = Client(

@@ -1,4 +1,4 @@
-"""A reconciler's ``cloud`` options become one shared Cloud whose calls are counted in metrics."""
+"""A reconciler's ``cloud`` options become its manager's one Cloud, whose calls are counted in metrics."""
 
 from __future__ import annotations
 
@@ -8,14 +8,9 @@ import pytest
 
 from nodewright.cloud.config import CredentialKind
 from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION, ArmEmulator
-from nodewright.controllers.cloud_access import (
-    cloud_from_options,
-    parse_cloud_settings,
-    settings_as_options,
-    shared_cloud,
-)
+from nodewright.controllers.cloud_access import ManagerClouds, parse_cloud_settings, settings_as_options
 from nodewright.runtime.config import ConfigError
-from nodewright.runtime.metrics import Metrics, activate
+from nodewright.runtime.metrics import Metrics
 
 
 def test_parses_a_full_block() -> None:
@@ -72,7 +67,7 @@ def test_bad_blocks_fail_with_one_line_naming_the_key(block: Any, message: str) 
 def test_same_settings_share_one_cloud_and_calls_are_counted(arm_emulator: ArmEmulator) -> None:
     """Two reconcilers with equal blocks get the same Cloud; its ARM calls reach /metrics."""
     metrics = Metrics()
-    activate(metrics)
+    clouds = ManagerClouds(metrics, lambda _operation: None)
     options = {
         "cloud": {
             "subscriptionId": DEFAULT_SUBSCRIPTION,
@@ -82,9 +77,9 @@ def test_same_settings_share_one_cloud_and_calls_are_counted(arm_emulator: ArmEm
             "credential": {"kind": "static-token", "staticToken": "emulator-token"},
         }
     }
-    first, second = cloud_from_options(options), cloud_from_options(dict(options))
+    first, second = clouds.from_options(options), clouds.from_options(dict(options))
     assert first is second
-    assert shared_cloud(parse_cloud_settings(options["cloud"])) is first
+    assert clouds.cloud(parse_cloud_settings(options["cloud"])) is first
     arm_emulator.estate.add_resource_group("rg-access")
     identity_id = arm_emulator.estate.add_identity("rg-access", "id-a")
     assert first.identities.get_identity(identity_id).client_id

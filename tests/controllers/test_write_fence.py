@@ -4,8 +4,6 @@ last moment, reads pass, and the emulator records who called."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from azure.mgmt.compute.models import VirtualMachineScaleSetUpdate
 
@@ -41,11 +39,8 @@ def scale_set(arm_emulator: ArmEmulator) -> str:
 
 
 @pytest.fixture
-def installed_fence() -> Iterator[WriteFence]:
-    fence = WriteFence(renew_deadline=2.0, margin=0.5, metrics=Metrics())
-    cloud_access.install_write_guard(fence.guard("arm"))
-    yield fence
-    cloud_access.install_write_guard(None)
+def installed_fence() -> WriteFence:
+    return WriteFence(renew_deadline=2.0, margin=0.5, metrics=Metrics())
 
 
 def tag(cloud: Cloud, value: str) -> None:
@@ -59,9 +54,7 @@ def test_fenced_cloud_refuses_arm_writes_unsent_and_lets_reads_through(
     """With the fence open a PATCH goes out under the caller's token; closed, it is refused with
     FencedWriteError and the emulator sees no write, while GETs still pass."""
     settings = settings_for(arm_emulator, "token-a")
-    cloud = build_cloud(
-        settings, write_guard=cloud_access._check_write, transport=cloud_access.guarded_transport(settings)
-    )
+    cloud = cloud_access.ManagerClouds(Metrics(), installed_fence.guard("arm")).cloud(settings)
     installed_fence.renewed(installed_fence._clock())
     tag(cloud, "while-leading")
     installed_fence.revoke()

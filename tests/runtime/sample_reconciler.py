@@ -3,7 +3,10 @@
     reconcilers:
       sample: {module: tests.runtime.sample_reconciler, options: {greeting: hello}}
 
-It writes ``options.greeting`` into ``data.greeting`` of every ConfigMap labelled ``sample=yes``.
+It writes ``options.greeting`` into ``data.greeting`` of every ConfigMap labelled ``sample=yes``
+and counts those writes on its manager's /metrics (``sample_greetings_written_total``). All it
+uses comes from ``manager``: the client, the cache, the metrics (and ``manager.services`` for
+anything its plug-ins share); nothing lives at module level.
 """
 
 from collections.abc import Mapping
@@ -19,6 +22,8 @@ def setup(manager: Manager, options: Mapping[str, Any]) -> None:
     """Wire the controller: reconcile labelled ConfigMaps (side effect: registers it)."""
     greeting = str(options.get("greeting", "hello"))
     config_maps = manager.cache.informer(CONFIG_MAP, label_selector=SELECTOR)
+    meter = manager.metrics.provider.get_meter("sample")
+    written = meter.create_counter("sample_greetings_written", description="Greetings written")
 
     def reconcile(request: Request) -> Result:
         config_map = config_maps.store.get(request.key)
@@ -27,6 +32,7 @@ def setup(manager: Manager, options: Mapping[str, Any]) -> None:
         if (config_map.get("data") or {}).get("greeting") != greeting:
             body = {"data": {"greeting": greeting}}
             manager.client.patch(CONFIG_MAP, request.name, body, request.namespace)
+            written.add(1)
         return Result()
 
     manager.controller("sample").for_(CONFIG_MAP, label_selector=SELECTOR).complete(reconcile)

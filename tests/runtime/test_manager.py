@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -78,6 +79,9 @@ def test_sample_reconciler_end_to_end_with_probes_and_metrics(
         assert 'workqueue_adds_total{name="sample"}' in text
         assert 'leader_election_master_status{name="manager-lease"} 1.0' in text
         assert "controller_runtime_reconcile_time_seconds_bucket" in text
+        written = re.search(r"^sample_greetings_written_total (\S+)$", text, re.MULTILINE)
+        assert written is not None  # the plug-in's own counter, on its manager's /metrics
+        assert float(written.group(1)) >= 2.0  # one per labelled ConfigMap (a stale read may add one)
     finally:
         running.stop()
     assert running.error is None

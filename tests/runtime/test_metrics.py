@@ -8,8 +8,7 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from nodewright.runtime import metrics as metrics_module
-from nodewright.runtime.metrics import Metrics, get_meter
+from nodewright.runtime.metrics import Metrics
 from nodewright.runtime.ratelimit import ItemExponentialRateLimiter
 from nodewright.runtime.workqueue import WorkQueue
 
@@ -98,11 +97,10 @@ def test_two_instances_do_not_share_series() -> None:
     assert 'workqueue_adds_total{name="same"} 1.0' in second.render().decode()
 
 
-def test_get_meter_serves_the_active_metrics() -> None:
-    """Other layers' instruments from get_meter() land on the active manager's /metrics."""
+def test_other_layers_instruments_land_on_their_managers_metrics() -> None:
+    """Other layers' instruments, made on a manager's ``metrics.provider``, land on its /metrics."""
     metrics = Metrics()
-    metrics_module.activate(metrics)
-    get_meter("nodewright.runtime.client").create_counter("rest_client_requests_total").add(
+    metrics.provider.get_meter("nodewright.runtime.client").create_counter("rest_client_requests_total").add(
         3, {"code": "200"}
     )
     assert 'rest_client_requests_total{code="200"} 3.0' in metrics.render().decode()

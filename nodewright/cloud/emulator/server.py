@@ -25,7 +25,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from nodewright.cloud.budget import forget_shared_budgets
 from nodewright.cloud.emulator import compute, federated_credentials, identities, network, scale_sets
 from nodewright.cloud.emulator.admin import ADMIN_PREFIX, AdminEndpoints
 from nodewright.cloud.emulator.certificates import (
@@ -245,7 +244,6 @@ class ArmEmulator:
             target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="arm-emulator", daemon=True
         )
         self._thread.start()
-        forget_shared_budgets(self.endpoint)  # clients of an earlier emulator on this port
         log.info("Started ARM emulator", extra={"endpoint": self.endpoint, "ca_file": str(self.ca_file)})
         return self
 

@@ -21,7 +21,7 @@ from typing import Any
 from nodewright.api.aadpodidentity.v1 import POD_LABEL
 from nodewright.cloud.config import CloudSettings
 from nodewright.cloud.entra import TokenExchange
-from nodewright.controllers.cloud_access import cloud_from_options, parse_cloud_settings
+from nodewright.controllers.cloud_access import clouds_of, parse_cloud_settings
 from nodewright.controllers.federation.migration_reconciler import MigrationReconciler
 from nodewright.controllers.federation.options import FederationOptions, parse_options
 from nodewright.controllers.federation.reconciler import SERVICE_ACCOUNT, FederationReconciler, IdentityKey
@@ -75,7 +75,7 @@ def validate_options(options: Mapping[str, Any]) -> None:
 def setup(manager: Manager, options: Mapping[str, Any]) -> None:
     """Wire the federation controller into ``manager`` (side effect: registers one controller)."""
     parsed = parse_options(options)
-    cloud = cloud_from_options({"cloud": parsed.cloud})
+    cloud = clouds_of(manager).from_options({"cloud": parsed.cloud})
     reconciler = FederationReconciler(
         manager.client,
         manager.cache,

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from nodewright.api.aadpodidentity.v1 import CRD_GROUP, POD_LABEL
-from nodewright.controllers.cloud_access import cloud_from_options, parse_cloud_settings
+from nodewright.controllers.cloud_access import clouds_of, parse_cloud_settings
 from nodewright.controllers.identity.assignment import (
     IdentityAssignmentReconciler,
     node_relevant_change,
@@ -82,7 +82,7 @@ def setup(manager: Manager, options: Mapping[str, Any]) -> None:
 
     Raises ``ConfigError`` for bad options (one line naming the key)."""
     parsed = parse_options(options)
-    cloud = cloud_from_options({"cloud": parsed.cloud})
+    cloud = clouds_of(manager).from_options({"cloud": parsed.cloud})
     recorder = manager.event_recorder(EVENT_COMPONENT)
 
     builder = manager.controller(NAME, IdentityWork)

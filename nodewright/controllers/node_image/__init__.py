@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from nodewright.controllers.cloud_access import cloud_from_options, parse_cloud_settings
+from nodewright.controllers.cloud_access import clouds_of, parse_cloud_settings
 from nodewright.controllers.node_image import node_image, pending_node, scaling_group
 from nodewright.controllers.node_image.collaborators import Collaborators
 from nodewright.controllers.node_image.node_image import NodeImageCloud, NodeImageReconciler, NodeImageStores
@@ -215,7 +215,9 @@ def install(
     """Wire the three controllers into ``manager`` (side effect: registers them); ``standalone``
     serves the groups of standalone VMs."""
     events = manager.event_recorder("nodewright-node-image")
-    collaborators = Collaborators(manager.client, cloud, standalone, events, settings, checkpoint, clock)
+    collaborators = Collaborators(
+        manager.client, cloud, standalone, events, settings, manager.metrics, checkpoint, clock
+    )
     wiring = _Wiring(manager, settings, _stores(manager, settings), collaborators)
     _wire_rollouts(wiring)
     _wire_scaling_groups(wiring)
@@ -327,10 +329,10 @@ def validate_options(options: Mapping[str, Any]) -> None:
 
 
 def setup(manager: Manager, options: Mapping[str, Any]) -> None:
-    """The registry's entry point: parse ``options`` strictly, reach Azure through the shared
-    Cloud of its ``cloud`` block, and ``install``."""
+    """The registry's entry point: parse ``options`` strictly, reach Azure through the manager's
+    Cloud for its ``cloud`` block, and ``install``."""
     settings = parse_options(options)
-    cloud = cloud_from_options(options)
+    cloud = clouds_of(manager).from_options(options)
     install(manager, settings, cloud.compute, cloud.standalone)
 
 

@@ -2,9 +2,9 @@
 
 ``Collaborators`` bundles the API client, the cloud (narrowed by each reconciler to the
 operations it declares), the standalone-VM cloud, the Event recorder, the settings, the
-checkpoint hook and the clock; ``install`` builds one and hands it to ``NodeImageReconciler``,
-``ScalingGroupReconciler`` and ``PendingNodeReconciler``, whose common base ``WithCollaborators``
-keeps them as ``self._client``, ``self._cloud`` and so on. No I/O.
+manager's metrics, the checkpoint hook and the clock; ``install`` builds one and hands it to
+``NodeImageReconciler``, ``ScalingGroupReconciler`` and ``PendingNodeReconciler``, whose common
+base ``WithCollaborators`` keeps them as ``self._client``, ``self._cloud`` and so on. No I/O.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from nodewright.controllers.node_image.resources import Checkpoint, Clock, no_ch
 from nodewright.controllers.node_image.standalone import StandaloneCloud
 from nodewright.runtime.client import Client
 from nodewright.runtime.events import EventRecorder
+from nodewright.runtime.metrics import Metrics
 
 __all__ = ["Collaborators", "WithCollaborators"]
 
@@ -32,6 +33,7 @@ class Collaborators(Generic[CloudT_co]):
     standalone: StandaloneCloud
     events: EventRecorder
     settings: NodeImageSettings
+    metrics: Metrics
     checkpoint: Checkpoint = no_checkpoint
     clock: Clock = utc_now
 

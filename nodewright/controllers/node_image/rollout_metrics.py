@@ -13,13 +13,13 @@
 - ``nodewright_rollout_nodes_read{node_image}``: the Nodes the last pass decoded (its pools', plus
   VM nodes not placed yet; never the whole cluster's).
 
-Side effect: records into the current manager's metrics. Neighbour: ``node_image``.
+Side effect: records into the metrics of the manager it was built with. Neighbour: ``node_image``.
 """
 
 from __future__ import annotations
 
 from nodewright.api.nodewright.v1alpha1 import RolloutState
-from nodewright.runtime.metrics import get_meter
+from nodewright.runtime.metrics import Metrics
 
 __all__ = ["PASS_CPU_BUCKETS", "STATE_VALUES", "RolloutMetrics"]
 
@@ -41,15 +41,16 @@ PASS_CPU_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0
 class RolloutMetrics:
     """The instruments (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
         self._created = False
 
     def _instruments(self) -> None:
-        """Create the instruments on first use, on the meter of the manager that runs by then."""
+        """Create the instruments on first use, on the manager's metrics."""
         if self._created:
             return
         self._created = True
-        meter = get_meter("nodewright.node_image")
+        meter = self._metrics.provider.get_meter("nodewright.node_image")
         self._replaced = meter.create_counter(
             "nodewright_nodes_replaced_total", description="Nodes replaced, by reason and scaling group"
         )

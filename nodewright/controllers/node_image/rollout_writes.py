@@ -101,7 +101,7 @@ class RolloutWrites(WithCollaborators[NodeImageCloud]):
         super().__init__(collaborators)
         self._stores = stores
         self._writes = ReadYourWrites(collaborators.client)
-        self._metrics = RolloutMetrics()
+        self._metrics = RolloutMetrics(collaborators.metrics)
         self._reported: dict[str, tuple[str, str]] = {}
         """The Degraded problem last reported per NodeImage (one Event per problem)."""
         self._standalone_machines: set[str] = set()

@@ -24,12 +24,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from nodewright.api.nodewright.v1alpha1 import INCOMING_PODS_ANNOTATION
-from nodewright.controllers.cloud_access import cloud_from_options, parse_cloud_settings
+from nodewright.controllers.cloud_access import clouds_of, parse_cloud_settings
 from nodewright.controllers.node_network_config.cloud import (
     MachineNicLocator,
     NetworkOperations,
     NicLocator,
 )
+from nodewright.controllers.node_network_config.metrics import IPAM_GAUGES
 from nodewright.controllers.node_network_config.nic_watch import NetworkInterfaceLister, NicWatch
 from nodewright.controllers.node_network_config.operations import CompletionSource
 from nodewright.controllers.node_network_config.options import NodeNetworkConfigSettings, parse_options
@@ -156,6 +157,7 @@ def install(
         settings=settings,
         notify=completions.notify,
     )
+    manager.services.get(IPAM_GAUGES).add(reconciler.metrics)
 
     def node_network_config_of_node(node: Object) -> list[Request]:
         return [Request(namespace, str(node["metadata"]["name"]))]
@@ -195,7 +197,7 @@ def validate_options(options: Mapping[str, Any]) -> None:
 def setup(manager: Manager, options: Mapping[str, Any]) -> None:
     """The registry's entry point: parse the options, reach Azure, wire the controller."""
     settings = parse_options(options)
-    cloud = cloud_from_options(options)
+    cloud = clouds_of(manager).from_options(options)
     install(manager, settings, cloud.network, MachineNicLocator(cloud))
 
 

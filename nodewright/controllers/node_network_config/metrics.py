@@ -1,7 +1,8 @@
 """``nodewright_ipam_*`` metrics, in the spirit of Azure CNS's ``cx_ipam_*``, per node pool.
 
-Owns ``IpamMetrics``: each reconcile records a node's figures (``record``); the gauges sum them
-per node pool at scrape time:
+Owns ``IpamMetrics``: each reconcile records a node's figures (``record``); and ``IpamGauges``,
+one per manager (``manager.services`` under ``IPAM_GAUGES``; ``install`` adds its reconciler's
+``IpamMetrics``), whose gauges on that manager's metrics sum them per node pool at scrape time:
 
 - ``nodewright_ipam_allocated_ips``: secondary IPs on the nodes' NICs (status ipAssignments);
 - ``nodewright_ipam_available_ips``: of those, the ones no pod uses;
@@ -13,14 +14,13 @@ per node pool at scrape time:
   exhausted (what it publishes in the subnet's ClusterSubnetState), else 0.
 
 A node pool is the node's ``kubernetes.azure.com/agentpool`` label, else its scale set's name,
-else ``standalone``. Side effects: none beyond the process's metric registry.
+else ``standalone``. Side effects: none beyond the manager's metric registry.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -29,9 +29,11 @@ from opentelemetry.metrics import CallbackOptions, Observation
 
 from nodewright.cloud.resource_ids import InvalidResourceIdError, ScaleSetInstanceId, parse_provider_id
 from nodewright.controllers.node_network_config.resources import provider_id_of
-from nodewright.runtime.metrics import Metrics, default_metrics
+from nodewright.runtime.manager import Manager
+from nodewright.runtime.metrics import Metrics
+from nodewright.runtime.services import ServiceKey
 
-__all__ = ["IpamMetrics", "NodeFigures", "node_pool_of"]
+__all__ = ["IPAM_GAUGES", "IpamGauges", "IpamMetrics", "NodeFigures", "node_pool_of"]
 
 AGENT_POOL_LABEL = "kubernetes.azure.com/agentpool"
 
@@ -57,10 +59,6 @@ def node_pool_of(node: Mapping[str, Any]) -> str:
     return machine.scale_set_name if isinstance(machine, ScaleSetInstanceId) else "standalone"
 
 
-_instances: weakref.WeakSet[IpamMetrics] = weakref.WeakSet()
-_registered_on: weakref.WeakSet[Metrics] = weakref.WeakSet()
-_registration_lock = threading.Lock()
-
 _FIGURES = {
     "allocated": "Secondary IPs on the nodes' NICs",
     "available": "Secondary IPs on the nodes' NICs that no pod uses",
@@ -69,55 +67,68 @@ _FIGURES = {
 }
 
 
-def _per_pool(name: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
-    def callback(_: CallbackOptions) -> Iterable[Observation]:
-        totals: dict[str, int] = {}
-        for instance in list(_instances):
-            for pool, figures in instance.totals().items():
-                totals[pool] = totals.get(pool, 0) + figures[name]
-        return [Observation(value, {"node_pool": pool}) for pool, value in totals.items()]
+class IpamGauges:
+    """The ``nodewright_ipam_*`` gauges on one manager's ``metrics``: they sum, at scrape time,
+    over every ``IpamMetrics`` added (one per NodeNetworkConfig reconciler of that manager)."""
 
-    return callback
-
-
-def _exhaustion(_: CallbackOptions) -> Iterable[Observation]:
-    now = time.monotonic()
-    forecasts: dict[str, float] = {}
-    for instance in list(_instances):
-        forecasts.update(instance.forecasts(now))
-    return [Observation(seconds, {"subnet": subnet}) for subnet, seconds in forecasts.items()]
-
-
-def _exhausted(_: CallbackOptions) -> Iterable[Observation]:
-    states: dict[str, bool] = {}
-    for instance in list(_instances):
-        states.update(instance.exhausted_subnets())
-    return [Observation(int(exhausted), {"subnet": subnet}) for subnet, exhausted in states.items()]
-
-
-def _register_once() -> None:
-    """The gauges exist once per active ``Metrics`` (the manager activates its own when it runs,
-    after the reconciler was built); they sum over every live ``IpamMetrics``."""
-    metrics = default_metrics()
-    with _registration_lock:
-        if metrics in _registered_on:
-            return
+    def __init__(self, metrics: Metrics) -> None:
+        self._lock = threading.Lock()
+        self._sources: list[IpamMetrics] = []
         meter = metrics.provider.get_meter("nodewright.ipam")
         for name, description in _FIGURES.items():
             meter.create_observable_gauge(
-                f"nodewright_ipam_{name}_ips", callbacks=[_per_pool(name)], description=description
+                f"nodewright_ipam_{name}_ips", callbacks=[self._per_pool(name)], description=description
             )
         meter.create_observable_gauge(
             "nodewright_ipam_subnet_exhaustion_seconds",
-            callbacks=[_exhaustion],
+            callbacks=[self._exhaustion],
             description="Seconds until the subnet runs out at the consumption rate seen so far",
         )
         meter.create_observable_gauge(
             "nodewright_ipam_subnet_exhausted",
-            callbacks=[_exhausted],
+            callbacks=[self._exhausted],
             description="1 while the subnet counts as exhausted (its ClusterSubnetState says so)",
         )
-        _registered_on.add(metrics)
+
+    def add(self, source: IpamMetrics) -> None:
+        """Report ``source``'s figures too."""
+        with self._lock:
+            self._sources.append(source)
+
+    def _each(self) -> list[IpamMetrics]:
+        with self._lock:
+            return list(self._sources)
+
+    def _per_pool(self, name: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
+        def callback(_: CallbackOptions) -> Iterable[Observation]:
+            totals: dict[str, int] = {}
+            for source in self._each():
+                for pool, figures in source.totals().items():
+                    totals[pool] = totals.get(pool, 0) + figures[name]
+            return [Observation(value, {"node_pool": pool}) for pool, value in totals.items()]
+
+        return callback
+
+    def _exhaustion(self, _: CallbackOptions) -> Iterable[Observation]:
+        now = time.monotonic()
+        forecasts: dict[str, float] = {}
+        for source in self._each():
+            forecasts.update(source.forecasts(now))
+        return [Observation(seconds, {"subnet": subnet}) for subnet, seconds in forecasts.items()]
+
+    def _exhausted(self, _: CallbackOptions) -> Iterable[Observation]:
+        states: dict[str, bool] = {}
+        for source in self._each():
+            states.update(source.exhausted_subnets())
+        return [Observation(int(exhausted), {"subnet": subnet}) for subnet, exhausted in states.items()]
+
+
+def _manager_gauges(manager: Manager) -> IpamGauges:
+    return IpamGauges(manager.metrics)
+
+
+IPAM_GAUGES: ServiceKey[IpamGauges] = ServiceKey("ipam-gauges", _manager_gauges)
+"""A manager's ``nodewright_ipam_*`` gauges (made on its metrics the first time one is asked for)."""
 
 
 class IpamMetrics:
@@ -132,11 +143,8 @@ class IpamMetrics:
         self._nodes: dict[str, NodeFigures] = {}
         self.forecasts = forecasts
         self.exhausted_subnets = exhausted_subnets
-        _register_once()
-        _instances.add(self)
 
     def record(self, node: str, figures: NodeFigures) -> None:
-        _register_once()
         with self._lock:
             self._nodes[node] = figures
 

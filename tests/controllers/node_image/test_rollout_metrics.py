@@ -1,10 +1,9 @@
-"""The rollout's four metrics appear on the active manager's /metrics under the issue's names."""
+"""The rollout's metrics appear on their manager's /metrics under the issue's names."""
 
 from __future__ import annotations
 
 from nodewright.api.nodewright.v1alpha1 import RolloutState
 from nodewright.controllers.node_image.rollout_metrics import RolloutMetrics
-from nodewright.runtime import metrics as metrics_module
 from nodewright.runtime.metrics import Metrics
 
 
@@ -12,8 +11,7 @@ def test_rollout_metrics_names_labels_and_values() -> None:
     """Replacements by reason and scaling group with their duration, the state as a number per
     NodeImage, and rollbacks."""
     metrics = Metrics()
-    metrics_module.activate(metrics)
-    rollout = RolloutMetrics()
+    rollout = RolloutMetrics(metrics)
     rollout.node_replaced("ImageOutdated", "pool-a", 42.0)
     rollout.node_replaced("Rollback", "pool-a", None)
     rollout.rollout_state("pool-a", RolloutState.SOAKING)

@@ -13,7 +13,12 @@ import pytest
 
 from nodewright.api.nodewright.v1alpha1 import INCOMING_PODS_ANNOTATION, IncomingPods
 from nodewright.controllers.node_network_config.demand import incoming_pods
-from nodewright.controllers.node_network_config.metrics import IpamMetrics, NodeFigures, node_pool_of
+from nodewright.controllers.node_network_config.metrics import (
+    IpamGauges,
+    IpamMetrics,
+    NodeFigures,
+    node_pool_of,
+)
 from nodewright.controllers.node_network_config.nic_book import NicBook
 from nodewright.controllers.node_network_config.options import NodeNetworkConfigSettings
 from nodewright.controllers.node_network_config.plan import count_rule
@@ -24,7 +29,7 @@ from nodewright.controllers.node_network_config.resources import (
 )
 from nodewright.controllers.node_network_config.subnets import time_to_exhaustion
 from nodewright.ipam import CountFacts, PoolScaler, RequestedCount, requested_count
-from nodewright.runtime.metrics import Metrics, activate
+from nodewright.runtime.metrics import Metrics
 
 NODE = {"metadata": {"name": "node-1", "uid": "uid-1"}}
 
@@ -185,12 +190,12 @@ def test_the_hysteresis_clock_is_kept_in_the_book_and_decided_by_the_rule() -> N
     assert book.memory("nic").surplus_due(60.0) is None
 
 
-def test_ipam_metrics_sum_per_node_pool_on_the_active_registry() -> None:
+def test_ipam_metrics_sum_per_node_pool_on_the_managers_registry() -> None:
     """Figures recorded per node are summed per node pool in the manager's /metrics text, next
     to the subnet's time to exhaustion."""
     metrics = Metrics()
-    activate(metrics)
     ipam_metrics = IpamMetrics(lambda _now: {"pods": 120.0})
+    IpamGauges(metrics).add(ipam_metrics)
     ipam_metrics.record(
         "a", NodeFigures(pool="vmss1", allocated=16, available=10, requested=16, pending_release=0)
     )
