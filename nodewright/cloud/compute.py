@@ -33,6 +33,7 @@ from nodewright.cloud.identity_updates import (
     apply_patch,
     plan_identity_patches,
 )
+from nodewright.cloud.instance_ids import list_scale_set_instance_ids
 from nodewright.cloud.ip_configurations import changed
 from nodewright.cloud.locks import KeyedLocks
 from nodewright.cloud.lro import AnswerKeepingPolling
@@ -303,18 +304,12 @@ class ComputeService:
     # Instances ---------------------------------------------------------------------------------
 
     def list_instance_ids(self, scale_set: ScaleSetId) -> list[str]:
-        """The instance IDs of a scale set (one paged list)."""
-
-        def list_all() -> list[str]:
-            return [
-                str(instance.instance_id)
-                for instance in self._compute.virtual_machine_scale_set_vms.list(
-                    scale_set.resource_group, scale_set.name
-                )
-                if instance.instance_id is not None
-            ]
-
-        return self._call("compute.list_scale_set_instances", list_all)
+        """The instance IDs of a scale set (one paged list, read raw: no SDK model per instance,
+        see ``instance_ids``)."""
+        return self._call(
+            "compute.list_scale_set_instances",
+            lambda: list_scale_set_instance_ids(self._compute, scale_set),
+        )
 
     def list_instances(self, scale_set: ScaleSetId) -> list[InstanceInfo]:
         """Every instance of a scale set, with its state from the instance view when listed."""
@@ -329,15 +324,22 @@ class ComputeService:
 
         return self._call("compute.list_scale_set_instances", list_all)
 
-    def scale_out_by_one(self, scale_set: ScaleSetId) -> InstanceInfo:
+    def scale_out_by_one(
+        self, scale_set: ScaleSetId, record_before: Callable[[list[str]], None] | None = None
+    ) -> InstanceInfo:
         """Raise the scale set's capacity by one and return the instance that was not there before.
 
-        Side effects: list, GET, PATCH ``sku.capacity`` (waits for the operation), list again.
+        Side effects: list the instance IDs, hand them to ``record_before`` (the caller records
+        them for a restart; an exception there stops the scale-out before it starts), GET,
+        PATCH ``sku.capacity`` (waits for the operation), list again: two lists per new instance.
         Serialised per scale set within this process so concurrent callers each get their own
         instance. Raises ``CloudError`` if not exactly one new instance appeared.
         """
         with self._scale_set_locks.hold(str(scale_set)):
-            before = set(self.list_instance_ids(scale_set))
+            listed = self.list_instance_ids(scale_set)
+            if record_before is not None:
+                record_before(sorted(listed))
+            before = set(listed)
             model = self._call(
                 "compute.get_scale_set",
                 lambda: self._compute.virtual_machine_scale_sets.get(

@@ -532,3 +532,53 @@ def test_primary_network_interface_of_a_vm_and_a_scale_set_instance(estate: Esta
         estate.cloud.compute.get_primary_network_interface(
             parse_machine_id(vm_id.replace("vm-nic", "vm-gone"))
         )
+
+
+def test_scale_out_lists_once_before_and_once_after_and_records_before_the_patch(estate: Estate) -> None:
+    """The caller's ``record_before`` gets the instance IDs the scale-out listed, before the
+    capacity PATCH; the scale-out sends two VM lists in all (issue 32: it sent three with the
+    caller's own list before it)."""
+    scale_set_id = estate.emulator.estate.add_scale_set(
+        GROUP, "vmss-a", subnet_id=estate.subnet_id, capacity=2
+    )
+    scale_set = parse_scale_set_id(scale_set_id)
+    since = time.monotonic()
+    recorded: list[tuple[list[str], int]] = []
+
+    def record(before: list[str]) -> None:
+        recorded.append((before, estate.emulator.requests.count("VirtualMachineScaleSets.update")))
+
+    instance = estate.cloud.compute.scale_out_by_one(scale_set, record)
+
+    assert recorded == [(["0", "1"], 0)]
+    assert instance.instance_id not in {"0", "1"}
+    assert estate.emulator.requests.count("VirtualMachineScaleSetVMs.list", since=since) == 2
+
+
+def test_a_failed_record_stops_the_scale_out_before_it_starts(estate: Estate) -> None:
+    """An exception from ``record_before`` (the record was not written) leaves the capacity as it was."""
+    scale_set_id = estate.emulator.estate.add_scale_set(
+        GROUP, "vmss-a", subnet_id=estate.subnet_id, capacity=1
+    )
+
+    def record(before: list[str]) -> None:
+        raise RuntimeError(f"record of {before} lost")
+
+    with pytest.raises(RuntimeError, match="record of"):
+        estate.cloud.compute.scale_out_by_one(parse_scale_set_id(scale_set_id), record)
+    assert estate.emulator.requests.count("VirtualMachineScaleSets.update") == 0
+    document = estate.emulator.state.render(scale_set_id)
+    assert document is not None
+    assert document["sku"]["capacity"] == 1
+
+
+def test_listing_the_instances_of_a_missing_scale_set_is_not_found(estate: Estate) -> None:
+    """The raw instance-ID list raises the translated ARM error as an SDK call would."""
+    missing = parse_scale_set_id(
+        f"/subscriptions/{DEFAULT_SUBSCRIPTION}/resourceGroups/{GROUP}"
+        "/providers/Microsoft.Compute/virtualMachineScaleSets/vmss-missing"
+    )
+    with pytest.raises(NotFoundError) as raised:
+        estate.cloud.compute.list_instance_ids(missing)
+    assert raised.value.code is not None
+    assert "NotFound" in raised.value.code

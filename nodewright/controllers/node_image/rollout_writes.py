@@ -72,7 +72,9 @@ class NodeImageCloud(Protocol):
 
     def list_instance_ids(self, scale_set: ScaleSetId) -> list[str]: ...
 
-    def scale_out_by_one(self, scale_set: ScaleSetId) -> InstanceInfo: ...
+    def scale_out_by_one(
+        self, scale_set: ScaleSetId, record_before: Callable[[list[str]], None] | None = None
+    ) -> InstanceInfo: ...
 
 
 @dataclass(frozen=True)
@@ -163,13 +165,16 @@ class RolloutWrites(WithCollaborators[NodeImageCloud]):
             self._create_standalone_machine(owner, scaling_group, image)
             return
         scale_set = parse_scale_set_id(scaling_group.spec.group_id)
-        before = sorted(self._cloud.list_instance_ids(scale_set))
-        record = {"metadata": {"annotations": {SCALE_OUT_ANNOTATION: json.dumps(before)}}}
-        self._patch(
-            SCALING_GROUP, self._stores.scaling_groups, scaling_group.name, record, "record-scale-out"
-        )
-        self._checkpoint("scale-out")
-        instance = self._cloud.scale_out_by_one(scale_set)
+
+        def record(before: list[str]) -> None:
+            """The instance IDs the scale-out listed, recorded before the capacity changes."""
+            body = {"metadata": {"annotations": {SCALE_OUT_ANNOTATION: json.dumps(before)}}}
+            self._patch(
+                SCALING_GROUP, self._stores.scaling_groups, scaling_group.name, body, "record-scale-out"
+            )
+            self._checkpoint("scale-out")
+
+        instance = self._cloud.scale_out_by_one(scale_set, record)
         self._track_join(owner, scaling_group, instance, "create-join")
         self._events.event(owner, "Normal", "ScaledOut", f"Added {instance.name} to {scaling_group.name}")
         clear = {"metadata": {"annotations": {SCALE_OUT_ANNOTATION: None}}}
