@@ -515,6 +515,24 @@ def test_list_instances_and_instance_info(estate: Estate) -> None:
         assert instance.provider_id.lower().startswith("azure:///subscriptions/")
 
 
+def test_instance_lists_follow_every_page_with_instance_views(estate: Estate) -> None:
+    """ARM pages a scale set's VM list: both readers follow nextLink to the last page, and the
+    nextLink keeps ``$expand=instanceView``, so every instance on a later page still has its state."""
+    estate.emulator.state.list_page_size = 2
+    scale_set_id = estate.emulator.estate.add_scale_set(
+        GROUP, "vmss-paged", subnet_id=estate.subnet_id, capacity=5
+    )
+    scale_set = parse_scale_set_id(scale_set_id)
+    since = time.monotonic()
+
+    assert sorted(estate.cloud.compute.list_instance_ids(scale_set)) == ["0", "1", "2", "3", "4"]
+    assert estate.emulator.requests.count("VirtualMachineScaleSetVMs.list", since=since) == 3
+    instances = estate.cloud.compute.list_instances(scale_set)
+    assert sorted(str(instance.instance_id) for instance in instances) == ["0", "1", "2", "3", "4"]
+    assert {instance.state for instance in instances} == {NodeState.READY}
+    assert estate.emulator.requests.count("VirtualMachineScaleSetVMs.list", since=since) == 6
+
+
 def test_primary_network_interface_of_a_vm_and_a_scale_set_instance(estate: Estate) -> None:
     """The NIC a machine's model names as primary: the VM's own NIC, and the scale-set
     instance's NIC view; a machine that is gone is NotFound."""

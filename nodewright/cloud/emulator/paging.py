@@ -1,5 +1,5 @@
 """List paging as ARM answers it: a page of ``value`` and, unless it is the last page, a
-``nextLink`` (the same path and ``api-version`` with a ``$skiptoken``), which the SDKs' pagers
+``nextLink`` (the same path and query, ``$expand`` included, with a ``$skiptoken``), which the SDKs' pagers
 follow with a plain GET. The last page carries no ``nextLink``.
 
 Azure does not publish its page sizes; the emulator's (``EmulatorState.list_page_size``, by
@@ -39,8 +39,7 @@ def paged(request: ArmRequest, values: list[Any], page_size: int) -> ArmResponse
     size = max(1, page_size)
     body: dict[str, Any] = {"value": values[skip : skip + size]}
     if skip + size < len(values):
-        query = urllib.parse.urlencode(
-            {"api-version": request.query_value("api-version") or "", SKIP_TOKEN: str(skip + size)}
-        )
+        kept = {key: value for key, value in request.query.items() if key.lower() != SKIP_TOKEN}
+        query = urllib.parse.urlencode({**kept, SKIP_TOKEN: str(skip + size)})
         body["nextLink"] = f"{request.base_url}{request.path}?{query}"
     return ArmResponse(200, body)

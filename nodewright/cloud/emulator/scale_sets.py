@@ -28,6 +28,7 @@ from nodewright.cloud.emulator.errors import ArmError
 from nodewright.cloud.emulator.identities import apply_identity
 from nodewright.cloud.emulator.instance_views import instance_view, scale_set_instance_view
 from nodewright.cloud.emulator.long_running import OperationError
+from nodewright.cloud.emulator.paging import paged
 from nodewright.cloud.emulator.routing import ArmRequest, ArmResponse, Router
 from nodewright.cloud.emulator.scale_set_members import (
     finish_members,
@@ -279,7 +280,7 @@ def list_instances(state: EmulatorState, request: ArmRequest) -> ArmResponse:
         _render_member(state, scale_set, member, with_instance_view=expand)
         for member in members(state, scale_set)
     ]
-    return ArmResponse(200, {"value": values})
+    return paged(request, values, state.list_page_size)
 
 
 def get_instance(state: EmulatorState, request: ArmRequest) -> ArmResponse:
