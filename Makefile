@@ -57,12 +57,14 @@ fmt: $(PYTHON) ## Format and autofix with ruff.
 	$(VENV)/bin/ruff check --fix .
 
 # Two pytest-xdist workers by default (each its own control plane and emulator, a test file per
-# worker): about 10.5 minutes on two cores instead of 20. TEST_WORKERS=0 runs serially.
+# worker): about 10.5 minutes on two cores instead of 20. TEST_WORKERS=0 runs serially. Files are
+# handed out in collection order, where tests/conftest.py puts the slowest first
+# (HEAVY_FILES_FIRST): xdist's default order (most tests first) left them for the end.
 TEST_WORKERS ?= 2
 
 .PHONY: test
 test: $(PYTHON) controlplane helm prometheus ## Run every test against a real local control plane (TEST_WORKERS=0 for one process).
-	$(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 .PHONY: test-unit
 test-unit: $(PYTHON) helm prometheus ## Run only the tests that need no cluster (helm and promtool are still needed).

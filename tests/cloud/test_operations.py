@@ -61,6 +61,10 @@ class Outcomes:
 
 @pytest.fixture
 def estate(arm_emulator: ArmEmulator) -> Iterator[Estate]:
+    # ARM's in-progress Retry-After (10 s by default in the emulator) would make each slow
+    # operation here take 10 s; 1 s keeps the header on every answer, so the tracker still
+    # follows it, and the tests about its pacing set their own value.
+    arm_emulator.state.operation_retry_after = 1
     arm_emulator.estate.add_resource_group(GROUP)
     vnet = arm_emulator.estate.add_virtual_network(GROUP, "vnet", subnets={"nodes": "10.240.0.0/16"})
     cloud = cloud_for(arm_emulator)

@@ -98,6 +98,9 @@ def test_slow_operation_is_polled_until_done(
     """A 0.5 s operation: the poller reports InProgress, polls the Azure-AsyncOperation URL, then
     GETs the resource; the VM is Updating meanwhile."""
     arm_emulator.state.operation_duration = 0.5
+    # Not a test of Retry-After (test_retry_after.py is): without it the poller keeps its 0.1 s
+    # interval, where the default 10 s would stretch a 0.5 s operation to 10 s.
+    arm_emulator.state.operation_retry_after = None
     update = models.VirtualMachineUpdate(tags={"stage": "blue"})
     poller = clients.compute.virtual_machines.begin_update(estate.group, "vm-0", update, polling_interval=0.1)
     assert poller.status() == "InProgress"

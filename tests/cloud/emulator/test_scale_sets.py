@@ -112,6 +112,9 @@ def test_slow_scale_out_shows_creating_then_ready(
 ) -> None:
     """While the scale-out operation runs, the new instance's view says ProvisioningState/creating."""
     arm_emulator.faults.slow_operations(0.6, "VirtualMachineScaleSets.update")
+    # Not a test of Retry-After (test_retry_after.py is): without it the poller keeps its 0.1 s
+    # interval, where the default 10 s would stretch a 0.6 s operation to 10 s.
+    arm_emulator.state.operation_retry_after = None
     poller = clients.compute.virtual_machine_scale_sets.begin_update(
         estate.group,
         "vmss-a",

@@ -6,6 +6,8 @@ an operation in flight adds nothing twice. Overlap is counted from the emulator'
 
 from __future__ import annotations
 
+import pytest
+
 from nodewright.cloud.emulator import ArmEmulator
 from nodewright.cloud.emulator.request_log import RecordedRequest
 from nodewright.controllers.node_network_config.nic_book import NicBook
@@ -22,6 +24,14 @@ from tests.waiting import eventually
 SCALER = PoolScaler(batch_size=16, request_threshold_percent=50, max_ip_count=250)
 INSTANCE_PUT = "VirtualMachineScaleSetVMs.update"
 OPERATION_SECONDS = 3.0
+
+
+@pytest.fixture(autouse=True)
+def short_retry_after(arm_emulator: ArmEmulator) -> None:
+    """ARM's in-progress Retry-After is 1 s here instead of the emulator's 10 s: the overlap is
+    counted from the PUTs' arrival and each operation lasts 3 to 4 s, so a 10 s pause before
+    the tracker sees an end only slowed the tests, it was never what they check."""
+    arm_emulator.state.operation_retry_after = 1
 
 
 def _filled(ipam: IpamHarness, node: str, count: int = 16) -> bool:
