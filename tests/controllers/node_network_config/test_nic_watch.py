@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 import time
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from nodewright.cloud.emulator import ArmEmulator
+from nodewright.cloud.emulator.request_log import RecordedRequest
 from nodewright.controllers.node_network_config import NodeNetworkConfigSettings
 from nodewright.controllers.node_network_config.nic_book import NicBook
 from nodewright.controllers.node_network_config.nic_watch import NicWatch, list_pace
@@ -62,6 +64,23 @@ def _settled(harness: IpamHarness, nodes: int) -> bool:
     )
 
 
+def _scale_set_of(path: str) -> str:
+    match = re.search(r"/virtualMachineScaleSets/([^/]+)/", path, flags=re.IGNORECASE)
+    return match.group(1).lower() if match else ""
+
+
+def _lists_fell_behind(read: RecordedRequest, lists: list[RecordedRequest], refresh: float) -> bool:
+    """Whether a NIC GET is the refresh rule at work: the last list of its scale set answered
+    before it is older than ``nicRefreshSeconds``, so the watcher's snapshot had aged out (at a
+    hundredth of the shipped periods a scheduling delay of a second does that on a busy machine)."""
+    earlier = [
+        entry.answered or entry.monotonic
+        for entry in lists
+        if _scale_set_of(entry.path) == _scale_set_of(read.path) and entry.monotonic < read.monotonic
+    ]
+    return bool(earlier) and read.monotonic - max(earlier) > refresh
+
+
 def test_at_rest_reads_are_per_scale_set_not_per_node(ipam: IpamHarness, arm_emulator: ArmEmulator) -> None:
     """24 nodes in 3 scale sets, nothing changing, the shipped defaults' periods scaled down: over
     one resync period (ten list periods), no NIC is read on its own, the lists are one per scale
@@ -83,7 +102,13 @@ def test_at_rest_reads_are_per_scale_set_not_per_node(ipam: IpamHarness, arm_emu
 
     node_reads = [entry for entry in reads if entry.operation == NODE_READS]
     lists = [entry for entry in reads if entry.operation == SCALE_SET_LISTS]
-    assert node_reads == [], f"{len(node_reads)} NIC GETs at rest"
+    refresh = ipam.settings.nic_refresh_seconds
+    every_list = [
+        entry for entry in arm_emulator.requests.entries(method="GET") if entry.operation == SCALE_SET_LISTS
+    ]
+    unexplained = [read for read in node_reads if not _lists_fell_behind(read, every_list, refresh)]
+    assert unexplained == [], f"{len(unexplained)} NIC GETs at rest while the lists kept up"
+    assert len(node_reads) <= 3, f"{len(node_reads)} NIC GETs at rest"
     assert len(lists) >= 3 * 2, "the watcher did not sweep in the window"
     sweeps = window / (0.6 * 0.9) + 1
     assert len(reads) <= 3 * sweeps + 3, {entry.operation for entry in reads}
