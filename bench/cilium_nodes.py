@@ -19,8 +19,8 @@ from typing import Any
 
 from nodewright.devenv.periodic import PeriodicThread
 from nodewright.runtime import errors
-from nodewright.runtime.client import Client
-from nodewright.runtime.kinds import NODE, POD, Kind
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.kinds import NODE, POD, Kind
 
 __all__ = ["CILIUM_NODE", "CiliumNodeKeeper", "instance_id_of"]
 

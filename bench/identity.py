@@ -49,11 +49,11 @@ from nodewright.controllers.identity.options import (
 from nodewright.devenv.crds import install_crds
 from nodewright.devenv.kwok import LEASE_SECONDS
 from nodewright.devenv.nodesim import SIMULATED_LABEL, NodeSimulator, machines_in_emulator
-from nodewright.runtime.client import Client
-from nodewright.runtime.config import parse_config
-from nodewright.runtime.informer import Informer
-from nodewright.runtime.kinds import NAMESPACE, NODE, POD
-from nodewright.runtime.manager import Manager
+from nodewright.runtime.informers.informer import Informer
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.kinds import NAMESPACE, NODE, POD
+from nodewright.runtime.process.config import parse_config
+from nodewright.runtime.process.manager import Manager
 
 __all__ = ["Phase", "Scale", "run"]
 

@@ -59,9 +59,9 @@ from nodewright.devenv.controlplane import free_port
 from nodewright.devenv.crds import install_crds
 from nodewright.devenv.nodesim import NodeSimulator, machines_in_emulator
 from nodewright.devenv.peers import PeerCloud, install_upstream_pod_identity_crds
-from nodewright.runtime.client import Client
-from nodewright.runtime.informer import Informer
-from nodewright.runtime.kinds import NAMESPACE, NODE, POD
+from nodewright.runtime.informers.informer import Informer
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.kinds import NAMESPACE, NODE, POD
 
 __all__ = ["FULL", "QUICK", "PhaseRun", "ToolRun", "Workload", "mic_binary", "run", "run_tool"]
 

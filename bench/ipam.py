@@ -63,10 +63,10 @@ from nodewright.devenv.crds import install_crds
 from nodewright.devenv.nodesim import SIMULATED_LABEL, NodeSimulator, machines_in_emulator
 from nodewright.ipam import PoolScaler, address_count
 from nodewright.runtime import errors
-from nodewright.runtime.client import Client
-from nodewright.runtime.config import parse_config
-from nodewright.runtime.kinds import NAMESPACE, NODE, POD
-from nodewright.runtime.manager import Manager
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.kinds import NAMESPACE, NODE, POD
+from nodewright.runtime.process.config import parse_config
+from nodewright.runtime.process.manager import Manager
 from tests.cloud.helpers import cloud_for
 from tests.controllers.node_network_config.node_agent import PodAddressAgent
 

@@ -38,8 +38,8 @@ from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION, ArmEmulator
 from nodewright.cloud.emulator.imds import InstanceMetadata, MetadataProxy
 from nodewright.devenv.nodesim import SIMULATED_LABEL, NodeSimulator, machines_in_emulator
 from nodewright.runtime import errors
-from nodewright.runtime.client import Client
-from nodewright.runtime.kinds import NAMESPACE, NODE, Kind
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.kinds import NAMESPACE, NODE, Kind
 
 __all__ = [
     "PRE_ALLOCATE",

@@ -53,10 +53,10 @@ from nodewright.controllers.node_image.resources import NODE_IMAGE, PENDING_NODE
 from nodewright.devenv.crds import install_crds
 from nodewright.devenv.nodesim import SIMULATED_LABEL, NodeSimulator, machines_in_emulator
 from nodewright.runtime import errors
-from nodewright.runtime.client import Client
-from nodewright.runtime.config import parse_config
-from nodewright.runtime.kinds import NODE, POD, Kind
-from nodewright.runtime.manager import Manager
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.kinds import NODE, POD, Kind
+from nodewright.runtime.process.config import parse_config
+from nodewright.runtime.process.manager import Manager
 
 __all__ = ["Case", "Rollout", "Scale", "cases", "run"]
 

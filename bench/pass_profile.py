@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from nodewright.controllers.node_image.node_image import NodeImageReconciler
-from nodewright.runtime.reconcile import Request, Result
+from nodewright.runtime.control.reconcile import Request, Result
 
 __all__ = ["profiled_passes"]
 

@@ -48,12 +48,12 @@ from bench.workload import (
     widget_crd,
 )
 from nodewright.devenv.controlplane import ControlPlane
-from nodewright.runtime.client import Client
-from nodewright.runtime.config import HealthConfig, LeaderElectionConfig, ManagerConfig, MetricsConfig
-from nodewright.runtime.kinds import Kind
-from nodewright.runtime.logs import configure
-from nodewright.runtime.manager import Manager
-from nodewright.runtime.reconcile import Request, Result
+from nodewright.runtime.control.reconcile import Request, Result
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.kinds import Kind
+from nodewright.runtime.observe.logs import configure
+from nodewright.runtime.process.config import HealthConfig, LeaderElectionConfig, ManagerConfig, MetricsConfig
+from nodewright.runtime.process.manager import Manager
 
 __all__ = ["TARGETS", "RateFigures", "main", "measure"]
 

@@ -29,10 +29,10 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from nodewright.runtime.controller import Controller
-from nodewright.runtime.metrics import Metrics
-from nodewright.runtime.ratelimit import ItemExponentialRateLimiter
-from nodewright.runtime.reconcile import Request, Result
+from nodewright.runtime.control.controller import Controller
+from nodewright.runtime.control.ratelimit import ItemExponentialRateLimiter
+from nodewright.runtime.control.reconcile import Request, Result
+from nodewright.runtime.observe.metrics import Metrics
 
 __all__ = ["TimingRun", "retry_after_gap", "retry_at_lateness", "run"]
 

@@ -20,10 +20,10 @@ from typing import Any
 
 from nodewright.controllers.node_image.grouping import DONOR_ANNOTATION
 from nodewright.controllers.node_image.resources import PENDING_NODE
-from nodewright.runtime.client import Client
-from nodewright.runtime.informer import Informer
-from nodewright.runtime.kinds import NODE
-from nodewright.runtime.objects import condition_is_true
+from nodewright.runtime.informers.informer import Informer
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.kinds import NODE
+from nodewright.runtime.kube.objects import condition_is_true
 
 __all__ = ["SEGMENTS", "RolloutTimeline", "Segment"]
 

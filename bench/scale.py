@@ -89,8 +89,8 @@ from bench.scale_world import NEW_IMAGE, EstatePlan, World, plan_estate
 from nodewright.controllers.identity.options import AZURE_IDENTITY, AZURE_IDENTITY_BINDING
 from nodewright.controllers.node_image.resources import NODE_IMAGE, SCALING_GROUP
 from nodewright.devenv.controlplane import ControlPlane, free_port
-from nodewright.runtime.client import Client
-from nodewright.runtime.kinds import LEASE, NAMESPACE, Kind
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.kinds import LEASE, NAMESPACE, Kind
 
 __all__ = ["GOALS", "main", "run"]
 

@@ -25,8 +25,8 @@ from nodewright.api.aadpodidentity.v1 import RESOURCES as POD_IDENTITY_RESOURCES
 from nodewright.devenv import ControlPlane
 from nodewright.devenv.crds import install_crds
 from nodewright.devenv.peers import PeerCloud, install_upstream_pod_identity_crds
-from nodewright.runtime.client import Client
-from nodewright.runtime.kinds import NAMESPACE
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.kinds import NAMESPACE
 
 __all__ = ["AUDIT_POLICY", "MANAGER_TOKEN", "MANAGER_USER", "PEERS", "IdentityTool", "tool_figures"]
 

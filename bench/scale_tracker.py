@@ -21,9 +21,9 @@ from typing import Any
 from nodewright.controllers.identity.options import AZURE_ASSIGNED_IDENTITY
 from nodewright.controllers.node_network_config import NODE_NETWORK_CONFIG
 from nodewright.devenv.nodesim import SIMULATED_LABEL
-from nodewright.runtime.client import Client
-from nodewright.runtime.informer import Informer
-from nodewright.runtime.kinds import NODE, POD
+from nodewright.runtime.informers.informer import Informer
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.kinds import NODE, POD
 
 __all__ = ["BINDING_LABEL", "Tracker"]
 

@@ -33,7 +33,7 @@ from nodewright.cloud.emulator.certificates import issue_loopback_certificates
 from nodewright.cloud.emulator.scale_set_members import finish_members, scale_to
 from nodewright.cloud.emulator.throttling import RequestLimits
 from nodewright.devenv.nodesim import NodeSimulator, machines_in_emulator
-from nodewright.runtime.client import Client
+from nodewright.runtime.kube.client import Client
 
 __all__ = [
     "LATENCY",

@@ -52,10 +52,10 @@ from nodewright.devenv.cns_nodesubnet import NodeSubnetConsumer
 from nodewright.devenv.cns_nodesubnet_nmagent import answers_in_emulator
 from nodewright.devenv.crds import install_crds
 from nodewright.devenv.nodesim import SIMULATED_LABEL, NodeSimulator, machines_in_emulator
-from nodewright.runtime.client import Client
-from nodewright.runtime.config import parse_config
-from nodewright.runtime.kinds import NAMESPACE, NODE, POD
-from nodewright.runtime.manager import Manager
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.kinds import NAMESPACE, NODE, POD
+from nodewright.runtime.process.config import parse_config
+from nodewright.runtime.process.manager import Manager
 
 __all__ = ["run"]
 

@@ -87,7 +87,7 @@ def run_go_workqueue(
 
 def run_workqueue(operations: int = OPERATIONS, distinct: int = DISTINCT, workers: int = WORKERS) -> QueueRun:
     """Drive the queue as described in the module docstring and time it."""
-    from nodewright.runtime.workqueue import WorkQueue  # noqa: PLC0415  # the runtime may be absent
+    from nodewright.runtime.control.workqueue import WorkQueue  # noqa: PLC0415  # the runtime may be absent
 
     queue: WorkQueue[str] = WorkQueue("bench")
     keys = [f"bench/widget-{i:06d}" for i in range(distinct)]

@@ -128,7 +128,7 @@ def _values() -> str:
     return (
         HEADER
         + "# image: the manager image; replicas: one leads (Lease), the others stand by.\n"
-        + "# config: the manager's config.yaml (keys in nodewright/runtime/config.py). Each reconciler\n"
+        + "# config: the manager's config.yaml (keys in runtime/process/config.py). Each reconciler\n"
         + "# listed under config.reconcilers and not `enabled: false` gets its RBAC bound, so\n"
         + "# enabling one here is all it takes (with its options).\n"
         + "# prometheusRule: the alerts of config/prometheus/rules.yaml as a PrometheusRule (needs the\n"

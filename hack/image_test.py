@@ -31,8 +31,8 @@ import yaml
 
 from nodewright.devenv.demo import REPOSITORY, LocalEnvironment, manager_config
 from nodewright.runtime import errors
-from nodewright.runtime.client import Client
-from nodewright.runtime.kinds import Kind
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.kinds import Kind
 
 IMAGE = os.environ.get("IMAGE", "localhost/nodewright:dev")
 SEED = REPOSITORY / "config" / "emulator" / "seed-sample.yaml"

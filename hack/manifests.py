@@ -3,7 +3,7 @@ from the RBAC rules the framework and each built-in reconciler declare.
 
 CRDs: one file per kind (``config/crd/bases/<group>_<plural>.yaml``) plus the kustomization that
 lists them. RBAC: config/rbac/role.yaml holds the framework's own ClusterRole
-(``nodewright.runtime.rbac.RUNTIME_RULES`` and ``server_fence.SERVER_FENCE_RULES``); each
+(``nodewright.runtime.process.rbac.RUNTIME_RULES`` and ``server_fence.SERVER_FENCE_RULES``); each
 reconciler gets a kustomize Component, ``config/rbac/reconcilers/<name>/``, with a ClusterRole for
 its cluster-wide rules (``RBAC_RULES`` beside its code) and a Role per namespace its namespaced
 rules name, each bound to the manager's ServiceAccount. config/default lists the components of the
@@ -27,8 +27,8 @@ from hack.chart import existing_files as existing_chart_files
 from hack.prometheus_rule import config_files as prometheus_rule_files
 from nodewright.api import RESOURCES
 from nodewright.controllers.main import BUILT_IN_RECONCILERS
-from nodewright.runtime.rbac import RUNTIME_RULES, PolicyRule, merge_rules
-from nodewright.runtime.server_fence import SERVER_FENCE_RULES
+from nodewright.runtime.process.rbac import RUNTIME_RULES, PolicyRule, merge_rules
+from nodewright.runtime.process.server_fence import SERVER_FENCE_RULES
 
 ROOT = Path(__file__).resolve().parents[1]
 CRD_DIR = ROOT / "config" / "crd"

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from nodewright.runtime.controller import Controller
-from nodewright.runtime.metrics import Metrics
-from nodewright.runtime.reconcile import Request, Result
+from nodewright.runtime.control.controller import Controller
+from nodewright.runtime.control.reconcile import Request, Result
+from nodewright.runtime.observe.metrics import Metrics
 from tests.waiting import reconcile_count, watched_window
 
 REQUEST = Request("ns", "a")

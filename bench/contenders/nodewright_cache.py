@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from nodewright.runtime.client import Client
-from nodewright.runtime.informer import Informer, default_transform
-from nodewright.runtime.kinds import POD
+from nodewright.runtime.informers.informer import Informer, default_transform
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.kinds import POD
 
 
 def settle() -> int:

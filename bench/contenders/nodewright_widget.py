@@ -19,13 +19,13 @@ import threading
 
 from bench.workload import WIDGET_API_VERSION, WIDGET_PLURAL, is_converged, ready_status
 from nodewright.runtime import errors
-from nodewright.runtime.cache import Cache
-from nodewright.runtime.client import Client
-from nodewright.runtime.config import HealthConfig, LeaderElectionConfig, ManagerConfig, MetricsConfig
-from nodewright.runtime.kinds import Kind
-from nodewright.runtime.logs import configure
-from nodewright.runtime.manager import Manager
-from nodewright.runtime.reconcile import Request, Result
+from nodewright.runtime.control.reconcile import Request, Result
+from nodewright.runtime.informers.cache import Cache
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.kinds import Kind
+from nodewright.runtime.observe.logs import configure
+from nodewright.runtime.process.config import HealthConfig, LeaderElectionConfig, ManagerConfig, MetricsConfig
+from nodewright.runtime.process.manager import Manager
 
 WIDGET = Kind(WIDGET_API_VERSION, "Widget", WIDGET_PLURAL)
 

@@ -41,12 +41,7 @@ from nodewright.cloud.budget import ArmBudgets
 from nodewright.cloud.config import CloudSettings, CredentialKind, CredentialSettings
 from nodewright.cloud.factory import Cloud, build_cloud
 from nodewright.cloud.throttle import CallEvent, CallObserver
-from nodewright.runtime import tracing
-from nodewright.runtime.config import ConfigError
-from nodewright.runtime.fence import guard_session
-from nodewright.runtime.manager import Manager
-from nodewright.runtime.metrics import Metrics
-from nodewright.runtime.services import ServiceKey
+from nodewright.runtime import ConfigError, Manager, Metrics, ServiceKey, guard_session, tracing
 
 __all__ = [
     "CLOUDS",

@@ -8,7 +8,7 @@ each other; each reconciler package builds the ``Kind`` values it watches with i
 from __future__ import annotations
 
 from nodewright.api.base import Resource
-from nodewright.runtime.kinds import Kind
+from nodewright.runtime import Kind
 
 __all__ = ["kind_of"]
 

@@ -21,13 +21,21 @@ from typing import Any
 from nodewright.controllers import federation, identity, node_image, node_network_config
 from nodewright.controllers.status import main_status
 from nodewright.controllers.status_metrics import register_status_metrics
-from nodewright.runtime import logs
-from nodewright.runtime.config import ConfigError, ManagerConfig, load_config
-from nodewright.runtime.errors import ApiError
-from nodewright.runtime.manager import Manager, ManagerError
-from nodewright.runtime.permissions import missing_permissions
-from nodewright.runtime.rbac import RUNTIME_RULES, PolicyRule
-from nodewright.runtime.registry import ReconcilerPlugin, ReconcilerRegistry, RegistryError
+from nodewright.runtime import (
+    RUNTIME_RULES,
+    ApiError,
+    ConfigError,
+    Manager,
+    ManagerConfig,
+    ManagerError,
+    PolicyRule,
+    ReconcilerPlugin,
+    ReconcilerRegistry,
+    RegistryError,
+    load_config,
+    logs,
+    missing_permissions,
+)
 
 __all__ = ["BUILT_IN_RECONCILERS", "REGISTRY", "main", "required_rules"]
 

@@ -22,10 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from nodewright.runtime import errors
-from nodewright.runtime.client import Client
-from nodewright.runtime.kinds import NODE, Kind
-from nodewright.runtime.objects import condition_is_true
+from nodewright.runtime import NODE, Client, Kind, condition_is_true, errors
 
 __all__ = [
     "NodeImageLine",

@@ -34,8 +34,7 @@ from nodewright.controllers.status import (
     node_image_line,
     pool_lines,
 )
-from nodewright.runtime.kinds import NODE, Kind
-from nodewright.runtime.manager import Manager
+from nodewright.runtime import NODE, Kind, Manager
 
 __all__ = ["register_status_metrics"]
 

@@ -51,9 +51,9 @@ from nodewright.devenv.cns_nodesubnet_state import (
 )
 from nodewright.devenv.periodic import PeriodicThread
 from nodewright.runtime import errors
-from nodewright.runtime.client import Client
-from nodewright.runtime.kinds import NODE, POD
-from nodewright.runtime.logs import get_logger
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.kinds import NODE, POD
+from nodewright.runtime.observe.logs import get_logger
 
 __all__ = ["FetchHungError", "NodeSubnetConsumer"]
 

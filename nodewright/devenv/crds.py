@@ -10,8 +10,8 @@ from typing import Any
 
 from nodewright.api import RESOURCES, Resource
 from nodewright.runtime import errors
-from nodewright.runtime.client import Client
-from nodewright.runtime.kinds import Kind
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.kinds import Kind
 
 __all__ = ["CUSTOM_RESOURCE_DEFINITION", "install_crd_documents", "install_crds"]
 

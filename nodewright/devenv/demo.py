@@ -48,8 +48,8 @@ from nodewright.devenv.prometheus import (
 )
 from nodewright.ipam import addresses_of
 from nodewright.runtime import errors
-from nodewright.runtime.client import Client
-from nodewright.runtime.kinds import Kind
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.kinds import Kind
 
 __all__ = ["LocalEnvironment", "manager_config"]
 

@@ -35,11 +35,11 @@ from nodewright.cloud.emulator import EmulatorState
 from nodewright.devenv.kwok import MANAGED_NODE_LABEL, POWER_STATE_ANNOTATION
 from nodewright.devenv.periodic import PeriodicThread
 from nodewright.runtime import errors
-from nodewright.runtime.client import Client
-from nodewright.runtime.kinds import NODE, POD
-from nodewright.runtime.logs import get_logger
-from nodewright.runtime.objects import condition_is_true
-from nodewright.runtime.times import now_text
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.kinds import NODE, POD
+from nodewright.runtime.kube.objects import condition_is_true
+from nodewright.runtime.kube.times import now_text
+from nodewright.runtime.observe.logs import get_logger
 
 __all__ = [
     "KUBELET_RETURN_SECONDS",

@@ -27,7 +27,7 @@ from typing import Any
 
 from nodewright.api.aadpodidentity.v1 import RESOURCES as POD_IDENTITY_RESOURCES
 from nodewright.devenv.crds import install_crd_documents
-from nodewright.runtime.client import Client
+from nodewright.runtime.kube.client import Client
 
 __all__ = [
     "AZURE_STACK_CLOUD",

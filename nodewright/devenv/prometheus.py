@@ -29,8 +29,8 @@ import yaml
 from nodewright.devenv.controlplane import free_port, terminate_process_group
 from nodewright.devenv.paths import DEFAULT_CACHE
 from nodewright.runtime import errors
-from nodewright.runtime.client import Client
-from nodewright.runtime.kinds import Kind
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.kinds import Kind
 
 __all__ = [
     "METRICS_READER_ROLE",

@@ -15,8 +15,8 @@ import pytest
 from bench.cilium_nodes import CILIUM_NODE, CiliumNodeKeeper, instance_id_of
 from nodewright.devenv.crds import CUSTOM_RESOURCE_DEFINITION
 from nodewright.runtime import errors
-from nodewright.runtime.client import Client
-from nodewright.runtime.kinds import NODE, POD
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.kinds import NODE, POD
 from tests.conftest import Cluster
 
 MACHINE = (

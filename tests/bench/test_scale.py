@@ -20,7 +20,7 @@ from bench.scale_config import (
 from bench.scale_figures import ArmCall, ArmRates, api_counts, arm_rates, item_latencies, name_bottleneck
 from bench.scale_world import plan_estate
 from nodewright.controllers.main import REGISTRY
-from nodewright.runtime.config import parse_config
+from nodewright.runtime.process.config import parse_config
 
 
 def _derived() -> dict[str, object]:

@@ -16,9 +16,12 @@ from typing import Any
 import yaml
 
 from nodewright.runtime import errors
-from nodewright.runtime.client import Client
-from nodewright.runtime.kinds import Kind
-from nodewright.runtime.server_fence import VALIDATING_ADMISSION_POLICY, VALIDATING_ADMISSION_POLICY_BINDING
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.kinds import Kind
+from nodewright.runtime.process.server_fence import (
+    VALIDATING_ADMISSION_POLICY,
+    VALIDATING_ADMISSION_POLICY_BINDING,
+)
 from tests.config.test_rbac import ALL_RECONCILERS, RBAC_KINDS, SYSTEM_NAMESPACE, rendered
 from tests.conftest import Cluster
 

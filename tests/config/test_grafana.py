@@ -21,12 +21,12 @@ from nodewright.controllers.node_image.rollout_metrics import RolloutMetrics
 from nodewright.controllers.node_network_config.metrics import IPAM_GAUGES, IpamMetrics
 from nodewright.controllers.status import AZURE_ASSIGNED_IDENTITY, NODE_IMAGE, NODE_NETWORK_CONFIG
 from nodewright.controllers.status_metrics import register_status_metrics
-from nodewright.runtime.client import Client
-from nodewright.runtime.config import ManagerConfig
-from nodewright.runtime.kinds import NODE, Kind
-from nodewright.runtime.manager import Manager
-from nodewright.runtime.ratelimit import ItemExponentialRateLimiter
-from nodewright.runtime.workqueue import WorkQueue
+from nodewright.runtime.control.ratelimit import ItemExponentialRateLimiter
+from nodewright.runtime.control.workqueue import WorkQueue
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.kinds import NODE, Kind
+from nodewright.runtime.process.config import ManagerConfig
+from nodewright.runtime.process.manager import Manager
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "config" / "grafana" / "nodewright-dashboard.json"
 METRIC = re.compile(r"\b((?:controller_runtime|workqueue|leader_election|nodewright)_[a-z_]+)\b")

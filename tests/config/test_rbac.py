@@ -21,10 +21,10 @@ from nodewright.controllers.main import BUILT_IN_RECONCILERS, REGISTRY
 from nodewright.controllers.node_image.resources import NODE_IMAGE, SCALING_GROUP
 from nodewright.devenv.crds import install_crds
 from nodewright.runtime import errors
-from nodewright.runtime.client import Client
-from nodewright.runtime.config import parse_config
-from nodewright.runtime.kinds import Kind
-from nodewright.runtime.manager import Manager
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.kinds import Kind
+from nodewright.runtime.process.config import parse_config
+from nodewright.runtime.process.manager import Manager
 from tests.conftest import Cluster
 from tests.controllers.identity.helpers import World, world_for
 from tests.runtime.manager_helpers import RunningManager

@@ -36,7 +36,7 @@ import yaml
 
 from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION, ArmEmulator
 from nodewright.devenv.controlplane import free_port
-from nodewright.runtime.fence import is_mutating
+from nodewright.runtime.kube.fence import is_mutating
 from tests.waiting import wait_for
 
 REPOSITORY = Path(__file__).resolve().parents[2]

@@ -21,11 +21,11 @@ from typing import Any
 from azure.mgmt.compute.models import VirtualMachineScaleSetUpdate
 
 from nodewright.controllers.cloud_access import clouds_of
-from nodewright.runtime.client import Client
-from nodewright.runtime.fence import WriteFence
-from nodewright.runtime.kinds import CONFIG_MAP
-from nodewright.runtime.manager import Manager
-from nodewright.runtime.reconcile import Request, Result
+from nodewright.runtime.control.reconcile import Request, Result
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.fence import WriteFence
+from nodewright.runtime.kube.kinds import CONFIG_MAP
+from nodewright.runtime.process.manager import Manager
 
 LABEL = "fence-workload"
 

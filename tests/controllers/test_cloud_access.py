@@ -9,8 +9,8 @@ import pytest
 from nodewright.cloud.config import CredentialKind
 from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION, ArmEmulator
 from nodewright.controllers.cloud_access import ManagerClouds, parse_cloud_settings, settings_as_options
-from nodewright.runtime.config import ConfigError
-from nodewright.runtime.metrics import Metrics
+from nodewright.runtime.observe.metrics import Metrics
+from nodewright.runtime.process.config import ConfigError
 
 
 def test_parses_a_full_block() -> None:

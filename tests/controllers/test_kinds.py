@@ -6,7 +6,7 @@ from nodewright.api.aadpodidentity.v1 import AzureIdentity
 from nodewright.api.acn.v1alpha import NodeNetworkConfig
 from nodewright.api.nodewright.v1alpha1 import NodeImage
 from nodewright.controllers.kinds import kind_of
-from nodewright.runtime.kinds import Kind
+from nodewright.runtime.kube.kinds import Kind
 
 
 def test_kind_of_copies_the_model_class_variables() -> None:

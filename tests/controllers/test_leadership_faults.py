@@ -218,7 +218,7 @@ def test_paused_leader_writes_nothing_after_the_takeover(
     and its own next takeover. A write is a request the server
     accepted (2xx). A request the server refused changed nothing and is printed apart: one was
     seen in 20 trials, a PATCH that reached the server 0.24 s after the takeover and was answered
-    500, consistent with the window ``runtime/fence.py`` documents (a process stopped between its
+    500, consistent with the window ``runtime/kube/fence.py`` documents (a process stopped between its
     last-moment check and the send, whose remaining chunks the fence refuses on resume)."""
     writes = Writes(audited_plane.audit_log, arm_emulator)
     seed = random.randrange(1 << 30)

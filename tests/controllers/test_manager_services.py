@@ -17,14 +17,14 @@ from nodewright.cloud.models import ImageReference
 from nodewright.cloud.resource_ids import ScaleSetId, parse_scale_set_id
 from nodewright.controllers.cloud_access import clouds_of
 from nodewright.controllers.node_network_config.metrics import IPAM_GAUGES, IpamMetrics, NodeFigures
-from nodewright.runtime.client import Client
-from nodewright.runtime.fence import FencedWriteError
-from nodewright.runtime.kinds import CONFIG_MAP, LEASE
-from nodewright.runtime.manager import Manager
-from nodewright.runtime.reconcile import Request, Result
-from nodewright.runtime.registry import ReconcilerPlugin, ReconcilerRegistry
-from nodewright.runtime.services import ServiceKey
-from nodewright.runtime.times import format_micro_time
+from nodewright.runtime.control.reconcile import Request, Result
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.fence import FencedWriteError
+from nodewright.runtime.kube.kinds import CONFIG_MAP, LEASE
+from nodewright.runtime.kube.times import format_micro_time
+from nodewright.runtime.process.manager import Manager
+from nodewright.runtime.process.registry import ReconcilerPlugin, ReconcilerRegistry
+from nodewright.runtime.process.services import ServiceKey
 from tests.cloud.helpers import publish_test_images
 from tests.runtime.manager_helpers import RunningManager, http_get, make_manager
 from tests.waiting import wait_for

@@ -28,11 +28,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from nodewright.cloud.emulator import ArmEmulator
 from nodewright.devenv import ControlPlane
 from nodewright.runtime import errors
-from nodewright.runtime.client import Client
-from nodewright.runtime.fence import SERVER_FENCE_POLICY, FencedWriteError, WriteFence
-from nodewright.runtime.kinds import CONFIG_MAP, LEASE, NAMESPACE
-from nodewright.runtime.metrics import Metrics
-from nodewright.runtime.server_fence import (
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.fence import SERVER_FENCE_POLICY, FencedWriteError, WriteFence
+from nodewright.runtime.kube.kinds import CONFIG_MAP, LEASE, NAMESPACE
+from nodewright.runtime.observe.metrics import Metrics
+from nodewright.runtime.process.server_fence import (
     VALIDATING_ADMISSION_POLICY,
     VALIDATING_ADMISSION_POLICY_BINDING,
     check_server_fence,
@@ -195,7 +195,7 @@ def test_a_write_the_server_refuses_is_a_fenced_write_logged_in_one_line_and_cou
     fence.renewed(time.monotonic())
     b = manager_client(plane, "manager-b", fence)
     with (
-        caplog.at_level(logging.WARNING, logger="nodewright.runtime.fence"),
+        caplog.at_level(logging.WARNING, logger="nodewright.runtime.kube.fence"),
         pytest.raises(FencedWriteError) as refusal,
     ):
         write_config_map(b)
@@ -258,7 +258,7 @@ def test_start_check_warns_once_when_the_fence_is_unreadable_or_elsewhere_and_is
     """A user without the RBAC to read the objects: one WARNING naming the 403, no exception. A
     binding on another Lease: one WARNING. Installed and bound to our Lease: no warning."""
     nobody = Client.from_kubeconfig(plane.user_kubeconfig("nobody"))
-    with caplog.at_level(logging.INFO, logger="nodewright.runtime.server_fence"):
+    with caplog.at_level(logging.INFO, logger="nodewright.runtime.process.server_fence"):
         problem = check_server_fence(nobody, SYSTEM, LEASE_NAME)
         assert problem is not None
         assert "403" in problem

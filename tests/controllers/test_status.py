@@ -17,8 +17,8 @@ import yaml
 from nodewright.controllers.status import StatusView, node_image_line, pool_lines, read_view, render, summary
 from nodewright.devenv.crds import install_crds
 from nodewright.runtime import errors
-from nodewright.runtime.client import Client
-from nodewright.runtime.kinds import NODE, Kind
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.kinds import NODE, Kind
 from tests.conftest import Cluster
 
 ROOT = Path(__file__).resolve().parents[2]

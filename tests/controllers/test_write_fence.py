@@ -11,8 +11,8 @@ from nodewright.cloud.config import CloudSettings, CredentialKind, CredentialSet
 from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION, ArmEmulator
 from nodewright.cloud.factory import Cloud, build_cloud
 from nodewright.controllers import cloud_access
-from nodewright.runtime.fence import FencedWriteError, WriteFence
-from nodewright.runtime.metrics import Metrics
+from nodewright.runtime.kube.fence import FencedWriteError, WriteFence
+from nodewright.runtime.observe.metrics import Metrics
 
 GROUP = "rg-fence"
 

@@ -26,8 +26,8 @@ from nodewright.devenv.nodesim import (
     pods_to_report_ready,
 )
 from nodewright.runtime import errors
-from nodewright.runtime.client import Client
-from nodewright.runtime.kinds import NODE, POD, Kind
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.kinds import NODE, POD, Kind
 from tests.conftest import Cluster
 
 OWNER = "test-owner"

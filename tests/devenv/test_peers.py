@@ -22,8 +22,8 @@ from nodewright.devenv.peers import (
     upstream_pod_identity_crds,
     write_peer_cloud_files,
 )
-from nodewright.runtime.client import Client
-from nodewright.runtime.kinds import Kind
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.kinds import Kind
 
 ASSIGNED = Kind("aadpodidentity.k8s.io/v1", "AzureAssignedIdentity", "azureassignedidentities")
 

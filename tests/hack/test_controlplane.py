@@ -17,8 +17,8 @@ import yaml
 
 from nodewright.devenv import ControlPlane
 from nodewright.devenv.kwok import KWOK_USER, MANAGED_NODE_LABEL
-from nodewright.runtime.client import Client
-from nodewright.runtime.kinds import NODE, POD, POD_DISRUPTION_BUDGET, Kind
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.kinds import NODE, POD, POD_DISRUPTION_BUDGET, Kind
 from tests.conftest import Cluster
 
 KUBE_VERSION = "v1.34.4"

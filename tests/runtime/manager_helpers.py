@@ -7,8 +7,8 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from nodewright.runtime.config import parse_config
-from nodewright.runtime.manager import Manager
+from nodewright.runtime.process.config import parse_config
+from nodewright.runtime.process.manager import Manager
 
 
 def config_data(namespace: str, **overrides: Any) -> dict[str, Any]:

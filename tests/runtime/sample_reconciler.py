@@ -12,8 +12,7 @@ uses comes from ``manager``: its controller's client and cache view, and the met
 from collections.abc import Mapping
 from typing import Any
 
-from nodewright.runtime import Manager, ReconcilerPlugin, Request, Result
-from nodewright.runtime.kinds import CONFIG_MAP
+from nodewright.runtime import CONFIG_MAP, Manager, ReconcilerPlugin, Request, Result
 
 SELECTOR = "sample=yes"
 

@@ -9,9 +9,9 @@ from typing import Any
 import pykube
 import pytest
 
-from nodewright.runtime.kinds import CONFIG_MAP, SECRET
-from nodewright.runtime.predicates import labels_changed
-from nodewright.runtime.reconcile import Request, Result
+from nodewright.runtime.control.predicates import labels_changed
+from nodewright.runtime.control.reconcile import Request, Result
+from nodewright.runtime.kube.kinds import CONFIG_MAP, SECRET
 from tests.runtime.manager_helpers import RunningManager, make_manager
 from tests.waiting import wait_for
 

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from nodewright.runtime import errors
-from nodewright.runtime.cache import Cache, field_indexer, label_selector_matcher
-from nodewright.runtime.client import Client
-from nodewright.runtime.kinds import CONFIG_MAP, POD
+from nodewright.runtime.informers.cache import Cache, field_indexer, label_selector_matcher
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.kinds import CONFIG_MAP, POD
 from tests.waiting import wait_for
 
 

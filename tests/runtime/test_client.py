@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from nodewright.runtime import errors
-from nodewright.runtime.client import Client, collector_paused
-from nodewright.runtime.kinds import CONFIG_MAP, POD, POD_DISRUPTION_BUDGET, Kind
-from nodewright.runtime.list_pager import continue_token_of
+from nodewright.runtime.kube.client import Client, collector_paused
+from nodewright.runtime.kube.kinds import CONFIG_MAP, POD, POD_DISRUPTION_BUDGET, Kind
+from nodewright.runtime.kube.list_pager import continue_token_of
 
 
 @pytest.fixture

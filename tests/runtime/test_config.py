@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from nodewright.runtime.config import ConfigError, ManagerConfig, load_config, parse_config
+from nodewright.runtime.process.config import ConfigError, ManagerConfig, load_config, parse_config
 
 
 def test_compressed_kinds_reach_the_cache() -> None:

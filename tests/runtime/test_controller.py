@@ -15,11 +15,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from prometheus_client.parser import text_string_to_metric_families
 
 from nodewright.runtime import tracing
-from nodewright.runtime.controller import Controller
-from nodewright.runtime.logs import record_pairs
-from nodewright.runtime.metrics import Metrics
-from nodewright.runtime.ratelimit import ItemExponentialRateLimiter
-from nodewright.runtime.reconcile import Request, Result, TerminalError
+from nodewright.runtime.control.controller import Controller
+from nodewright.runtime.control.ratelimit import ItemExponentialRateLimiter
+from nodewright.runtime.control.reconcile import Request, Result, TerminalError
+from nodewright.runtime.observe.logs import record_pairs
+from nodewright.runtime.observe.metrics import Metrics
 from tests.waiting import wait_for
 
 REQUEST = Request("ns", "a")

@@ -19,9 +19,9 @@ import pytest
 import yaml
 
 from nodewright.runtime import errors
-from nodewright.runtime.client import Client
-from nodewright.runtime.credentials import Credentials, CredentialsError, in_cluster_config
-from nodewright.runtime.kinds import Kind
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.credentials import Credentials, CredentialsError, in_cluster_config
+from nodewright.runtime.kube.kinds import Kind
 
 SERVICE_ACCOUNT = Kind("v1", "ServiceAccount", "serviceaccounts")
 SELF_SUBJECT_REVIEWS = "/apis/authentication.k8s.io/v1/selfsubjectreviews"

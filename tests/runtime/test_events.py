@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from nodewright.runtime.client import Client
-from nodewright.runtime.events import EventRecorder
-from nodewright.runtime.kinds import CONFIG_MAP, EVENT
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.events import EventRecorder
+from nodewright.runtime.kube.kinds import CONFIG_MAP, EVENT
 
 
 @pytest.fixture

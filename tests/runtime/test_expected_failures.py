@@ -18,15 +18,15 @@ import pytest
 from prometheus_client.core import GaugeMetricFamily
 
 from nodewright.runtime import errors
-from nodewright.runtime.client import Client
-from nodewright.runtime.config import parse_config
-from nodewright.runtime.controller import _log_expected_failure, _log_transient_failure
-from nodewright.runtime.kinds import CONFIG_MAP, NAMESPACE
-from nodewright.runtime.logs import record_pairs
-from nodewright.runtime.manager import Manager
-from nodewright.runtime.metrics import HttpServer, Metrics, PlainHandler
-from nodewright.runtime.metrics_server import tls_context
-from nodewright.runtime.reconcile import Request, Result
+from nodewright.runtime.control.controller import _log_expected_failure, _log_transient_failure
+from nodewright.runtime.control.reconcile import Request, Result
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.kinds import CONFIG_MAP, NAMESPACE
+from nodewright.runtime.observe.logs import record_pairs
+from nodewright.runtime.observe.metrics import HttpServer, Metrics, PlainHandler
+from nodewright.runtime.process.config import parse_config
+from nodewright.runtime.process.manager import Manager
+from nodewright.runtime.process.metrics_server import tls_context
 from tests.runtime.manager_helpers import RunningManager, config_data
 from tests.waiting import wait_for
 
@@ -43,7 +43,7 @@ class QuietError(ExpectedError):
 
 
 def test_expected_error_is_one_line_without_traceback(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.DEBUG, logger="nodewright.runtime.controller"):
+    with caplog.at_level(logging.DEBUG, logger="nodewright.runtime.control.controller"):
         assert _log_expected_failure(ExpectedError("boom"), retries=3)
     (record,) = caplog.records
     assert record.levelno == logging.ERROR
@@ -56,13 +56,13 @@ def test_expected_error_is_one_line_without_traceback(caplog: pytest.LogCaptureF
 
 
 def test_quiet_error_is_logged_at_debug_only(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.DEBUG, logger="nodewright.runtime.controller"):
+    with caplog.at_level(logging.DEBUG, logger="nodewright.runtime.control.controller"):
         assert _log_expected_failure(QuietError("later"), retries=0)
     assert [record.levelno for record in caplog.records] == [logging.DEBUG]
 
 
 def test_other_errors_are_not_expected(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.DEBUG, logger="nodewright.runtime.controller"):
+    with caplog.at_level(logging.DEBUG, logger="nodewright.runtime.control.controller"):
         assert not _log_expected_failure(ValueError("a bug"), retries=0)
     assert caplog.records == []
 
@@ -80,7 +80,7 @@ def test_other_errors_are_not_expected(caplog: pytest.LogCaptureFixture) -> None
 def test_passing_api_failures_are_one_warning_without_traceback(
     error: errors.ApiError, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.DEBUG, logger="nodewright.runtime.controller"):
+    with caplog.at_level(logging.DEBUG, logger="nodewright.runtime.control.controller"):
         assert _log_transient_failure(error, retries=2)
     (record,) = caplog.records
     assert (record.levelno, record.getMessage()) == (logging.WARNING, "Reconcile failed")
@@ -225,7 +225,7 @@ def test_a_scrape_client_that_hangs_up_before_reading_is_one_line(
     """A client sends its scrape and hangs up (a reset) before the reply is written: one info line
     for it, no BrokenPipeError or ConnectionResetError traceback."""
     collector, server = slow_metrics
-    with caplog.at_level(logging.INFO, logger="nodewright.runtime.metrics"):
+    with caplog.at_level(logging.INFO, logger="nodewright.runtime.observe.metrics"):
         connection = socket.create_connection(("127.0.0.1", server.port), timeout=10)
         connection.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
         assert collector.started.wait(10)  # the reply is being made: the request was read
@@ -241,7 +241,7 @@ def test_a_scrape_that_times_out_is_one_line(
     """A scraper with a short timeout gives up and closes its end, as Prometheus does at its
     scrape_timeout: the reply written after that is one info line, not a traceback."""
     collector, server = slow_metrics
-    with caplog.at_level(logging.INFO, logger="nodewright.runtime.metrics"):
+    with caplog.at_level(logging.INFO, logger="nodewright.runtime.observe.metrics"):
         with socket.create_connection(("127.0.0.1", server.port), timeout=0.1) as connection:
             connection.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
             with pytest.raises(TimeoutError):
@@ -262,7 +262,7 @@ def test_a_plain_http_scrape_of_the_tls_port_is_one_line(
 
     server = HttpServer("127.0.0.1:0", Handler, "metrics", tls=tls_context(""))
     try:
-        with caplog.at_level(logging.INFO, logger="nodewright.runtime.metrics"):
+        with caplog.at_level(logging.INFO, logger="nodewright.runtime.observe.metrics"):
             with socket.create_connection(("127.0.0.1", server.port), timeout=10) as connection:
                 connection.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
                 with contextlib.suppress(ConnectionError):

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from nodewright.runtime.fan_out import FanOut
+from nodewright.runtime.control.fan_out import FanOut
 
 REQUEST = contextvars.ContextVar("request", default="")
 

@@ -12,8 +12,8 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from nodewright.runtime.fence import FencedWriteError, WriteFence, guard_session, is_mutating
-from nodewright.runtime.metrics import Metrics
+from nodewright.runtime.kube.fence import FencedWriteError, WriteFence, guard_session, is_mutating
+from nodewright.runtime.observe.metrics import Metrics
 
 
 class Clock:
@@ -127,7 +127,7 @@ def test_guarded_session_checks_each_mutating_request_as_it_is_sent(recorder: tu
 
 def test_config_margin_defaults_to_2_s_and_must_leave_room_for_a_retry() -> None:
     """writeFenceMargin: 2 s by default, halved room on short leases, validated when given."""
-    from nodewright.runtime.config import ConfigError, parse_config  # noqa: PLC0415
+    from nodewright.runtime.process.config import ConfigError, parse_config  # noqa: PLC0415
 
     assert parse_config({}, "c").leader_election.effective_write_fence_margin == 2.0
     short = {"leaseDuration": 3, "renewDeadline": 2, "retryPeriod": 0.5}

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from nodewright.runtime.health import HealthServer
+from nodewright.runtime.observe.health import HealthServer
 
 
 def get(port: int, path: str) -> tuple[int, str]:

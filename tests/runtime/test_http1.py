@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from nodewright.runtime import errors
-from nodewright.runtime.client import Client
-from nodewright.runtime.fence import FencedWriteError
-from nodewright.runtime.http1 import ConnectionPool, ProtocolError
-from nodewright.runtime.kinds import CONFIG_MAP
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.fence import FencedWriteError
+from nodewright.runtime.kube.http1 import ConnectionPool, ProtocolError
+from nodewright.runtime.kube.kinds import CONFIG_MAP
 
 Script = Callable[[bytes], tuple[bytes, bool]]  # request head -> (answer bytes, close afterwards)
 

@@ -16,10 +16,10 @@ import pytest
 import yaml
 
 from nodewright.runtime import errors
-from nodewright.runtime.cache import field_indexer
-from nodewright.runtime.client import Client
-from nodewright.runtime.informer import CompressedJson, Informer, Store, object_key
-from nodewright.runtime.kinds import CONFIG_MAP, NAMESPACE
+from nodewright.runtime.informers.cache import field_indexer
+from nodewright.runtime.informers.informer import CompressedJson, Informer, Store, object_key
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.kinds import CONFIG_MAP, NAMESPACE
 from tests.waiting import wait_for
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pykube
 import pytest
 
-from nodewright.runtime.client import Client
-from nodewright.runtime.kinds import LEASE
-from nodewright.runtime.leaderelection import LeaderElector
-from nodewright.runtime.metrics import Metrics
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.kinds import LEASE
+from nodewright.runtime.observe.metrics import Metrics
+from nodewright.runtime.process.leaderelection import LeaderElector
 
 LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD = 2.0, 1.5, 0.25
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from nodewright.runtime import errors
-from nodewright.runtime.list_pager import continue_token_of, prefetched_pages
+from nodewright.runtime.kube.list_pager import continue_token_of, prefetched_pages
 
 
 def body(items: list[str], token: str, decoy: str = "") -> bytes:

@@ -9,9 +9,9 @@ from typing import Any
 
 import pykube
 
-from nodewright.runtime.health import workers_not_stuck
-from nodewright.runtime.kinds import Kind
-from nodewright.runtime.reconcile import Request, Result
+from nodewright.runtime.control.reconcile import Request, Result
+from nodewright.runtime.kube.kinds import Kind
+from nodewright.runtime.observe.health import workers_not_stuck
 from tests.runtime.manager_helpers import RunningManager, http_get, make_manager
 from tests.waiting import wait_for
 

@@ -9,11 +9,11 @@ from typing import Any
 import pykube
 import pytest
 
-from nodewright.runtime.kinds import CONFIG_MAP, Kind
-from nodewright.runtime.manager import CacheSyncTimeoutError
-from nodewright.runtime.ratelimit import ItemExponentialRateLimiter
-from nodewright.runtime.reconcile import Request, Result
-from nodewright.runtime.registry import ReconcilerRegistry
+from nodewright.runtime.control.ratelimit import ItemExponentialRateLimiter
+from nodewright.runtime.control.reconcile import Request, Result
+from nodewright.runtime.kube.kinds import CONFIG_MAP, Kind
+from nodewright.runtime.process.manager import CacheSyncTimeoutError
+from nodewright.runtime.process.registry import ReconcilerRegistry
 from tests.runtime.manager_helpers import RunningManager, http_get, make_manager
 from tests.waiting import wait_for
 

@@ -8,9 +8,9 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from nodewright.runtime.metrics import Metrics
-from nodewright.runtime.ratelimit import ItemExponentialRateLimiter
-from nodewright.runtime.workqueue import WorkQueue
+from nodewright.runtime.control.ratelimit import ItemExponentialRateLimiter
+from nodewright.runtime.control.workqueue import WorkQueue
+from nodewright.runtime.observe.metrics import Metrics
 
 EXPECTED_FAMILIES = {
     "controller_runtime_reconcile_total": "counter",
@@ -100,7 +100,7 @@ def test_two_instances_do_not_share_series() -> None:
 def test_other_layers_instruments_land_on_their_managers_metrics() -> None:
     """Other layers' instruments, made on a manager's ``metrics.provider``, land on its /metrics."""
     metrics = Metrics()
-    metrics.provider.get_meter("nodewright.runtime.client").create_counter("rest_client_requests_total").add(
-        3, {"code": "200"}
-    )
+    metrics.provider.get_meter("nodewright.runtime.kube.client").create_counter(
+        "rest_client_requests_total"
+    ).add(3, {"code": "200"})
     assert 'rest_client_requests_total{code="200"} 3.0' in metrics.render().decode()

@@ -19,12 +19,12 @@ import pytest
 import yaml
 
 from nodewright.runtime import errors
-from nodewright.runtime.client import Client
-from nodewright.runtime.config import MetricsConfig
-from nodewright.runtime.kinds import Kind
-from nodewright.runtime.metrics import HttpServer, Metrics
-from nodewright.runtime.metrics_auth import MetricsAuthorizer
-from nodewright.runtime.metrics_server import self_signed_certificate, serve_metrics
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.kinds import Kind
+from nodewright.runtime.observe.metrics import HttpServer, Metrics
+from nodewright.runtime.process.config import MetricsConfig
+from nodewright.runtime.process.metrics_auth import MetricsAuthorizer
+from nodewright.runtime.process.metrics_server import self_signed_certificate, serve_metrics
 from tests.conftest import Cluster
 
 RBAC = Path(__file__).resolve().parents[2] / "config" / "rbac"

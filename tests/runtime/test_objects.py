@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from nodewright.runtime import errors, objects
-from nodewright.runtime.client import Client
-from nodewright.runtime.kinds import CONFIG_MAP, POD
+from nodewright.runtime import errors
+from nodewright.runtime.kube import objects
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.kinds import CONFIG_MAP, POD
 
 OWNER: dict[str, Any] = {
     "apiVersion": "apps/v1",

@@ -6,9 +6,8 @@ from typing import Any
 
 import pytest
 
-from nodewright.runtime.handlers import enqueue_for_object, enqueue_mapped, enqueue_owner
-from nodewright.runtime.kinds import NODE, Kind
-from nodewright.runtime.predicates import (
+from nodewright.runtime.control.handlers import enqueue_for_object, enqueue_mapped, enqueue_owner
+from nodewright.runtime.control.predicates import (
     Predicate,
     and_,
     annotations_changed,
@@ -19,7 +18,8 @@ from nodewright.runtime.predicates import (
     predicate,
     resource_version_changed,
 )
-from nodewright.runtime.reconcile import Request
+from nodewright.runtime.control.reconcile import Request
+from nodewright.runtime.kube.kinds import NODE, Kind
 
 REPLICA_SET = Kind("apps/v1", "ReplicaSet", "replicasets")
 

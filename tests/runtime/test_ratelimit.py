@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nodewright.runtime.ratelimit import (
+from nodewright.runtime.control.ratelimit import (
     ItemExponentialRateLimiter,
     MaxOfRateLimiter,
     TokenBucketRateLimiter,

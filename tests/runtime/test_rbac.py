@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nodewright.runtime.rbac import PolicyRule, merge_rules
+from nodewright.runtime.process.rbac import PolicyRule, merge_rules
 
 
 def test_merge_unions_verbs_per_resource() -> None:

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from nodewright.runtime import errors
-from nodewright.runtime.builder import Builder
-from nodewright.runtime.client import Client
-from nodewright.runtime.informer import Informer
-from nodewright.runtime.kinds import CONFIG_MAP
-from nodewright.runtime.manager import Manager
-from nodewright.runtime.reconcile import Request, Result
+from nodewright.runtime.control.builder import Builder
+from nodewright.runtime.control.reconcile import Request, Result
+from nodewright.runtime.informers.informer import Informer
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.kinds import CONFIG_MAP
+from nodewright.runtime.process.manager import Manager
 from tests.runtime.manager_helpers import RunningManager, make_manager
 from tests.waiting import wait_for
 

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from nodewright.runtime.cache import Cache, field_indexer
-from nodewright.runtime.cache_view import StoreView
-from nodewright.runtime.client import Client
-from nodewright.runtime.informer import Store
-from nodewright.runtime.kinds import CONFIG_MAP, SECRET
-from nodewright.runtime.recent_writes import OwnWrites, RecentDeletes, RecentWrites
+from nodewright.runtime.informers.cache import Cache, field_indexer
+from nodewright.runtime.informers.cache_view import StoreView
+from nodewright.runtime.informers.informer import Store
+from nodewright.runtime.informers.recent_writes import OwnWrites, RecentDeletes, RecentWrites
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.kinds import CONFIG_MAP, SECRET
 from tests.waiting import wait_for
 
 

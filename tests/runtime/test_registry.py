@@ -10,7 +10,12 @@ from typing import Any
 import pytest
 
 from nodewright.controllers.main import BUILT_IN_RECONCILERS
-from nodewright.runtime.registry import ENTRY_POINT_GROUP, ReconcilerPlugin, ReconcilerRegistry, RegistryError
+from nodewright.runtime.process.registry import (
+    ENTRY_POINT_GROUP,
+    ReconcilerPlugin,
+    ReconcilerRegistry,
+    RegistryError,
+)
 from tests.runtime import sample_reconciler
 
 

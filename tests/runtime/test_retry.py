@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from nodewright.runtime import errors
-from nodewright.runtime.client import Client
-from nodewright.runtime.kinds import CONFIG_MAP
-from nodewright.runtime.retry import DEFAULT_BACKOFF, DEFAULT_RETRY, Backoff, retry_on_conflict
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.kinds import CONFIG_MAP
+from nodewright.runtime.kube.retry import DEFAULT_BACKOFF, DEFAULT_RETRY, Backoff, retry_on_conflict
 
 
 def test_defaults_match_client_go() -> None:

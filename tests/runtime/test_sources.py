@@ -9,10 +9,10 @@ from collections.abc import Callable
 
 import pytest
 
-from nodewright.runtime.controller import Controller
-from nodewright.runtime.metrics import Metrics
-from nodewright.runtime.reconcile import Request, Result
-from nodewright.runtime.sources import PollingSource
+from nodewright.runtime.control.controller import Controller
+from nodewright.runtime.control.reconcile import Request, Result
+from nodewright.runtime.control.sources import PollingSource
+from nodewright.runtime.observe.metrics import Metrics
 from tests.waiting import wait_for
 
 
@@ -54,7 +54,7 @@ def test_failing_poll_logs_once_and_goes_on(caplog: pytest.LogCaptureFixture) ->
             raise RuntimeError("cloud unreachable")
         return 10.0
 
-    caplog.set_level(logging.WARNING, logger="nodewright.runtime.sources")
+    caplog.set_level(logging.WARNING, logger="nodewright.runtime.control.sources")
     source: PollingSource[Request] = PollingSource("failing", poll, error_delay=0.01)
     source.start(lambda _request: None)
     wait_for(lambda: len(calls) >= 4)

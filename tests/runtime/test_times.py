@@ -6,7 +6,7 @@ import datetime
 
 import pytest
 
-from nodewright.runtime.times import format_micro_time, format_time, now_text, parse_time
+from nodewright.runtime.kube.times import format_micro_time, format_time, now_text, parse_time
 
 UTC = datetime.UTC
 MOMENT = datetime.datetime(2026, 11, 29, 16, 0, 5, 123456, tzinfo=UTC)

@@ -9,8 +9,8 @@ from collections import Counter
 
 import pytest
 
-from nodewright.runtime.ratelimit import ItemExponentialRateLimiter
-from nodewright.runtime.workqueue import BatchWindow, WorkQueue
+from nodewright.runtime.control.ratelimit import ItemExponentialRateLimiter
+from nodewright.runtime.control.workqueue import BatchWindow, WorkQueue
 
 
 def test_add_of_queued_key_is_a_noop() -> None:

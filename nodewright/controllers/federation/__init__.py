@@ -26,11 +26,7 @@ from nodewright.controllers.federation.migration_reconciler import MigrationReco
 from nodewright.controllers.federation.options import FederationOptions, parse_options
 from nodewright.controllers.federation.reconciler import SERVICE_ACCOUNT, FederationReconciler, IdentityKey
 from nodewright.controllers.identity.options import AZURE_IDENTITY, AZURE_IDENTITY_BINDING
-from nodewright.runtime.kinds import POD
-from nodewright.runtime.manager import Manager
-from nodewright.runtime.predicates import generation_changed
-from nodewright.runtime.rbac import RUNTIME_RULES, PolicyRule
-from nodewright.runtime.registry import ReconcilerPlugin
+from nodewright.runtime import POD, RUNTIME_RULES, Manager, PolicyRule, ReconcilerPlugin, generation_changed
 
 __all__ = [
     "MIGRATION_NAME",

@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from nodewright.cloud.msi import FEDERATION_AUDIENCE, MAX_FEDERATED_CREDENTIALS, FederatedCredential
-from nodewright.runtime.times import format_time
+from nodewright.runtime import format_time
 
 __all__ = [
     "CLIENT_ID_ANNOTATION",

@@ -38,15 +38,19 @@ from nodewright.controllers.federation.owners import OwnerLabels
 from nodewright.controllers.federation.reconciler import SERVICE_ACCOUNT, status_of
 from nodewright.controllers.identity.options import AZURE_IDENTITY, AZURE_IDENTITY_BINDING
 from nodewright.controllers.identity.watches import BINDING_LABEL_INDEX, pod_binding_label_index
-from nodewright.runtime import errors
-from nodewright.runtime.cache import Cache
-from nodewright.runtime.client import Client
-from nodewright.runtime.events import EventRecorder
-from nodewright.runtime.kinds import POD
-from nodewright.runtime.logs import get_logger
-from nodewright.runtime.objects import get_condition, set_condition
-from nodewright.runtime.reconcile import Request, Result
-from nodewright.runtime.retry import retry_on_conflict
+from nodewright.runtime import (
+    POD,
+    Cache,
+    Client,
+    EventRecorder,
+    Request,
+    Result,
+    errors,
+    get_condition,
+    get_logger,
+    retry_on_conflict,
+    set_condition,
+)
 
 __all__ = ["MigrationReconciler"]
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from nodewright.cloud.entra import PUBLIC_AUTHORITY
 from nodewright.controllers.cloud_access import cloud_block
-from nodewright.runtime.config import ConfigError
+from nodewright.runtime import ConfigError
 
 __all__ = ["FederationOptions", "parse_options"]
 

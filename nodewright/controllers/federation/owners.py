@@ -12,11 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from nodewright.controllers.federation.migration import MIGRATED_BY_ANNOTATION, WORKLOAD_IDENTITY_LABEL, Owner
-from nodewright.runtime import errors
-from nodewright.runtime.client import Client
-from nodewright.runtime.kinds import Kind
-from nodewright.runtime.logs import get_logger
-from nodewright.runtime.objects import controller_of
+from nodewright.runtime import Client, Kind, controller_of, errors, get_logger
 
 __all__ = ["WORKLOAD_KINDS", "OwnerLabels"]
 

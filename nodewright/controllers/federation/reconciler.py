@@ -41,14 +41,7 @@ from nodewright.controllers.federation.decisions import (
 )
 from nodewright.controllers.federation.options import FederationOptions
 from nodewright.controllers.identity.options import AZURE_IDENTITY
-from nodewright.runtime import errors
-from nodewright.runtime.cache import Cache
-from nodewright.runtime.client import Client
-from nodewright.runtime.events import EventRecorder
-from nodewright.runtime.kinds import Kind
-from nodewright.runtime.logs import get_logger
-from nodewright.runtime.reconcile import Result
-from nodewright.runtime.times import parse_time
+from nodewright.runtime import Cache, Client, EventRecorder, Kind, Result, errors, get_logger, parse_time
 
 __all__ = ["SERVICE_ACCOUNT", "FederationCloud", "FederationReconciler", "IdentityKey", "status_of"]
 

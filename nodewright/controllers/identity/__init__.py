@@ -33,12 +33,16 @@ from nodewright.controllers.identity.options import (
     parse_options,
 )
 from nodewright.controllers.identity.watches import binding_relevant_change
-from nodewright.runtime.kinds import NODE, POD
-from nodewright.runtime.manager import Manager
-from nodewright.runtime.predicates import generation_changed, predicate
-from nodewright.runtime.rbac import PolicyRule
-from nodewright.runtime.registry import ReconcilerPlugin
-from nodewright.runtime.workqueue import BatchWindow
+from nodewright.runtime import (
+    NODE,
+    POD,
+    BatchWindow,
+    Manager,
+    PolicyRule,
+    ReconcilerPlugin,
+    generation_changed,
+    predicate,
+)
 
 __all__ = ["EVENT_COMPONENT", "NAME", "PLUGIN", "RBAC_RULES", "setup", "validate_options"]
 

@@ -44,12 +44,7 @@ from nodewright.controllers.identity.targets import (
     owned_by_nodewright,
 )
 from nodewright.controllers.identity.watches import with_kind
-from nodewright.runtime import errors
-from nodewright.runtime.cache_view import InformerView
-from nodewright.runtime.client import Client
-from nodewright.runtime.events import EventRecorder, EventType
-from nodewright.runtime.fan_out import FanOut
-from nodewright.runtime.logs import get_logger
+from nodewright.runtime import Client, EventRecorder, EventType, FanOut, InformerView, errors, get_logger
 
 __all__ = ["AssignedIdentityWriter"]
 

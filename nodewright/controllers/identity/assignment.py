@@ -50,10 +50,7 @@ from nodewright.controllers.identity.watches import (
     pod_relevant_change,
     spec_or_deletion_change,
 )
-from nodewright.runtime.cache_view import CacheView
-from nodewright.runtime.client import Client
-from nodewright.runtime.events import EventRecorder
-from nodewright.runtime.reconcile import Result
+from nodewright.runtime import CacheView, Client, EventRecorder, Result
 
 __all__ = [
     "IdentityAssignmentReconciler",

@@ -25,11 +25,7 @@ from nodewright.api.base import ValidationError
 from nodewright.controllers.identity.conditions import ConditionStatus, with_condition
 from nodewright.controllers.identity.options import AZURE_IDENTITY, AZURE_IDENTITY_BINDING
 from nodewright.controllers.identity.validation import INVALID_SELECTOR, validate
-from nodewright.runtime import errors
-from nodewright.runtime.cache import Cache
-from nodewright.runtime.client import Client
-from nodewright.runtime.events import EventRecorder
-from nodewright.runtime.reconcile import Request, Result, TerminalError
+from nodewright.runtime import Cache, Client, EventRecorder, Request, Result, TerminalError, errors
 
 __all__ = ["AzureIdentityBindingReconciler", "BindingCondition", "binding_conditions", "bindings_naming"]
 

@@ -27,7 +27,7 @@ from nodewright.controllers.identity.known_identities import KnownIdentities
 from nodewright.controllers.identity.pass_plan import plan_update
 from nodewright.controllers.identity.pass_view import CloudOutcome, CloudPlan, TargetView
 from nodewright.controllers.identity.targets import Rejection, note_rejection
-from nodewright.runtime.logs import get_logger
+from nodewright.runtime import get_logger
 
 __all__ = ["READS_PER_PASS", "REMEMBER_SECONDS", "IdentityCompute", "RejectionTable", "TargetUpdates"]
 

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Literal
 
 from nodewright.api.meta import Condition
-from nodewright.runtime.times import format_time
+from nodewright.runtime import format_time
 
 __all__ = ["ConditionStatus", "with_condition"]
 

@@ -31,13 +31,17 @@ from nodewright.controllers.identity.identity_info_rules import (
     identity_info_status,
 )
 from nodewright.controllers.identity.options import AZURE_IDENTITY
-from nodewright.runtime import errors
-from nodewright.runtime.cache import Cache
-from nodewright.runtime.client import Client
-from nodewright.runtime.events import EventRecorder
-from nodewright.runtime.logs import get_logger
-from nodewright.runtime.reconcile import Request, Result, TerminalError
-from nodewright.runtime.times import parse_time
+from nodewright.runtime import (
+    Cache,
+    Client,
+    EventRecorder,
+    Request,
+    Result,
+    TerminalError,
+    errors,
+    get_logger,
+    parse_time,
+)
 
 __all__ = ["AzureIdentityReconciler", "IdentityLookupService"]
 

@@ -16,7 +16,7 @@ from nodewright.api.aadpodidentity.v1 import (
     IdentityType,
 )
 from nodewright.controllers.identity.conditions import ConditionStatus, with_condition
-from nodewright.runtime.times import format_time, parse_time
+from nodewright.runtime import format_time, parse_time
 
 __all__ = [
     "RECHECK_INTERVAL",

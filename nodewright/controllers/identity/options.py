@@ -41,7 +41,7 @@ from nodewright.cloud.identity_updates import MAX_IDENTITIES_PER_REQUEST
 from nodewright.controllers.cloud_access import cloud_block
 from nodewright.controllers.identity.decisions import AssignmentPolicy
 from nodewright.controllers.kinds import kind_of
-from nodewright.runtime.config import ConfigError
+from nodewright.runtime import ConfigError
 
 __all__ = [
     "AZURE_ASSIGNED_IDENTITY",

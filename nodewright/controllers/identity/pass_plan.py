@@ -38,7 +38,7 @@ from nodewright.controllers.identity.targets import (
     target_failure,
     update_throttled,
 )
-from nodewright.runtime.reconcile import Result
+from nodewright.runtime import Result
 
 __all__ = ["MIN_REQUEUE", "next_pass", "plan_records", "plan_unresolved_records", "plan_update"]
 

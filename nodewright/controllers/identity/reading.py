@@ -52,9 +52,7 @@ from nodewright.controllers.identity.watches import (
     TARGET_INDEX,
     with_kind,
 )
-from nodewright.runtime.cache_view import CacheView, InformerView
-from nodewright.runtime.kinds import NODE, POD
-from nodewright.runtime.logs import get_logger
+from nodewright.runtime import NODE, POD, CacheView, InformerView, get_logger
 
 __all__ = [
     "IdentityStores",

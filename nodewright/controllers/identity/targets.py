@@ -36,7 +36,7 @@ from nodewright.controllers.identity.decisions import (
     Problem,
     identity_resource_key,
 )
-from nodewright.runtime.times import format_time
+from nodewright.runtime import format_time
 
 __all__ = [
     "TARGET_UPDATE_FAILED",

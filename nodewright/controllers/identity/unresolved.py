@@ -36,9 +36,7 @@ from nodewright.controllers.identity.reading import (
 )
 from nodewright.controllers.identity.validation import validate
 from nodewright.controllers.identity.watches import ASSIGNED_TARGET_INDEX, target_key_of_node, with_kind
-from nodewright.runtime.events import EventRecorder
-from nodewright.runtime.logs import get_logger
-from nodewright.runtime.reconcile import Result
+from nodewright.runtime import EventRecorder, Result, get_logger
 
 __all__ = ["NodeWaits", "UnresolvedPass", "UnresolvedView", "read_unresolved"]
 

@@ -18,7 +18,7 @@ from nodewright.controllers.identity.decisions import (
     usable_identities,
 )
 from nodewright.controllers.identity.targets import target_of_provider_id
-from nodewright.runtime.labels import label_value_problem, shown
+from nodewright.runtime import label_value_problem, shown
 
 __all__ = ["INVALID_SELECTOR", "validate"]
 

@@ -20,7 +20,7 @@ from nodewright.controllers.identity.decisions import PodInfo
 from nodewright.controllers.identity.intent import recorded_target
 from nodewright.controllers.identity.keys import IdentityWork, TargetKey, target_key
 from nodewright.controllers.identity.targets import target_of_provider_id
-from nodewright.runtime.cache_view import InformerView
+from nodewright.runtime import InformerView
 
 __all__ = [
     "ASSIGNED_NODE_INDEX",

@@ -62,16 +62,23 @@ from nodewright.controllers.node_image.resources import (
 )
 from nodewright.controllers.node_image.scaling_group import ScalingGroupCloud, ScalingGroupReconciler
 from nodewright.controllers.node_image.standalone import StandaloneCloud
-from nodewright.runtime.cache import field_indexer
-from nodewright.runtime.handlers import request_for
-from nodewright.runtime.informer import Store
-from nodewright.runtime.kinds import NODE, POD, POD_DISRUPTION_BUDGET
-from nodewright.runtime.manager import Manager
-from nodewright.runtime.objects import condition_is_true
-from nodewright.runtime.predicates import Predicate, generation_changed, predicate
-from nodewright.runtime.rbac import PolicyRule, merge_rules
-from nodewright.runtime.reconcile import Request
-from nodewright.runtime.registry import ReconcilerPlugin
+from nodewright.runtime import (
+    NODE,
+    POD,
+    POD_DISRUPTION_BUDGET,
+    Manager,
+    PolicyRule,
+    Predicate,
+    ReconcilerPlugin,
+    Request,
+    Store,
+    condition_is_true,
+    field_indexer,
+    generation_changed,
+    merge_rules,
+    predicate,
+    request_for,
+)
 
 __all__ = [
     "NAME",

@@ -14,9 +14,7 @@ from typing import Any
 from nodewright.api.nodewright.v1alpha1 import CONFLICT
 from nodewright.controllers.node_image.resources import SCALING_GROUP, Clock
 from nodewright.controllers.node_image.targeting import claim_scaling_groups, parse_scaling_groups
-from nodewright.runtime.client import Client
-from nodewright.runtime.events import EventRecorder
-from nodewright.runtime.logs import get_logger
+from nodewright.runtime import Client, EventRecorder, get_logger
 
 __all__ = ["ClaimChecks"]
 

@@ -15,9 +15,7 @@ from typing import Generic, TypeVar
 from nodewright.controllers.node_image.options import NodeImageSettings
 from nodewright.controllers.node_image.resources import Checkpoint, Clock, no_checkpoint, utc_now
 from nodewright.controllers.node_image.standalone import StandaloneCloud
-from nodewright.runtime.client import Client
-from nodewright.runtime.events import EventRecorder
-from nodewright.runtime.metrics import Metrics
+from nodewright.runtime import Client, EventRecorder, Metrics
 
 __all__ = ["Collaborators", "WithCollaborators"]
 

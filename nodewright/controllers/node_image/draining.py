@@ -11,8 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from nodewright.controllers.node_image.grouping import MIRROR_POD_ANNOTATION
-from nodewright.runtime.objects import condition_is_true
-from nodewright.runtime.times import parse_time
+from nodewright.runtime import condition_is_true, parse_time
 
 __all__ = [
     "DrainPlan",

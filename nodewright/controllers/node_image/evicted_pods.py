@@ -28,9 +28,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from nodewright.runtime.objects import condition_is_true
-from nodewright.runtime.objects import controller_of as controller_reference
-from nodewright.runtime.times import format_time, parse_time
+from nodewright.runtime import condition_is_true, format_time, parse_time
+from nodewright.runtime import controller_of as controller_reference
 
 __all__ = [
     "EVICTED_PODS_ANNOTATION",

@@ -22,8 +22,7 @@ from nodewright.api.nodewright.v1alpha1 import (
 )
 from nodewright.cloud.models import ImageReference
 from nodewright.cloud.resource_ids import InvalidResourceIdError, parse_resource_id
-from nodewright.runtime.objects import condition_is_true
-from nodewright.runtime.times import parse_time
+from nodewright.runtime import condition_is_true, parse_time
 
 __all__ = [
     "CONTROL_PLANE_LABEL",

@@ -134,10 +134,7 @@ from nodewright.controllers.node_image.unavailable import (
     resolve_max_unavailable,
     unavailable_allowance,
 )
-from nodewright.runtime.kinds import NODE
-from nodewright.runtime.logs import get_logger
-from nodewright.runtime.rbac import PolicyRule
-from nodewright.runtime.reconcile import Request, Result, TerminalError
+from nodewright.runtime import NODE, PolicyRule, Request, Result, TerminalError, get_logger
 
 __all__ = ["RBAC_RULES", "SCALE_OUT_ANNOTATION", "NodeImageCloud", "NodeImageReconciler", "NodeImageStores"]
 

@@ -25,8 +25,7 @@ from datetime import timedelta
 from typing import Any
 
 from nodewright.controllers.node_image.grouping import RolloutTimeouts
-from nodewright.runtime.cache import label_selector_matcher
-from nodewright.runtime.config import ConfigError
+from nodewright.runtime import ConfigError, label_selector_matcher
 
 __all__ = ["NodeImageSettings", "parse_options"]
 

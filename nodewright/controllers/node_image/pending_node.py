@@ -38,15 +38,19 @@ from nodewright.controllers.node_image.pending_node_decisions import (
 from nodewright.controllers.node_image.resources import (
     PENDING_NODE,
 )
-from nodewright.runtime import errors
-from nodewright.runtime.informer import Store
-from nodewright.runtime.kinds import NODE
-from nodewright.runtime.logs import get_logger
-from nodewright.runtime.objects import replace_status
-from nodewright.runtime.rbac import PolicyRule
-from nodewright.runtime.reconcile import Request, Result, TerminalError
-from nodewright.runtime.retry import retry_on_conflict
-from nodewright.runtime.times import format_time
+from nodewright.runtime import (
+    NODE,
+    PolicyRule,
+    Request,
+    Result,
+    Store,
+    TerminalError,
+    errors,
+    format_time,
+    get_logger,
+    replace_status,
+    retry_on_conflict,
+)
 
 __all__ = ["RBAC_RULES", "PendingNodeCloud", "PendingNodeReconciler"]
 

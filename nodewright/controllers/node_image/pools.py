@@ -21,8 +21,7 @@ from typing import Any
 
 from nodewright.controllers.node_image.grouping import DRAIN_STARTED_ANNOTATION, SCALING_GROUP_ANNOTATION
 from nodewright.controllers.node_image.targeting import machine_group
-from nodewright.runtime.informer import Store
-from nodewright.runtime.reconcile import Request
+from nodewright.runtime import Request, Store
 
 __all__ = [
     "ASSIGNED_NODE_INDEX",

@@ -73,12 +73,16 @@ from nodewright.controllers.node_image.pairing import (
 from nodewright.controllers.node_image.pools import ASSIGNED_NODE_INDEX, ASSIGNED_TARGET_INDEX, POD_NODE_INDEX
 from nodewright.controllers.node_image.rollout_state import READY_SEEN_ANNOTATION
 from nodewright.controllers.node_image.rollout_writes import RolloutWrites
-from nodewright.runtime import errors
-from nodewright.runtime.cache import NAMESPACE_INDEX
-from nodewright.runtime.informer import object_key
-from nodewright.runtime.kinds import NODE, POD
-from nodewright.runtime.logs import get_logger
-from nodewright.runtime.times import format_time, parse_time
+from nodewright.runtime import (
+    NAMESPACE_INDEX,
+    NODE,
+    POD,
+    errors,
+    format_time,
+    get_logger,
+    object_key,
+    parse_time,
+)
 
 __all__ = ["QUARANTINED", "NodeReplacement", "RemovalContext", "ReplacementPass"]
 

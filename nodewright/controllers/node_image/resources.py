@@ -21,10 +21,7 @@ from nodewright.api.aadpodidentity.v1 import AzureAssignedIdentity
 from nodewright.api.acn.v1alpha import NodeNetworkConfig
 from nodewright.api.nodewright.v1alpha1 import AutoscalingStrategy, NodeImage, PendingNode, ScalingGroup
 from nodewright.controllers.kinds import kind_of
-from nodewright.runtime import errors
-from nodewright.runtime.client import Client
-from nodewright.runtime.informer import Store
-from nodewright.runtime.kinds import Kind
+from nodewright.runtime import Client, Kind, Store, errors
 
 __all__ = [
     "AUTOSCALING_STRATEGY",

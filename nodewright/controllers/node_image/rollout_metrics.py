@@ -19,7 +19,7 @@ Side effect: records into the metrics of the manager it was built with. Neighbou
 from __future__ import annotations
 
 from nodewright.api.nodewright.v1alpha1 import RolloutState
-from nodewright.runtime.metrics import Metrics
+from nodewright.runtime import Metrics
 
 __all__ = ["PASS_CPU_BUCKETS", "STATE_VALUES", "RolloutMetrics"]
 

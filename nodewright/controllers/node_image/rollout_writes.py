@@ -49,12 +49,16 @@ from nodewright.controllers.node_image.standalone import (
     machine_model,
     new_machine_name,
 )
-from nodewright.runtime import errors
-from nodewright.runtime.informer import Store
-from nodewright.runtime.kinds import NODE, Kind
-from nodewright.runtime.logs import get_logger
-from nodewright.runtime.objects import replace_status, set_condition
-from nodewright.runtime.times import format_time
+from nodewright.runtime import (
+    NODE,
+    Kind,
+    Store,
+    errors,
+    format_time,
+    get_logger,
+    replace_status,
+    set_condition,
+)
 
 __all__ = ["SCALE_OUT_ANNOTATION", "NodeImageCloud", "NodeImageStores", "RolloutWrites"]
 

@@ -44,11 +44,7 @@ from nodewright.controllers.node_image.targeting import (
     claimed_by_message,
     parse_scaling_groups,
 )
-from nodewright.runtime.informer import Store
-from nodewright.runtime.logs import get_logger
-from nodewright.runtime.objects import replace_status, set_condition
-from nodewright.runtime.rbac import PolicyRule
-from nodewright.runtime.reconcile import Request, Result
+from nodewright.runtime import PolicyRule, Request, Result, Store, get_logger, replace_status, set_condition
 
 __all__ = ["RBAC_RULES", "ScalingGroupCloud", "ScalingGroupReconciler"]
 

@@ -41,7 +41,7 @@ from nodewright.cloud.resource_ids import (
     parse_provider_id,
 )
 from nodewright.controllers.node_image.grouping import ClusterNode
-from nodewright.runtime.times import parse_time
+from nodewright.runtime import parse_time
 
 __all__ = [
     "CLAIM_SETTLE",

@@ -48,14 +48,19 @@ from nodewright.controllers.node_network_config.resources import (
     provider_id_of,
     uses_pod_network,
 )
-from nodewright.runtime.cache import field_indexer
-from nodewright.runtime.kinds import NODE, POD
-from nodewright.runtime.manager import Manager
-from nodewright.runtime.predicates import Predicate, predicate
-from nodewright.runtime.rbac import RUNTIME_RULES, PolicyRule
-from nodewright.runtime.reconcile import Request
-from nodewright.runtime.registry import ReconcilerPlugin
-from nodewright.runtime.sources import PollingSource
+from nodewright.runtime import (
+    NODE,
+    POD,
+    RUNTIME_RULES,
+    Manager,
+    PolicyRule,
+    PollingSource,
+    Predicate,
+    ReconcilerPlugin,
+    Request,
+    field_indexer,
+    predicate,
+)
 
 __all__ = [
     "CLUSTER_SUBNET_STATE",

@@ -37,7 +37,7 @@ from nodewright.controllers.node_network_config.status import Outcome, refused_c
 from nodewright.controllers.node_network_config.subnets import SubnetBook
 from nodewright.controllers.node_network_config.view import PENDING_REQUEUE_SECONDS, PassView
 from nodewright.ipam import AllocationPlan
-from nodewright.runtime.logs import get_logger
+from nodewright.runtime import get_logger
 
 __all__ = ["PassApplier"]
 

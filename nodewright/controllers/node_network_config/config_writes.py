@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from nodewright.controllers.node_network_config.resources import NODE_NETWORK_CONFIG
-from nodewright.runtime.client import Client
+from nodewright.runtime import Client
 
 __all__ = ["ConfigWrites"]
 

@@ -34,11 +34,7 @@ from nodewright.controllers.node_network_config.resources import (
     owner_references_for,
 )
 from nodewright.controllers.node_network_config.status import EventSink
-from nodewright.runtime import errors
-from nodewright.runtime.client import Client
-from nodewright.runtime.logs import get_logger
-from nodewright.runtime.objects import remove_finalizer
-from nodewright.runtime.reconcile import Result
+from nodewright.runtime import Client, Result, errors, get_logger, remove_finalizer
 
 __all__ = ["FINALIZE_RETRY_SECONDS", "Lifecycle"]
 

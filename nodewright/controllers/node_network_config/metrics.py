@@ -29,9 +29,7 @@ from opentelemetry.metrics import CallbackOptions, Observation
 
 from nodewright.cloud.resource_ids import InvalidResourceIdError, ScaleSetInstanceId, parse_provider_id
 from nodewright.controllers.node_network_config.resources import provider_id_of
-from nodewright.runtime.manager import Manager
-from nodewright.runtime.metrics import Metrics
-from nodewright.runtime.services import ServiceKey
+from nodewright.runtime import Manager, Metrics, ServiceKey
 
 __all__ = ["IPAM_GAUGES", "IpamGauges", "IpamMetrics", "NodeFigures", "node_pool_of"]
 

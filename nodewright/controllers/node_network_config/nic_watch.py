@@ -31,8 +31,7 @@ from nodewright.cloud.resource_ids import InvalidResourceIdError, parse_network_
 from nodewright.controllers.node_network_config.nic_book import NicBook
 from nodewright.controllers.node_network_config.options import NodeNetworkConfigSettings
 from nodewright.ipam.backoff import backoff_delay
-from nodewright.runtime.logs import get_logger
-from nodewright.runtime.reconcile import Request
+from nodewright.runtime import Request, get_logger
 
 __all__ = ["NetworkInterfaceLister", "NicScope", "NicWatch", "list_pace", "scope_of"]
 

@@ -32,8 +32,7 @@ from nodewright.cloud.models import NicInfo
 from nodewright.cloud.operations import OperationOutcome
 from nodewright.controllers.node_network_config.cloud import NetworkOperations
 from nodewright.ipam import AllocationPlan, NicGuard
-from nodewright.runtime.logs import get_logger
-from nodewright.runtime.reconcile import Request
+from nodewright.runtime import Request, get_logger
 
 __all__ = [
     "CompletionSource",

@@ -39,8 +39,7 @@ from typing import Any, Literal
 
 from nodewright.ipam import DEFAULT_LEAK_GRACE_SECONDS, PoolScaler
 from nodewright.ipam.backoff import DEFAULT_BACKOFF_BASE_SECONDS, DEFAULT_BACKOFF_CAP_SECONDS
-from nodewright.runtime.cache import label_selector_matcher
-from nodewright.runtime.config import ConfigError
+from nodewright.runtime import ConfigError, label_selector_matcher
 
 __all__ = [
     "CONSUMER_CRD",

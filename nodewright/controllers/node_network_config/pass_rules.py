@@ -9,8 +9,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from nodewright.runtime.cache import StoreReader
-from nodewright.runtime.reconcile import Request
+from nodewright.runtime import Request, StoreReader
 
 __all__ = ["NodeNetworkConfigStores", "ignore_request", "resync_jitter"]
 

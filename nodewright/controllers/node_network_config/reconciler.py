@@ -68,9 +68,7 @@ from nodewright.controllers.node_network_config.view import (
     PassView,
 )
 from nodewright.ipam import BLOCK_PREFIX_LENGTH, AllocationPlan
-from nodewright.runtime.client import Client
-from nodewright.runtime.reconcile import Request, Result
-from nodewright.runtime.times import now_text
+from nodewright.runtime import Client, Request, Result, now_text
 
 __all__ = ["POD_NODE_INDEX", "EventSink", "NodeNetworkConfigReconciler", "NodeNetworkConfigStores"]
 

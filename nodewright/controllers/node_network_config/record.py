@@ -27,7 +27,7 @@ from nodewright.controllers.node_network_config.status import (
 )
 from nodewright.controllers.node_network_config.view import Halt, PassView
 from nodewright.ipam import addresses_of
-from nodewright.runtime.reconcile import Result
+from nodewright.runtime import Result
 
 __all__ = ["PassRecorder", "remember_pass", "remember_spec"]
 

@@ -15,8 +15,7 @@ from typing import Any
 from nodewright.api.acn.v1alpha import NodeNetworkConfig
 from nodewright.api.acn.v1alpha1 import ClusterSubnetState
 from nodewright.controllers.kinds import kind_of
-from nodewright.runtime.client import Client
-from nodewright.runtime.kinds import POD
+from nodewright.runtime import POD, Client
 
 __all__ = [
     "CLUSTER_SUBNET_STATE",

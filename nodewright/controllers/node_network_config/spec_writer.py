@@ -26,10 +26,7 @@ from collections.abc import Callable, Collection
 from typing import Any, Protocol
 
 from nodewright.controllers.node_network_config.resources import NODE_NETWORK_CONFIG
-from nodewright.runtime import errors
-from nodewright.runtime.client import Client
-from nodewright.runtime.logs import get_logger
-from nodewright.runtime.objects import set_condition
+from nodewright.runtime import Client, errors, get_logger, set_condition
 
 __all__ = [
     "ANOTHER_SPEC_WRITER",

@@ -41,8 +41,7 @@ from nodewright.cloud.errors import LIMIT_CODES, SUBNET_FULL_CODES
 from nodewright.cloud.models import NicInfo, SubnetInfo
 from nodewright.cloud.resource_ids import parse_subnet_id
 from nodewright.ipam import PoolScaler, address_count
-from nodewright.runtime.logs import get_logger
-from nodewright.runtime.objects import set_condition
+from nodewright.runtime import get_logger, set_condition
 
 __all__ = [
     "READY",

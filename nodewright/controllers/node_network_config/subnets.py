@@ -23,9 +23,7 @@ from nodewright.controllers.node_network_config.resources import (
     cluster_subnet_state_name,
 )
 from nodewright.ipam import subnet_exhausted
-from nodewright.runtime import errors
-from nodewright.runtime.client import Client
-from nodewright.runtime.logs import get_logger
+from nodewright.runtime import Client, errors, get_logger
 
 __all__ = ["SubnetBook", "time_to_exhaustion"]
 

@@ -51,13 +51,7 @@ from nodewright.controllers.node_network_config.resources import (
 from nodewright.controllers.node_network_config.status import primary_subnet_id
 from nodewright.controllers.node_network_config.subnets import SubnetBook
 from nodewright.ipam import demand_with_incoming
-from nodewright.runtime import errors
-from nodewright.runtime.client import Client
-from nodewright.runtime.kinds import NODE
-from nodewright.runtime.logs import get_logger
-from nodewright.runtime.objects import add_finalizer
-from nodewright.runtime.reconcile import Result
-from nodewright.runtime.times import parse_time
+from nodewright.runtime import NODE, Client, Result, add_finalizer, errors, get_logger, parse_time
 
 __all__ = ["PENDING_REQUEUE_SECONDS", "POD_NODE_INDEX", "UNSELECTED", "Halt", "PassReader", "PassView"]
 

@@ -9,7 +9,7 @@ import pytest
 from nodewright.api.aadpodidentity.v1 import RESOURCES
 from nodewright.cloud.emulator import ArmEmulator
 from nodewright.devenv.crds import install_crds
-from nodewright.runtime.client import Client
+from nodewright.runtime.kube.client import Client
 from tests.conftest import Cluster
 from tests.controllers.federation.helpers import Federation
 from tests.controllers.identity.helpers import World

@@ -16,9 +16,9 @@ from nodewright.controllers.federation.decisions import (
 )
 from nodewright.controllers.federation.reconciler import SERVICE_ACCOUNT
 from nodewright.runtime import errors
-from nodewright.runtime.client import Client
-from nodewright.runtime.config import parse_config
-from nodewright.runtime.manager import Manager
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.process.config import parse_config
+from nodewright.runtime.process.manager import Manager
 from tests.controllers.identity.helpers import World
 from tests.runtime.manager_helpers import RunningManager
 from tests.waiting import eventually

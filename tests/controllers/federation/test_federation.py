@@ -14,7 +14,7 @@ from nodewright.controllers.federation.decisions import (
 )
 from nodewright.controllers.federation.reconciler import SERVICE_ACCOUNT
 from nodewright.controllers.identity.options import AZURE_IDENTITY
-from nodewright.runtime.kinds import EVENT
+from nodewright.runtime.kube.kinds import EVENT
 from tests.cloud.helpers import cloud_for
 from tests.controllers.federation.helpers import ISSUER, TENANT, Federation
 from tests.waiting import eventually

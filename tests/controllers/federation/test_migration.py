@@ -24,7 +24,7 @@ from nodewright.controllers.federation.migration import (
 from nodewright.controllers.federation.owners import WORKLOAD_KINDS
 from nodewright.controllers.federation.reconciler import SERVICE_ACCOUNT
 from nodewright.controllers.identity.options import AZURE_IDENTITY_BINDING
-from nodewright.runtime.kinds import POD
+from nodewright.runtime.kube.kinds import POD
 from tests.controllers.federation.helpers import ISSUER, Federation
 from tests.controllers.federation.test_token_exchange import api_server_jwks
 from tests.waiting import eventually

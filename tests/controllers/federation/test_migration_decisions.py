@@ -18,7 +18,7 @@ from nodewright.controllers.federation.migration import (
 )
 from nodewright.controllers.federation.options import parse_options
 from nodewright.controllers.identity.decisions import PodInfo, match_pods
-from nodewright.runtime.config import ConfigError
+from nodewright.runtime.process.config import ConfigError
 
 IDENTITY = "/subscriptions/s/resourceGroups/g/providers/Microsoft.ManagedIdentity/userAssignedIdentities/web"
 READY = ("True", "Ready", "credential written")

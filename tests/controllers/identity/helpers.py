@@ -27,10 +27,10 @@ from nodewright.controllers.identity.options import (
 from nodewright.devenv.crds import install_crds
 from nodewright.devenv.nodesim import SIMULATED_LABEL, NodeSimulator, machines_in_emulator
 from nodewright.runtime import errors
-from nodewright.runtime.client import Client
-from nodewright.runtime.config import parse_config
-from nodewright.runtime.kinds import EVENT, NODE, POD
-from nodewright.runtime.manager import Manager
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.kinds import EVENT, NODE, POD
+from nodewright.runtime.process.config import parse_config
+from nodewright.runtime.process.manager import Manager
 from tests.runtime.manager_helpers import RunningManager
 from tests.waiting import eventually, watched_window
 

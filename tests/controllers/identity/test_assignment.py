@@ -32,8 +32,8 @@ from nodewright.controllers.identity.options import (
     AZURE_IDENTITY,
     AZURE_IDENTITY_BINDING,
 )
-from nodewright.runtime.kinds import NODE
-from nodewright.runtime.kinds import POD as POD_KIND
+from nodewright.runtime.kube.kinds import NODE
+from nodewright.runtime.kube.kinds import POD as POD_KIND
 from tests.cloud.helpers import cloud_for
 from tests.controllers.identity.helpers import World
 from tests.waiting import eventually

@@ -14,7 +14,7 @@ from nodewright.api.aadpodidentity.v1 import (
     CONDITION_ASSIGNED,
     AzureAssignedIdentity,
 )
-from nodewright.runtime.kinds import NODE
+from nodewright.runtime.kube.kinds import NODE
 from tests.controllers.identity.helpers import World
 from tests.waiting import eventually
 

@@ -15,8 +15,8 @@ from nodewright.controllers.identity.watches import (
     pod_relevant_change,
     spec_or_deletion_change,
 )
-from nodewright.runtime.config import ConfigError
-from nodewright.runtime.workqueue import BatchWindow
+from nodewright.runtime.control.workqueue import BatchWindow
+from nodewright.runtime.process.config import ConfigError
 
 
 def test_defaults() -> None:

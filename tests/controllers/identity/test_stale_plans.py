@@ -57,7 +57,7 @@ def test_a_removal_planned_during_a_hold_is_not_sent_after_it(
     world.emulator.faults.throttle(
         "VirtualMachineScaleSets.update", path=f"*/{other.rsplit('/', 1)[-1]}", retry_after=HOLD_SECONDS
     )
-    with caplog.at_level(logging.DEBUG, logger="nodewright.runtime.controller"):
+    with caplog.at_level(logging.DEBUG, logger="nodewright.runtime.control.controller"):
         world.pod("trigger", other_node, "trigger")
         throttled = eventually(
             lambda: [

@@ -12,8 +12,8 @@ from typing import Any
 
 from nodewright.controllers.node_image.grouping import HEIR_ANNOTATION
 from nodewright.controllers.node_image.resources import PENDING_NODE
-from nodewright.runtime.kinds import NODE, Kind
-from nodewright.runtime.objects import condition_is_true as node_ready
+from nodewright.runtime.kube.kinds import NODE, Kind
+from nodewright.runtime.kube.objects import condition_is_true as node_ready
 from tests.controllers.node_image.support import RolloutBench
 
 __all__ = ["History", "hand_overs", "readiness", "recording"]

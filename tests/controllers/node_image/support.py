@@ -38,11 +38,11 @@ from nodewright.controllers.node_image.resources import (
 from nodewright.devenv.crds import install_crds
 from nodewright.devenv.nodesim import SIMULATED_LABEL, NodeSimulator, machines_in_emulator
 from nodewright.runtime import errors
-from nodewright.runtime.client import Client
-from nodewright.runtime.config import parse_config
-from nodewright.runtime.kinds import EVENT, NODE, POD_DISRUPTION_BUDGET, Kind
-from nodewright.runtime.manager import Manager
-from nodewright.runtime.reconcile import Request
+from nodewright.runtime.control.reconcile import Request
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.kinds import EVENT, NODE, POD_DISRUPTION_BUDGET, Kind
+from nodewright.runtime.process.config import parse_config
+from nodewright.runtime.process.manager import Manager
 from tests.cloud.helpers import cloud_for
 from tests.waiting import eventually, requested_passes, watched_window
 

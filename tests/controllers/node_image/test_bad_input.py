@@ -8,7 +8,7 @@ from typing import Any
 
 from nodewright.controllers.node_image.resources import AUTOSCALING_STRATEGY, NODE_IMAGE, SCALING_GROUP
 from nodewright.devenv.nodesim import SIMULATED_LABEL
-from nodewright.runtime.kinds import NODE
+from nodewright.runtime.kube.kinds import NODE
 from tests.controllers.node_image.support import NEW_IMAGE, OLD_IMAGE, RESOURCE_GROUP, RolloutBench
 
 

@@ -21,7 +21,7 @@ import pytest
 
 from nodewright.cloud.resource_ids import parse_provider_id
 from nodewright.controllers.node_image.grouping import NODE_IMAGE_ANNOTATION
-from nodewright.runtime.kinds import POD, POD_DISRUPTION_BUDGET
+from nodewright.runtime.kube.kinds import POD, POD_DISRUPTION_BUDGET
 from tests.controllers.node_image.support import NEW_IMAGE, OLD_IMAGE, RolloutBench, wait_for_budget_computed
 
 pytestmark = pytest.mark.slow

@@ -22,7 +22,7 @@ import pytest
 from nodewright.controllers.node_image.evicted_pods import EVICTED_PODS_ANNOTATION
 from nodewright.controllers.node_image.grouping import NODE_IMAGE_ANNOTATION
 from nodewright.devenv.nodesim import SIMULATED_LABEL
-from nodewright.runtime.kinds import NODE, POD, Kind
+from nodewright.runtime.kube.kinds import NODE, POD, Kind
 from tests.controllers.node_image.support import NEW_IMAGE, OLD_IMAGE, RolloutBench
 
 pytestmark = pytest.mark.slow

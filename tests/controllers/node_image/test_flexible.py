@@ -10,7 +10,7 @@ import pytest
 
 from nodewright.cloud.resource_ids import VirtualMachineId, parse_provider_id
 from nodewright.controllers.node_image.grouping import NODE_IMAGE_ANNOTATION, SCALING_GROUP_ANNOTATION
-from nodewright.runtime.kinds import NODE
+from nodewright.runtime.kube.kinds import NODE
 from tests.controllers.node_image.support import NEW_IMAGE, OLD_IMAGE, RESOURCE_GROUP, RolloutBench
 
 pytestmark = pytest.mark.slow

@@ -13,8 +13,8 @@ import pytest
 from nodewright.api.nodewright.v1alpha1 import PendingNodeGoal
 from nodewright.cloud.resource_ids import parse_provider_id
 from nodewright.controllers.node_image.grouping import HEIR_ANNOTATION
-from nodewright.runtime.kinds import NODE
-from nodewright.runtime.objects import condition_is_true as node_ready
+from nodewright.runtime.kube.kinds import NODE
+from nodewright.runtime.kube.objects import condition_is_true as node_ready
 from tests.controllers.node_image.histories import hand_overs, recording
 from tests.controllers.node_image.support import RolloutBench
 

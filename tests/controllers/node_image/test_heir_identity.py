@@ -20,8 +20,8 @@ from nodewright.controllers.node_image.grouping import DONOR_ANNOTATION
 from nodewright.controllers.node_image.heir_identity import heir_identities_missing
 from nodewright.controllers.node_image.options import parse_options
 from nodewright.controllers.node_image.resources import AZURE_ASSIGNED_IDENTITY
-from nodewright.runtime.config import ConfigError
-from nodewright.runtime.kinds import NODE, POD
+from nodewright.runtime.kube.kinds import NODE, POD
+from nodewright.runtime.process.config import ConfigError
 from tests.controllers.node_image.support import RolloutBench
 
 IDENTITY = (

@@ -25,8 +25,8 @@ from nodewright.controllers.node_image.resources import NODE_NETWORK_CONFIG
 from nodewright.controllers.node_network_config.cloud import MachineNicLocator
 from nodewright.devenv.crds import install_crds
 from nodewright.runtime import errors
-from nodewright.runtime.kinds import NODE, POD
-from nodewright.runtime.manager import Manager
+from nodewright.runtime.kube.kinds import NODE, POD
+from nodewright.runtime.process.manager import Manager
 from tests.controllers.node_image.support import RolloutBench
 
 pytestmark = pytest.mark.slow

@@ -18,8 +18,8 @@ import pytest
 from nodewright.cloud.resource_ids import parse_provider_id
 from nodewright.controllers.node_image.grouping import HEIR_ANNOTATION
 from nodewright.controllers.node_image.resources import NODE_IMAGE
-from nodewright.runtime.kinds import POD
-from nodewright.runtime.objects import condition_is_true as node_ready
+from nodewright.runtime.kube.kinds import POD
+from nodewright.runtime.kube.objects import condition_is_true as node_ready
 from tests.controllers.node_image.support import NEW_IMAGE, RolloutBench
 
 pytestmark = pytest.mark.slow

@@ -11,8 +11,8 @@ import pytest
 from nodewright.cloud.config import CloudSettings, CredentialKind, CredentialSettings
 from nodewright.controllers.cloud_access import settings_as_options
 from nodewright.controllers.node_image import NAME, RBAC_RULES, parse_options, validate_options
-from nodewright.runtime.config import ConfigError, parse_config
-from nodewright.runtime.manager import Manager
+from nodewright.runtime.process.config import ConfigError, parse_config
+from nodewright.runtime.process.manager import Manager
 from tests.conftest import Cluster
 
 

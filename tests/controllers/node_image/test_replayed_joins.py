@@ -20,7 +20,7 @@ from nodewright.controllers.node_image.grouping import (
 )
 from nodewright.controllers.node_image.resources import NODE_IMAGE, PENDING_NODE, controller_reference
 from nodewright.runtime import errors
-from nodewright.runtime.times import format_time
+from nodewright.runtime.kube.times import format_time
 from tests.controllers.node_image.invariants import assert_complete_means_whole
 from tests.controllers.node_image.support import NEW_IMAGE, RolloutBench
 

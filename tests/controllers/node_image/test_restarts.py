@@ -19,7 +19,7 @@ from nodewright.controllers.node_image.grouping import (
 )
 from nodewright.controllers.node_image.node_image import SCALE_OUT_ANNOTATION
 from nodewright.controllers.node_image.resources import AUTOSCALING_STRATEGY, SCALING_GROUP
-from nodewright.runtime.kinds import POD
+from nodewright.runtime.kube.kinds import POD
 from tests.controllers.node_image.support import CUSTOM_LABEL, NEW_IMAGE, RolloutBench
 
 pytestmark = pytest.mark.slow

@@ -23,8 +23,8 @@ from nodewright.controllers.node_image.grouping import (
 from nodewright.controllers.node_image.resources import AUTOSCALING_STRATEGY
 from nodewright.devenv.nodesim import SIMULATED_LABEL
 from nodewright.runtime import errors
-from nodewright.runtime.kinds import NODE, POD, POD_DISRUPTION_BUDGET, Kind
-from nodewright.runtime.objects import condition_is_true as node_ready
+from nodewright.runtime.kube.kinds import NODE, POD, POD_DISRUPTION_BUDGET, Kind
+from nodewright.runtime.kube.objects import condition_is_true as node_ready
 from tests.controllers.node_image.histories import hand_overs, recording
 from tests.controllers.node_image.support import CUSTOM_LABEL, NEW_IMAGE, RolloutBench
 

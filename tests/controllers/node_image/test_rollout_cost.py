@@ -26,10 +26,10 @@ from nodewright.controllers.node_image.pools import (
 )
 from nodewright.controllers.node_image.rollout_state import READY_SEEN_ANNOTATION
 from nodewright.devenv.nodesim import SIMULATED_LABEL
-from nodewright.runtime.informer import Store
-from nodewright.runtime.kinds import NODE, POD, POD_DISRUPTION_BUDGET, Kind
-from nodewright.runtime.manager import Manager
-from nodewright.runtime.reconcile import Request
+from nodewright.runtime.control.reconcile import Request
+from nodewright.runtime.informers.informer import Store
+from nodewright.runtime.kube.kinds import NODE, POD, POD_DISRUPTION_BUDGET, Kind
+from nodewright.runtime.process.manager import Manager
 from tests.controllers.node_image.support import NEW_IMAGE, OLD_IMAGE, RESOURCE_GROUP, RolloutBench
 
 OTHER_NODES = 60

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from nodewright.api.nodewright.v1alpha1 import RolloutState
 from nodewright.controllers.node_image.rollout_metrics import RolloutMetrics
-from nodewright.runtime.metrics import Metrics
+from nodewright.runtime.observe.metrics import Metrics
 
 
 def test_rollout_metrics_names_labels_and_values() -> None:

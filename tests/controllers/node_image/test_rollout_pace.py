@@ -18,8 +18,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from nodewright.controllers.node_image.grouping import RolloutTimeouts
 from nodewright.controllers.node_image.node_image import NodeImageReconciler
 from nodewright.controllers.node_image.resources import NODE_IMAGE
-from nodewright.runtime.manager import Manager
-from nodewright.runtime.reconcile import Request, Result
+from nodewright.runtime.control.reconcile import Request, Result
+from nodewright.runtime.process.manager import Manager
 from tests.controllers.node_image.histories import History
 from tests.controllers.node_image.support import RolloutBench
 

@@ -22,8 +22,8 @@ from nodewright.controllers.node_image.grouping import (
 )
 from nodewright.controllers.node_image.resources import AUTOSCALING_STRATEGY, SCALING_GROUP
 from nodewright.controllers.node_image.standalone import CREATING_ANNOTATION
-from nodewright.runtime.kinds import POD
-from nodewright.runtime.objects import condition_is_true as node_ready
+from nodewright.runtime.kube.kinds import POD
+from nodewright.runtime.kube.objects import condition_is_true as node_ready
 from tests.controllers.node_image.support import CUSTOM_LABEL, NEW_IMAGE, OLD_IMAGE, RolloutBench
 from tests.controllers.node_image.test_canary_rollback import (
     BadImage,

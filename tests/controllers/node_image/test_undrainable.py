@@ -10,7 +10,7 @@ import pytest
 
 from nodewright.api.nodewright.v1alpha1 import QUARANTINE_LABEL
 from nodewright.cloud.resource_ids import parse_provider_id
-from nodewright.runtime.kinds import NODE, POD, POD_DISRUPTION_BUDGET
+from nodewright.runtime.kube.kinds import NODE, POD, POD_DISRUPTION_BUDGET
 from tests.controllers.node_image.invariants import assert_complete_means_whole
 from tests.controllers.node_image.support import RolloutBench, wait_for_budget_computed
 

@@ -37,9 +37,9 @@ from nodewright.devenv.cns_nodesubnet_nmagent import answers_in_emulator
 from nodewright.devenv.nodesim import SIMULATED_LABEL, NodeSimulator, machines_in_emulator
 from nodewright.ipam import addresses_of
 from nodewright.runtime import errors
-from nodewright.runtime.client import Client
-from nodewright.runtime.kinds import EVENT, NODE, POD
-from nodewright.runtime.reconcile import Request
+from nodewright.runtime.control.reconcile import Request
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.kinds import EVENT, NODE, POD
 from tests.cloud.helpers import cloud_for
 from tests.conftest import Cluster
 from tests.controllers.node_network_config.node_agent import PodAddressAgent

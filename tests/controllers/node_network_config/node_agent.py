@@ -18,8 +18,8 @@ from nodewright.controllers.node_network_config import NODE_NETWORK_CONFIG
 from nodewright.controllers.node_network_config.resources import pod_addresses, uses_pod_network
 from nodewright.devenv.periodic import PeriodicThread
 from nodewright.runtime import errors
-from nodewright.runtime.client import Client
-from nodewright.runtime.kinds import POD
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.kinds import POD
 
 
 class PodAddressAgent:

@@ -18,9 +18,9 @@ from nodewright.controllers.node_network_config.status import StatusWriter
 from nodewright.devenv.nodesim import SIMULATED_LABEL
 from nodewright.ipam import MAX_SECONDARY_IPS_PER_NIC, PoolScaler
 from nodewright.runtime import errors
-from nodewright.runtime.events import EventRecorder
-from nodewright.runtime.kinds import EVENT, NODE
-from nodewright.runtime.retry import retry_on_conflict
+from nodewright.runtime.kube.events import EventRecorder
+from nodewright.runtime.kube.kinds import EVENT, NODE
+from nodewright.runtime.kube.retry import retry_on_conflict
 from tests.controllers.node_network_config.harness import IpamHarness, event_reasons
 from tests.waiting import eventually
 

@@ -29,7 +29,7 @@ from nodewright.controllers.node_network_config.resources import (
 )
 from nodewright.controllers.node_network_config.subnets import time_to_exhaustion
 from nodewright.ipam import CountFacts, PoolScaler, RequestedCount, requested_count
-from nodewright.runtime.metrics import Metrics
+from nodewright.runtime.observe.metrics import Metrics
 
 NODE = {"metadata": {"name": "node-1", "uid": "uid-1"}}
 

@@ -14,13 +14,13 @@ from nodewright.controllers.node_network_config.cloud import MachineNicLocator
 from nodewright.controllers.node_network_config.reconciler import POD_NODE_INDEX, NodeNetworkConfigStores
 from nodewright.controllers.node_network_config.resources import NODE_NETWORK_CONFIG, pod_addresses
 from nodewright.ipam import PoolScaler
-from nodewright.runtime.cache import field_indexer
-from nodewright.runtime.cache_view import StoreView
-from nodewright.runtime.events import EventRecorder
-from nodewright.runtime.informer import Store, object_key
-from nodewright.runtime.kinds import NODE, POD
-from nodewright.runtime.recent_writes import OwnWrites
-from nodewright.runtime.reconcile import Request
+from nodewright.runtime.control.reconcile import Request
+from nodewright.runtime.informers.cache import field_indexer
+from nodewright.runtime.informers.cache_view import StoreView
+from nodewright.runtime.informers.informer import Store, object_key
+from nodewright.runtime.informers.recent_writes import OwnWrites
+from nodewright.runtime.kube.events import EventRecorder
+from nodewright.runtime.kube.kinds import NODE, POD
 from tests.controllers.node_network_config.harness import IpamHarness
 from tests.waiting import eventually
 

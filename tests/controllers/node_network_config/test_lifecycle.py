@@ -13,7 +13,7 @@ from nodewright.cloud.resource_ids import parse_provider_id
 from nodewright.controllers.node_network_config import CLUSTER_SUBNET_STATE
 from nodewright.ipam import PoolScaler
 from nodewright.runtime import errors
-from nodewright.runtime.kinds import NODE
+from nodewright.runtime.kube.kinds import NODE
 from tests.controllers.node_network_config.harness import IpamHarness
 from tests.waiting import eventually
 

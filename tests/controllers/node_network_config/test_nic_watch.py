@@ -18,7 +18,7 @@ from nodewright.cloud.emulator.request_log import RecordedRequest
 from nodewright.controllers.node_network_config import NodeNetworkConfigSettings
 from nodewright.controllers.node_network_config.nic_book import NicBook
 from nodewright.controllers.node_network_config.nic_watch import NicWatch, list_pace
-from nodewright.runtime.reconcile import Request
+from nodewright.runtime.control.reconcile import Request
 from tests.cloud.helpers import cloud_for
 from tests.controllers.node_network_config.harness import RESOURCE_GROUP, IpamHarness
 from tests.waiting import wait_for

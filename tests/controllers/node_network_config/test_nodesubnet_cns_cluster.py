@@ -15,8 +15,8 @@ import pytest
 from nodewright.devenv.cns_nodesubnet import FetchHungError, NodeSubnetConsumer
 from nodewright.devenv.cns_nodesubnet_nmagent import Interfaces, LaggedNMAgent
 from nodewright.runtime import errors
-from nodewright.runtime.client import Client
-from nodewright.runtime.kinds import NAMESPACE, NODE, POD
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.kinds import NAMESPACE, NODE, POD
 from tests.conftest import Cluster
 from tests.controllers.node_network_config.test_nodesubnet_cns import answer
 

@@ -21,8 +21,8 @@ from nodewright.controllers.node_network_config.resources import (
     uses_pod_network,
 )
 from nodewright.ipam import PoolScaler
-from nodewright.runtime.config import ConfigError
-from nodewright.runtime.manager import Manager
+from nodewright.runtime.process.config import ConfigError
+from nodewright.runtime.process.manager import Manager
 
 
 def test_defaults() -> None:

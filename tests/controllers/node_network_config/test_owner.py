@@ -12,9 +12,9 @@ from nodewright.controllers.node_network_config import NODE_NETWORK_CONFIG
 from nodewright.controllers.node_network_config.resources import is_controlled_by
 from nodewright.ipam import PoolScaler
 from nodewright.runtime import errors
-from nodewright.runtime.client import Client
-from nodewright.runtime.kinds import CONFIG_MAP, NODE
-from nodewright.runtime.retry import retry_on_conflict
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.kinds import CONFIG_MAP, NODE
+from nodewright.runtime.kube.retry import retry_on_conflict
 from tests.controllers.node_network_config.harness import IpamHarness
 from tests.waiting import eventually
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 if TYPE_CHECKING:
-    from nodewright.runtime.manager import Manager
+    from nodewright.runtime.process.manager import Manager
 
 __all__ = ["ServiceKey", "Services"]
 

@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from nodewright.runtime.informer import object_key
-from nodewright.runtime.kinds import Kind
+from nodewright.runtime.informers.informer import object_key
+from nodewright.runtime.kube.kinds import Kind
 
 __all__ = ["OwnWrites", "RecentDeletes", "RecentWrites", "caught_up"]
 

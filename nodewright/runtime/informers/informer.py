@@ -32,16 +32,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from nodewright.runtime import errors
-from nodewright.runtime.client import Client, WatchEvent, WatchStream, collector_paused
-from nodewright.runtime.kinds import Kind
-from nodewright.runtime.logs import get_logger
-from nodewright.runtime.transforms import (
+from nodewright.runtime.informers.transforms import (
     CompressedJson,
     compact_object,
     default_transform,
     drop_managed_fields,
 )
+from nodewright.runtime.kube import errors
+from nodewright.runtime.kube.client import Client, WatchEvent, WatchStream, collector_paused
+from nodewright.runtime.kube.kinds import Kind
+from nodewright.runtime.observe.logs import get_logger
 
 __all__ = [
     "CompressedJson",

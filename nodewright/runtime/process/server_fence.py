@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from nodewright.runtime import errors
-from nodewright.runtime.client import Client
-from nodewright.runtime.fence import SERVER_FENCE_POLICY
-from nodewright.runtime.kinds import Kind
-from nodewright.runtime.logs import get_logger
-from nodewright.runtime.rbac import PolicyRule
+from nodewright.runtime.kube import errors
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.fence import SERVER_FENCE_POLICY
+from nodewright.runtime.kube.kinds import Kind
+from nodewright.runtime.observe.logs import get_logger
+from nodewright.runtime.process.rbac import PolicyRule
 
 __all__ = [
     "SERVER_FENCE_RULES",

@@ -21,10 +21,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from nodewright.runtime.rbac import PolicyRule
+from nodewright.runtime.process.rbac import PolicyRule
 
 if TYPE_CHECKING:
-    from nodewright.runtime.manager import Manager
+    from nodewright.runtime.process.manager import Manager
 
 __all__ = [
     "ENTRY_POINT_GROUP",

@@ -44,13 +44,13 @@ import orjson
 import pykube
 import urllib3
 
-from nodewright.runtime import errors
-from nodewright.runtime.credentials import in_cluster_config
-from nodewright.runtime.fence import WriteFence, is_mutating, is_server_fence_refusal
-from nodewright.runtime.kinds import Kind
-from nodewright.runtime.list_pager import prefetched_pages
-from nodewright.runtime.transport import Response, Transport
-from nodewright.runtime.watch_stream import WatchEvent, WatchStream
+from nodewright.runtime.kube import errors
+from nodewright.runtime.kube.credentials import in_cluster_config
+from nodewright.runtime.kube.fence import WriteFence, is_mutating, is_server_fence_refusal
+from nodewright.runtime.kube.kinds import Kind
+from nodewright.runtime.kube.list_pager import prefetched_pages
+from nodewright.runtime.kube.transport import Response, Transport
+from nodewright.runtime.kube.watch_stream import WatchEvent, WatchStream
 
 __all__ = [
     "DEFAULT_FIELD_MANAGER",

@@ -17,7 +17,7 @@ from typing import TypeVar
 
 import tenacity
 
-from nodewright.runtime import errors
+from nodewright.runtime.kube import errors
 
 __all__ = ["DEFAULT_BACKOFF", "DEFAULT_RETRY", "Backoff", "retry_on_conflict"]
 

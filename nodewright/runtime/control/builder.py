@@ -27,26 +27,26 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic
 
-from nodewright.runtime.cache_view import CacheView
-from nodewright.runtime.client import Client
-from nodewright.runtime.controller import Controller
-from nodewright.runtime.handlers import (
+from nodewright.runtime.control.controller import Controller
+from nodewright.runtime.control.handlers import (
     Handler,
     MapFunction,
     enqueue_for_object,
     enqueue_mapped,
     enqueue_owner,
 )
-from nodewright.runtime.kinds import Kind
-from nodewright.runtime.predicates import Predicate, predicate
-from nodewright.runtime.ratelimit import RateLimiter
-from nodewright.runtime.recent_writes import OwnWrites, RecentDeletes
-from nodewright.runtime.reconcile import K, Reconciler, ReconcilerFunc, Request
-from nodewright.runtime.sources import Source
-from nodewright.runtime.workqueue import BatchWindow
+from nodewright.runtime.control.predicates import Predicate, predicate
+from nodewright.runtime.control.ratelimit import RateLimiter
+from nodewright.runtime.control.reconcile import K, Reconciler, ReconcilerFunc, Request
+from nodewright.runtime.control.sources import Source
+from nodewright.runtime.control.workqueue import BatchWindow
+from nodewright.runtime.informers.cache_view import CacheView
+from nodewright.runtime.informers.recent_writes import OwnWrites, RecentDeletes
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.kinds import Kind
 
 if TYPE_CHECKING:
-    from nodewright.runtime.manager import Manager
+    from nodewright.runtime.process.manager import Manager
 
 __all__ = ["Builder"]
 

@@ -26,7 +26,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
-from nodewright.runtime.ratelimit import RateLimiter, default_controller_rate_limiter
+from nodewright.runtime.control.ratelimit import RateLimiter, default_controller_rate_limiter
 
 __all__ = ["BatchWindow", "QueueMetrics", "WorkQueue"]
 

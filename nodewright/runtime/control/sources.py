@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import Generic, Protocol, TypeVar
 
-from nodewright.runtime.logs import get_logger
+from nodewright.runtime.observe.logs import get_logger
 
 __all__ = ["Enqueue", "PollingSource", "Source"]
 

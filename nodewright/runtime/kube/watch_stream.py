@@ -21,7 +21,7 @@ import orjson
 import urllib3
 from urllib3.exceptions import HTTPError
 
-from nodewright.runtime import errors
+from nodewright.runtime.kube import errors
 
 __all__ = ["WatchEvent", "WatchStream"]
 

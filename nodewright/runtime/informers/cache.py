@@ -21,12 +21,12 @@ import time
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-from nodewright.runtime import errors
-from nodewright.runtime.client import Client
-from nodewright.runtime.informer import IndexFunc, Informer, Transform, default_transform
-from nodewright.runtime.kinds import Kind
-from nodewright.runtime.labels import label_key_problem, label_value_problem, shown
-from nodewright.runtime.logs import get_logger
+from nodewright.runtime.informers.informer import IndexFunc, Informer, Transform, default_transform
+from nodewright.runtime.kube import errors
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.kinds import Kind
+from nodewright.runtime.kube.labels import label_key_problem, label_value_problem, shown
+from nodewright.runtime.observe.logs import get_logger
 
 __all__ = [
     "NAMESPACE_INDEX",

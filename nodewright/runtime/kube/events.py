@@ -21,12 +21,12 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from nodewright.runtime import errors
-from nodewright.runtime.client import Client
-from nodewright.runtime.fence import FencedWriteError
-from nodewright.runtime.kinds import EVENT
-from nodewright.runtime.logs import get_logger
-from nodewright.runtime.times import now_text
+from nodewright.runtime.kube import errors
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.fence import FencedWriteError
+from nodewright.runtime.kube.kinds import EVENT
+from nodewright.runtime.kube.times import now_text
+from nodewright.runtime.observe.logs import get_logger
 
 __all__ = ["EventRecorder"]
 

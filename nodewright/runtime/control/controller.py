@@ -33,19 +33,26 @@ from typing import Any, Generic
 
 from opentelemetry.trace import INVALID_SPAN, Span, Status, StatusCode
 
-from nodewright.runtime import errors
-from nodewright.runtime.fence import FencedWriteError
-from nodewright.runtime.handlers import Handler
-from nodewright.runtime.informer import Informer
-from nodewright.runtime.logs import get_logger, log_context
-from nodewright.runtime.metrics import RESULTS, Metrics
-from nodewright.runtime.predicates import Predicate
-from nodewright.runtime.ratelimit import RateLimiter
-from nodewright.runtime.reconcile import K, Reconciler, ReconcilerFunc, Result, TerminalError, key_fields
-from nodewright.runtime.sources import Source
-from nodewright.runtime.tracing import recording as tracing_recording
-from nodewright.runtime.tracing import tracer
-from nodewright.runtime.workqueue import BatchWindow, WorkQueue
+from nodewright.runtime.control.handlers import Handler
+from nodewright.runtime.control.predicates import Predicate
+from nodewright.runtime.control.ratelimit import RateLimiter
+from nodewright.runtime.control.reconcile import (
+    K,
+    Reconciler,
+    ReconcilerFunc,
+    Result,
+    TerminalError,
+    key_fields,
+)
+from nodewright.runtime.control.sources import Source
+from nodewright.runtime.control.workqueue import BatchWindow, WorkQueue
+from nodewright.runtime.informers.informer import Informer
+from nodewright.runtime.kube import errors
+from nodewright.runtime.kube.fence import FencedWriteError
+from nodewright.runtime.observe.logs import get_logger, log_context
+from nodewright.runtime.observe.metrics import RESULTS, Metrics
+from nodewright.runtime.observe.tracing import recording as tracing_recording
+from nodewright.runtime.observe.tracing import tracer
 
 __all__ = ["Controller", "Watch"]
 

@@ -38,22 +38,22 @@ from typing import Any, overload
 
 from opentelemetry.metrics import Observation
 
-from nodewright.runtime.builder import Builder
-from nodewright.runtime.cache import Cache
-from nodewright.runtime.client import Client
-from nodewright.runtime.config import ConfigError, ManagerConfig, ReconcilerConfig
-from nodewright.runtime.controller import Controller
-from nodewright.runtime.events import EventRecorder
-from nodewright.runtime.fence import WriteFence
-from nodewright.runtime.health import HealthServer, informers_running, workers_not_stuck
-from nodewright.runtime.leaderelection import LeaderElector
-from nodewright.runtime.logs import get_logger
-from nodewright.runtime.metrics import HttpServer, Metrics
-from nodewright.runtime.metrics_server import serve_metrics
-from nodewright.runtime.reconcile import K, Request
-from nodewright.runtime.registry import ReconcilerRegistry
-from nodewright.runtime.server_fence import check_server_fence
-from nodewright.runtime.services import Services
+from nodewright.runtime.control.builder import Builder
+from nodewright.runtime.control.controller import Controller
+from nodewright.runtime.control.reconcile import K, Request
+from nodewright.runtime.informers.cache import Cache
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.events import EventRecorder
+from nodewright.runtime.kube.fence import WriteFence
+from nodewright.runtime.observe.health import HealthServer, informers_running, workers_not_stuck
+from nodewright.runtime.observe.logs import get_logger
+from nodewright.runtime.observe.metrics import HttpServer, Metrics
+from nodewright.runtime.process.config import ConfigError, ManagerConfig, ReconcilerConfig
+from nodewright.runtime.process.leaderelection import LeaderElector
+from nodewright.runtime.process.metrics_server import serve_metrics
+from nodewright.runtime.process.registry import ReconcilerRegistry
+from nodewright.runtime.process.server_fence import check_server_fence
+from nodewright.runtime.process.services import Services
 
 __all__ = ["CacheSyncTimeoutError", "LeadershipLostError", "Manager", "ManagerError"]
 

@@ -80,8 +80,8 @@ from urllib3 import PoolManager
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
-from nodewright.runtime.logs import get_logger
-from nodewright.runtime.metrics import Metrics
+from nodewright.runtime.observe.logs import get_logger
+from nodewright.runtime.observe.metrics import Metrics
 
 __all__ = [
     "DEFAULT_MARGIN",

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
-from nodewright.runtime.logs import get_logger
-from nodewright.runtime.metrics import HttpServer, PlainHandler
+from nodewright.runtime.observe.logs import get_logger
+from nodewright.runtime.observe.metrics import HttpServer, PlainHandler
 
 __all__ = ["Check", "HealthServer", "informers_running", "ping", "workers_not_stuck"]
 

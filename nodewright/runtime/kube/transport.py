@@ -36,10 +36,10 @@ import pykube
 import urllib3
 from urllib3.exceptions import HTTPError
 
-from nodewright.runtime import errors
-from nodewright.runtime.credentials import Credentials, CredentialsError
-from nodewright.runtime.fence import guard_pool_manager, is_mutating
-from nodewright.runtime.http1 import ConnectionPool
+from nodewright.runtime.kube import errors
+from nodewright.runtime.kube.credentials import Credentials, CredentialsError
+from nodewright.runtime.kube.fence import guard_pool_manager, is_mutating
+from nodewright.runtime.kube.http1 import ConnectionPool
 
 __all__ = ["Response", "Transport"]
 

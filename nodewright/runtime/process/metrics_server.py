@@ -25,10 +25,10 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from nodewright.runtime.client import Client
-from nodewright.runtime.config import MetricsConfig
-from nodewright.runtime.metrics import HttpServer, Metrics, PlainHandler
-from nodewright.runtime.metrics_auth import MetricsAuthorizer
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.observe.metrics import HttpServer, Metrics, PlainHandler
+from nodewright.runtime.process.config import MetricsConfig
+from nodewright.runtime.process.metrics_auth import MetricsAuthorizer
 
 __all__ = ["self_signed_certificate", "serve_metrics", "tls_context"]
 

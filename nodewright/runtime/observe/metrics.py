@@ -30,8 +30,8 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.resources import Resource
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from nodewright.runtime.logs import get_logger
-from nodewright.runtime.series import (
+from nodewright.runtime.observe.logs import get_logger
+from nodewright.runtime.observe.series import (
     CounterFamily,
     GaugeFamily,
     HistogramFamily,
@@ -40,7 +40,7 @@ from nodewright.runtime.series import (
 )
 
 if TYPE_CHECKING:
-    from nodewright.runtime.workqueue import WorkQueue
+    from nodewright.runtime.control.workqueue import WorkQueue
 
 __all__ = ["HttpServer", "Metrics", "PlainHandler", "QueueMetricsRecorder", "parse_address"]
 

@@ -14,8 +14,8 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-from nodewright.runtime.kinds import Kind
-from nodewright.runtime.reconcile import K, Request
+from nodewright.runtime.control.reconcile import K, Request
+from nodewright.runtime.kube.kinds import Kind
 
 __all__ = [
     "Handler",

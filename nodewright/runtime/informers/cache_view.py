@@ -18,10 +18,10 @@ from __future__ import annotations
 import builtins
 from typing import Any
 
-from nodewright.runtime.cache import Cache, StoreReader, get_cached, list_cached
-from nodewright.runtime.informer import EventHandler, IndexFunc, Informer, Store, object_key
-from nodewright.runtime.kinds import Kind
-from nodewright.runtime.recent_writes import OwnWrites
+from nodewright.runtime.informers.cache import Cache, StoreReader, get_cached, list_cached
+from nodewright.runtime.informers.informer import EventHandler, IndexFunc, Informer, Store, object_key
+from nodewright.runtime.informers.recent_writes import OwnWrites
+from nodewright.runtime.kube.kinds import Kind
 
 __all__ = ["CacheView", "InformerView", "StoreView"]
 

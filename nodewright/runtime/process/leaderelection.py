@@ -37,13 +37,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from nodewright.runtime import errors
-from nodewright.runtime.client import Client
-from nodewright.runtime.fence import DEFAULT_MARGIN, WriteFence
-from nodewright.runtime.kinds import LEASE
-from nodewright.runtime.logs import get_logger
-from nodewright.runtime.metrics import Metrics
-from nodewright.runtime.times import format_micro_time
+from nodewright.runtime.kube import errors
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.fence import DEFAULT_MARGIN, WriteFence
+from nodewright.runtime.kube.kinds import LEASE
+from nodewright.runtime.kube.times import format_micro_time
+from nodewright.runtime.observe.logs import get_logger
+from nodewright.runtime.observe.metrics import Metrics
 
 __all__ = ["POD_NAME_VARIABLE", "LeaderElector", "default_identity"]
 

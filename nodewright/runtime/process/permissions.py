@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from nodewright.runtime.client import Client
-from nodewright.runtime.rbac import PolicyRule, merge_rules
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.process.rbac import PolicyRule, merge_rules
 
 __all__ = ["missing_permissions"]
 

@@ -21,9 +21,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from nodewright.runtime import errors
-from nodewright.runtime.client import Client
-from nodewright.runtime.logs import get_logger
+from nodewright.runtime.kube import errors
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.observe.logs import get_logger
 
 __all__ = ["Decision", "MetricsAuthorizer"]
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from nodewright.runtime import errors
-from nodewright.runtime.client import Client
-from nodewright.runtime.kinds import Kind
-from nodewright.runtime.retry import retry_on_conflict
-from nodewright.runtime.times import now_text
+from nodewright.runtime.kube import errors
+from nodewright.runtime.kube.client import Client
+from nodewright.runtime.kube.kinds import Kind
+from nodewright.runtime.kube.retry import retry_on_conflict
+from nodewright.runtime.kube.times import now_text
 
 __all__ = [
     "add_finalizer",
