@@ -32,6 +32,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from nodewright.api.acn.v1alpha import NodeNetworkConfig
 from nodewright.cloud.models import NicInfo
 from nodewright.controllers.node_network_config.apply import PassApplier
 from nodewright.controllers.node_network_config.cloud import NetworkOperations, NicLocator
@@ -166,6 +167,20 @@ class NodeNetworkConfigReconciler:
             return self._record.halted(view, self._resync())
         return self._live(view)
 
+    def _after_spec(self, view: PassView, stored: Object | None) -> PassView:
+        """The view with the object as it is now: the spec stage may have patched its status (the
+        ``SpecWriter`` condition), and the record stage writes the status from this object, so a
+        condition set there must not be written away. Read through our cache view, which holds
+        our writes' answers; ``stored`` (the apply's answer) while the cache has no newer one."""
+        latest = self._stores.node_network_configs.get(f"{self.settings.namespace}/{view.name}")
+        current = stored or view.raw
+        if latest is not None and _version(latest) > _version(current):
+            current = latest
+        if current is view.raw:
+            return view
+        current = copy.deepcopy(current)
+        return dataclasses.replace(view, raw=current, config=NodeNetworkConfig.from_object(current))
+
     def _live(self, view: PassView) -> Result:
         """Plan, apply and record one pass over ``view``."""
         settings, facts = self.settings, count_facts(view)
@@ -174,7 +189,7 @@ class NodeNetworkConfigReconciler:
         if stored is None:  # another writer holds the spec: follow it, mark nothing
             facts = dataclasses.replace(facts, surplus_since=spec.count.surplus_since)
             spec = plan_spec(settings, facts, view.memory, follow=True)
-        view = dataclasses.replace(view, raw=stored or view.raw)
+        view = self._after_spec(view, stored)
         plan, nic = self._plan_nic(view, spec)
         problems, warnings = findings(settings, plan, view.released_lately)
         outcome = Outcome(problems=[*([spec.count.problem] if spec.count.problem else []), *problems])
@@ -210,3 +225,9 @@ class NodeNetworkConfigReconciler:
 
     def _resync(self) -> float:
         return self.settings.resync_period_seconds * self._jitter()
+
+
+def _version(obj: Object) -> int:
+    """An object's resourceVersion as an integer (etcd's revisions; 0 when not one)."""
+    text = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+    return int(text) if text.isdigit() else 0
