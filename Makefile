@@ -57,7 +57,7 @@ fmt: $(PYTHON) ## Format and autofix with ruff.
 	$(VENV)/bin/ruff check --fix .
 
 # Two pytest-xdist workers by default (each its own control plane and emulator, a test file per
-# worker): about 10.5 minutes on two cores instead of 20. TEST_WORKERS=0 runs serially. Files are
+# worker): about 15.5 minutes on two cores (1,817 tests). TEST_WORKERS=0 runs serially. Files are
 # handed out in collection order, where tests/conftest.py puts the slowest first
 # (HEAVY_FILES_FIRST): xdist's default order (most tests first) left them for the end.
 TEST_WORKERS ?= 2
