@@ -170,13 +170,10 @@ class NodeNetworkConfigReconciler:
     def _after_spec(self, view: PassView, stored: Object | None) -> PassView:
         """The view with the object as it is now: the spec stage may have patched its status (the
         ``SpecWriter`` condition), and the record stage writes the status from this object, so a
-        condition set there must not be written away. Read through our cache view, which holds
-        our writes' answers; ``stored`` (the apply's answer) while the cache has no newer one."""
-        latest = self._stores.node_network_configs.get(f"{self.settings.namespace}/{view.name}")
-        current = stored or view.raw
-        if latest is not None and _version(latest) > _version(current):
-            current = latest
-        if current is view.raw:
+        condition set there must not be written away. Our cache view already holds every answer
+        of our client (the apply's and the status patch's), so one read gives the newest."""
+        current = self._stores.node_network_configs.get(f"{self.settings.namespace}/{view.name}") or stored
+        if current is None or _resource_version(current) == _resource_version(view.raw):
             return view
         current = copy.deepcopy(current)
         return dataclasses.replace(view, raw=current, config=NodeNetworkConfig.from_object(current))
@@ -227,7 +224,5 @@ class NodeNetworkConfigReconciler:
         return self.settings.resync_period_seconds * self._jitter()
 
 
-def _version(obj: Object) -> int:
-    """An object's resourceVersion as an integer (etcd's revisions; 0 when not one)."""
-    text = str((obj.get("metadata") or {}).get("resourceVersion") or "")
-    return int(text) if text.isdigit() else 0
+def _resource_version(obj: Object) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
