@@ -19,8 +19,12 @@ the Node is Ready, for each Running pod on it whose containers are ready but who
 is False (``pods_to_report_ready``).
 
 Machines come from a ``MachineSource``: ``machines_in_emulator(emulator_state)`` reads the
-in-process ARM emulator's state. Side effects: Kubernetes writes through the runtime ``Client``
-and one background thread.
+in-process ARM emulator's state. Its Nodes are read from an informer (a watch on the simulated
+label), not listed each pass: at a thousand Nodes a list every half second cost the API server
+and this process more than everything else the benches run beside them. A pass that acts on a
+copy its watch has not brought up to date yet is harmless: creates accept AlreadyExists,
+deletes and patches NotFound. Side effects: Kubernetes writes through the runtime ``Client``, a
+watch, and background threads.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from typing import Any
 from nodewright.cloud.emulator import EmulatorState
 from nodewright.devenv.kwok import MANAGED_NODE_LABEL, POWER_STATE_ANNOTATION
 from nodewright.devenv.periodic import PeriodicThread
-from nodewright.runtime import errors
+from nodewright.runtime import Informer, errors
 from nodewright.runtime.kube.client import Client
 from nodewright.runtime.kube.kinds import NODE, POD
 from nodewright.runtime.kube.objects import condition_is_true
@@ -216,13 +220,16 @@ class NodeSimulator:
         self._returned: dict[str, float] = {}
         """Node name -> until when its pods' readiness is re-reported (its machine runs again)."""
         self._pods_looked_at = float("-inf")
+        self._nodes = Informer(client, NODE, label_selector=f"{SIMULATED_LABEL}={owner}")
         self._loop = PeriodicThread("node-simulator", self.sync_once, lambda: self.interval, _log_failure)
 
     def start(self) -> None:
+        self._nodes.start()
         self._loop.start()
 
     def stop(self) -> None:
         self._loop.stop()
+        self._nodes.stop()
 
     def __enter__(self) -> NodeSimulator:
         self.start()
@@ -240,7 +247,10 @@ class NodeSimulator:
         live = {m.provider_id.lower() for m in machines}
         for key in [k for k in self._first_seen if k not in live]:
             del self._first_seen[key]
-        nodes = self._client.list(NODE, label_selector=f"{SIMULATED_LABEL}={self.owner}").items
+        if not self._nodes.has_synced():
+            self._nodes.start()  # sync_once called without start (a test's single pass): idempotent
+            self._nodes.wait_for_sync(30.0)
+        nodes = self._nodes.store.list()
         plan = plan_nodes(machines, nodes, self._first_seen, now, self.join_delay, owner=self.owner)
         for machine in plan.create:
             self._create_node(machine)

@@ -2,11 +2,16 @@
 last one of every subnet are reserved, the rest are handed out lowest first.
 
 Pure bookkeeping: a :class:`SubnetAddressPool` maps owners (IP configuration resource IDs,
-compared case-insensitively) to addresses. The state module owns one pool per subnet.
+compared case-insensitively) to addresses. The state module owns one pool per subnet. Its costs do
+not grow with the subnet's use (Azure's do not either): the lowest free address comes from a heap
+of freed addresses below a high-water mark, and owners are indexed by their parent resource (the
+NIC an IP configuration belongs to) so a NIC's or instance's owners are found without a scan of
+every address in the subnet.
 """
 
 from __future__ import annotations
 
+import heapq
 import ipaddress
 
 from nodewright.cloud.emulator.errors import ArmError, ErrorCode
@@ -14,6 +19,13 @@ from nodewright.cloud.emulator.errors import ArmError, ErrorCode
 __all__ = ["RESERVED_ADDRESSES_PER_SUBNET", "SubnetAddressPool"]
 
 RESERVED_ADDRESSES_PER_SUBNET = 5
+_CHILD_MARKER = "/ipconfigurations/"
+
+
+def _parent_of(key: str) -> str:
+    """The parent resource of a lowercased owner ID (its NIC for an IP configuration)."""
+    cut = key.rfind(_CHILD_MARKER)
+    return key if cut < 0 else key[:cut]
 
 
 class SubnetAddressPool:
@@ -28,6 +40,14 @@ class SubnetAddressPool:
         self._owner_names: dict[str, str] = {}
         self._by_address: dict[str, str] = {}
         self._blocks: dict[str, list[str]] = {}
+        self._children: dict[str, dict[str, None]] = {}
+        """Owner keys by parent (``_parent_of``), in allocation order."""
+        usable = self._usable()
+        self._high_water = usable.start
+        """Every usable address below this has been handed out at least once."""
+        self._freed: list[int] = []
+        """A heap of addresses below ``_high_water`` given back (entries may be taken again
+        meanwhile, by a static request: checked when popped)."""
 
     @property
     def limit(self) -> int:
@@ -41,6 +61,18 @@ class SubnetAddressPool:
     def owners(self) -> list[str]:
         """Owner IDs as first given, in allocation order."""
         return [self._owner_names[key] for key in self._by_owner]
+
+    def owners_under(self, prefix: str) -> list[str]:
+        """Owner IDs (as first given) whose ID starts with ``prefix``, compared case-insensitively;
+        costs one look per parent resource, not one per address."""
+        lowered = prefix.lower()
+        found: list[str] = []
+        for parent, keys in self._children.items():
+            if parent.startswith(lowered):
+                found += [self._owner_names[key] for key in keys]
+            elif lowered.startswith(parent):  # the prefix reaches into the owners' own names
+                found += [self._owner_names[key] for key in keys if key.startswith(lowered)]
+        return found
 
     def address_of(self, owner: str) -> str | None:
         return self._by_owner.get(owner.lower())
@@ -65,17 +97,37 @@ class SubnetAddressPool:
             return self._allocate_block(owner, int(requested[1:]))
         if requested is not None:
             return self._allocate_static(owner, requested)
-        for value in self._usable():
+        value = self._lowest_free()
+        if value is not None:
             address = str(ipaddress.ip_address(value))
-            if address not in self._by_address:
-                self._assign(owner, address)
-                return address
+            self._assign(owner, address)
+            return address
         raise ArmError(
             400,
             ErrorCode.SUBNET_IS_FULL,
             f"Subnet {self.subnet_name} with address prefix {self.prefix} does not have enough capacity "
             "for 1 IP addresses.",
         )
+
+    def _lowest_free(self) -> int | None:
+        """The lowest usable address nobody holds (``None``: the subnet is full)."""
+        while self._freed:
+            value = heapq.heappop(self._freed)
+            if str(ipaddress.ip_address(value)) not in self._by_address:
+                return value
+        stop = self._usable().stop
+        while self._high_water < stop:
+            value = self._high_water
+            self._high_water += 1
+            if str(ipaddress.ip_address(value)) not in self._by_address:
+                return value
+        return None
+
+    def _free(self, address: str) -> None:
+        """Note ``address`` as free again (it is handed out before any higher one)."""
+        value = int(ipaddress.ip_address(address))
+        if value < self._high_water:
+            heapq.heappush(self._freed, value)
 
     def _allocate_block(self, owner: str, prefix_length: int) -> str:
         """Give ``owner`` the lowest free, aligned block of ``2**(32 - prefix_length)`` usable
@@ -89,8 +141,7 @@ class SubnetAddressPool:
                 for address in addresses:
                     self._by_address[address] = owner.lower()
                 block = f"{addresses[0]}/{prefix_length}"
-                self._by_owner[owner.lower()] = block
-                self._owner_names[owner.lower()] = owner
+                self._index(owner, block)
                 self._blocks[owner.lower()] = addresses
                 return block
         raise ArmError(
@@ -129,17 +180,27 @@ class SubnetAddressPool:
         return str(address)
 
     def _assign(self, owner: str, address: str) -> None:
+        self._index(owner, address)
+        self._by_address[address] = owner.lower()
+
+    def _index(self, owner: str, held: str) -> None:
         key = owner.lower()
-        self._by_owner[key] = address
+        self._by_owner[key] = held
         self._owner_names[key] = owner
-        self._by_address[address] = key
+        self._children.setdefault(_parent_of(key), {})[key] = None
 
     def release(self, owner: str) -> None:
         """Free ``owner``'s address, if it holds one."""
         key = owner.lower()
         address = self._by_owner.pop(key, None)
         self._owner_names.pop(key, None)
+        siblings = self._children.get(_parent_of(key))
+        if siblings is not None:
+            siblings.pop(key, None)
+            if not siblings:
+                del self._children[_parent_of(key)]
         for block_address in self._blocks.pop(key, []):
-            self._by_address.pop(block_address, None)
-        if address is not None:
-            self._by_address.pop(address, None)
+            if self._by_address.pop(block_address, None) is not None:
+                self._free(block_address)
+        if address is not None and self._by_address.pop(address, None) is not None:
+            self._free(address)

@@ -196,8 +196,8 @@ def _allocate_all(
             subnet.pool.release(owner)
         raise
     for subnet in state.subnets.values():
-        for owner in subnet.pool.owners():
-            if owner.lower().startswith(held_prefix.lower()) and owner.lower() not in wanted_keys:
+        for owner in subnet.pool.owners_under(held_prefix):
+            if owner.lower() not in wanted_keys:
                 subnet.pool.release(owner)
     return addresses
 
@@ -205,9 +205,8 @@ def _allocate_all(
 def release_owner_prefix(state: EmulatorState, prefix: str) -> None:
     """Free every address held by an owner whose ID starts with ``prefix`` (a deleted NIC or instance)."""
     for subnet in state.subnets.values():
-        for owner in subnet.pool.owners():
-            if owner.lower().startswith(prefix.lower()):
-                subnet.pool.release(owner)
+        for owner in subnet.pool.owners_under(prefix):
+            subnet.pool.release(owner)
 
 
 def _check_ip_configuration_count(nic_name: str, count: int) -> None:
