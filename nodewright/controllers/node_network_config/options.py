@@ -5,7 +5,7 @@ out-of-range values raise ``ConfigError`` with one line naming the key. Example:
 
     reconcilers:
       node-network-config:
-        maxConcurrentReconciles: 4
+        maxConcurrentReconciles: 16      # default; ARM's budget bounds the passes (see __init__)
         options:
           namespace: kube-system            # where NodeNetworkConfigs and ClusterSubnetStates live
           nodeSelector: "kubernetes.azure.com/mode=user"   # nodes that get one ("" = all)
