@@ -37,7 +37,12 @@ from nodewright.cloud.ip_configurations import (
 from nodewright.cloud.locks import KeyedLocks
 from nodewright.cloud.models import IpConfigurationInfo, NicInfo, NicListing, SubnetInfo
 from nodewright.cloud.operations import OperationOutcome, OperationTracker
-from nodewright.cloud.resource_ids import NetworkInterfaceId, parse_network_interface_id, parse_subnet_id
+from nodewright.cloud.resource_ids import (
+    NetworkInterfaceId,
+    SubnetId,
+    parse_network_interface_id,
+    parse_subnet_id,
+)
 from nodewright.cloud.throttle import CallObserver
 
 log = logging.getLogger(__name__)
@@ -99,6 +104,9 @@ class NetworkService:
         self.conflict_retries = conflict_retries
         self.max_ip_configurations_per_nic = max_ip_configurations_per_nic
         self._nic_locks = KeyedLocks()
+        self._subnet_cidrs: dict[str, str | None] = {}
+        """Address prefix per subnet key, once read: ARM refuses to change the prefix of a subnet
+        whose addresses are in use, so a usage refresh needs only the usage list."""
 
     def get_network_interface(self, nic: str | NetworkInterfaceId) -> NicInfo:
         """Read a NIC: standalone, or a uniform scale-set instance's (read-only) NIC view."""
@@ -313,8 +321,16 @@ class NetworkService:
         return nic_from_sdk(updated)
 
     def get_subnet(self, subnet: str) -> SubnetInfo:
-        """A subnet's CIDR and how many addresses are used, from the virtual network usage API."""
+        """A subnet's CIDR and how many addresses are used, from the virtual network usage API.
+
+        The subnet itself (whose document lists every IP configuration in it: thousands in a big
+        cluster) is read only the first time, for its address prefix; later calls read the usage
+        list alone, and fall back to the subnet's document when the list does not name it."""
         subnet_id = parse_subnet_id(subnet)
+        if subnet_id.key in self._subnet_cidrs:
+            found = self._subnet_usage(subnet_id, str(subnet_id), self._subnet_cidrs[subnet_id.key])
+            if found is not None:
+                return found
         model = self._call(
             "network.get_subnet",
             lambda: self._network.subnets.get(
@@ -322,6 +338,19 @@ class NetworkService:
             ),
         )
         cidr = model.address_prefix or next(iter(model.address_prefixes or []), None)
+        self._subnet_cidrs[subnet_id.key] = cidr
+        found = self._subnet_usage(subnet_id, str(model.id or subnet_id), cidr)
+        if found is not None:
+            return found
+        return SubnetInfo(
+            id=str(model.id or subnet_id),
+            cidr=cidr,
+            used=len(model.ip_configurations or []),
+            limit=subnet_limit_from_cidr(cidr) if cidr else 0,
+        )
+
+    def _subnet_usage(self, subnet_id: SubnetId, name: str, cidr: str | None) -> SubnetInfo | None:
+        """The subnet's entry in its virtual network's usage list (``None``: not listed)."""
         usages = self._call(
             "network.list_virtual_network_usage",
             lambda: list(
@@ -333,14 +362,6 @@ class NetworkService:
         for usage in usages:
             if usage.id is not None and usage.id.lower() == subnet_id.key:
                 return SubnetInfo(
-                    id=str(model.id or subnet_id),
-                    cidr=cidr,
-                    used=int(usage.current_value or 0),
-                    limit=int(usage.limit or 0),
+                    id=name, cidr=cidr, used=int(usage.current_value or 0), limit=int(usage.limit or 0)
                 )
-        return SubnetInfo(
-            id=str(model.id or subnet_id),
-            cidr=cidr,
-            used=len(model.ip_configurations or []),
-            limit=subnet_limit_from_cidr(cidr) if cidr else 0,
-        )
+        return None

@@ -23,6 +23,7 @@ from nodewright.cloud.errors import (
 from nodewright.cloud.factory import Cloud
 from nodewright.cloud.network import NetworkService
 from nodewright.cloud.resource_ids import parse_scale_set_id
+from nodewright.controllers.node_network_config.subnets import SubnetBook
 from tests.cloud.helpers import cloud_for
 
 GROUP = "rg-network"
@@ -222,6 +223,43 @@ def test_subnet_cidr_and_usage(estate: Estate) -> None:
     assert subnet.used == 1
     estate.cloud.network.add_secondary_ip_configurations(estate.nic_id("vm-0-nic"), ["a", "b"])
     assert estate.cloud.network.get_subnet(estate.subnet_id).used == 3
+    assert estate.emulator.requests.count("VirtualNetworks.list_usage") == 2
+    # The subnet's document (every IP configuration in it) is read once, for its prefix.
+    assert estate.emulator.requests.count("Subnets.get") == 1
+    assert estate.cloud.network.get_subnet(estate.subnet_id).cidr == CIDR
+
+
+def test_subnet_usage_read_by_one_pass_at_a_time(estate: Estate) -> None:
+    """Eight passes asking for a subnet's usage at once, before any read: one read is sent, and
+    each pass gets its answer; once due again, one more read."""
+    estate.emulator.estate.add_virtual_machine(GROUP, "vm-0", subnet_id=estate.subnet_id)
+    estate.emulator.faults.add_latency(0.3, "VirtualNetworks.list_usage")  # in flight while others ask
+    book = SubnetBook(
+        client=None,  # type: ignore[arg-type]  # usage() publishes nothing
+        network=estate.cloud.network,
+        namespace="kube-system",
+        check_interval_seconds=30.0,
+        batch_size=16,
+        wall_clock=lambda: "",
+    )
+    answers: list[int | None] = []
+    start = threading.Barrier(8)
+
+    def ask() -> None:
+        start.wait()
+        info = book.usage(estate.subnet_id, now=100.0)
+        answers.append(info.used if info else None)
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert answers == [1] * 8
+    assert estate.emulator.requests.count("VirtualNetworks.list_usage") == 1
+    assert book.usage(estate.subnet_id, now=110.0) is not None  # within the check interval
+    assert estate.emulator.requests.count("VirtualNetworks.list_usage") == 1
+    book.usage(estate.subnet_id, now=131.0)
     assert estate.emulator.requests.count("VirtualNetworks.list_usage") == 2
 
 

@@ -5,7 +5,10 @@ Per subnet: the last usage read (every ``subnetCheckIntervalSeconds``), whether 
 (``ipam.subnet_exhausted``, with hysteresis; or marked so after a capacity error), and what was
 last published. Exhaustion is written to the subnet's ClusterSubnetState, which Azure CNS watches
 to drop to batch 1. It also keeps a short history of usage for the time-to-exhaustion metric.
-One lock guards the memory. Side effects: ARM subnet reads, ClusterSubnetState writes.
+One read per subnet at a time: a pass that finds the usage due while another pass reads it goes
+on with the last usage (or, before the first read, waits for that read), so a cold start of many
+nodes sharing one subnet does not send one read per worker. One lock guards the memory. Side
+effects: ARM subnet reads, ClusterSubnetState writes.
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ __all__ = ["SubnetBook", "time_to_exhaustion"]
 
 log = get_logger(__name__)
 
+READ_WAIT_SECONDS = 30.0
+"""How long a pass waits for another pass's first read of a subnet (then it goes on without)."""
+
 
 @dataclass
 class _Memory:
@@ -38,6 +44,8 @@ class _Memory:
     published: bool | None = None
     first: tuple[float, int] | None = None
     """(when, available) at the first read: the baseline of the consumption rate."""
+    reading: threading.Event | None = None
+    """Set when the read in flight ends (``None``: no read in flight)."""
 
 
 def time_to_exhaustion(first: tuple[float, int] | None, now: float, available: int) -> float | None:
@@ -77,11 +85,30 @@ class SubnetBook:
         return self._memory.setdefault(subnet_id.lower(), _Memory())
 
     def usage(self, subnet_id: str, now: float) -> SubnetInfo | None:
-        """The subnet's usage, read from ARM at most every check interval (side effect: a read)."""
+        """The subnet's usage, read from ARM at most every check interval and by one pass at a
+        time (side effect: a read)."""
         with self._lock:
             memory = self._entry(subnet_id)
             if memory.info is not None and now - memory.checked_at < self._interval:
                 return memory.info
+            reading = memory.reading
+            if reading is not None and memory.info is not None:
+                return memory.info  # another pass reads it now
+            if reading is None:
+                memory.reading = threading.Event()
+        if reading is not None:
+            reading.wait(READ_WAIT_SECONDS)  # the first read, by another pass
+            with self._lock:
+                return memory.info
+        try:
+            return self._read(subnet_id, memory, now)
+        finally:
+            with self._lock:
+                done, memory.reading = memory.reading, None
+            if done is not None:
+                done.set()
+
+    def _read(self, subnet_id: str, memory: _Memory, now: float) -> SubnetInfo | None:
         try:
             info = self._network.get_subnet(subnet_id)
         except CloudError as error:
