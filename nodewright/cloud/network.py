@@ -36,6 +36,7 @@ from nodewright.cloud.ip_configurations import (
 )
 from nodewright.cloud.locks import KeyedLocks
 from nodewright.cloud.models import IpConfigurationInfo, NicInfo, NicListing, SubnetInfo
+from nodewright.cloud.nic_pages import list_group_nics, list_scale_set_nics
 from nodewright.cloud.operations import OperationOutcome, OperationTracker
 from nodewright.cloud.resource_ids import (
     NetworkInterfaceId,
@@ -129,33 +130,19 @@ class NetworkService:
         )
 
     def list_scale_set_network_interfaces(self, resource_group: str, scale_set: str) -> NicListing:
-        """The NICs of every instance of a Uniform scale set, all pages (one read each)."""
-        return self._list(
+        """The NICs of every instance of a Uniform scale set, all pages (one read each), read
+        from the JSON without SDK models (``nic_pages``)."""
+        return self._call(
             "network.list_scale_set_nics",
-            lambda: self._network.network_interfaces.list_virtual_machine_scale_set_network_interfaces(
-                resource_group, scale_set
-            ),
+            lambda: list_scale_set_nics(self._network, resource_group, scale_set),
             f"{resource_group}/{scale_set}",
         )
 
     def list_network_interfaces(self, resource_group: str) -> NicListing:
         """The standalone NICs of a resource group (Flexible members, VMs), all pages."""
-        return self._list(
-            "network.list_nics",
-            lambda: self._network.network_interfaces.list(resource_group),
-            resource_group,
+        return self._call(
+            "network.list_nics", lambda: list_group_nics(self._network, resource_group), resource_group
         )
-
-    def _list(self, operation: str, pager: Callable[[], Any], target: str) -> NicListing:
-        def read_all() -> NicListing:
-            nics: list[NicInfo] = []
-            pages = 0
-            for page in pager().by_page():
-                pages += 1
-                nics.extend(nic_from_sdk(nic) for nic in page)
-            return NicListing(nics=tuple(nics), pages=pages)
-
-        return self._call(operation, read_all, target)
 
     def add_secondary_ip_configurations(
         self,
