@@ -9,7 +9,9 @@ before it plans, and what to say about it) and ``PassReader``, which reads:
   stored object after them);
 - the NIC (tracked in the book for the NIC watcher, ``nic_watch``, whose lists keep its snapshot
   fresh; read with a GET only when the snapshot is older than ``nicRefreshSeconds`` or a write
-  ended since the last pass, which the book then absorbs: ``NicWrites.absorb``);
+  ended since the last pass, which the book then absorbs: ``NicWrites.absorb``; with no snapshot
+  at all, a Uniform instance's NIC is taken from its scale set's listing, ``scope_listings``,
+  when that shows it);
 - the subnet's usage (``subnets``) and the node's pods (``spec.nodeName`` index), plus the pods
   the Node's ``nodewright.io/incoming-pods`` annotation says are about to arrive.
 
