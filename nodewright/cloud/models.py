@@ -201,11 +201,13 @@ class IpConfigurationInfo:
 
 @dataclass(frozen=True)
 class NicInfo:
-    """A network interface: its etag and IP configurations."""
+    """A network interface: its etag and IP configurations; ``primary``: whether it is its
+    machine's primary NIC (ARM's read-only ``primary`` property; None when ARM did not say)."""
 
     id: str
     etag: str | None
     ip_configurations: tuple[IpConfigurationInfo, ...] = field(default_factory=tuple)
+    primary: bool | None = None
 
     @property
     def primary_ip(self) -> str | None:

@@ -67,7 +67,9 @@ def nic_from_sdk(nic: network_models.NetworkInterface) -> NicInfo:
                 provisioning_state=configuration.provisioning_state,
             )
         )
-    return NicInfo(id=str(nic.id), etag=nic.etag, ip_configurations=tuple(configurations))
+    return NicInfo(
+        id=str(nic.id), etag=nic.etag, ip_configurations=tuple(configurations), primary=nic.primary
+    )
 
 
 def subnet_limit_from_cidr(cidr: str) -> int:

@@ -329,6 +329,7 @@ def test_list_scale_set_nics_in_pages(estate: Estate) -> None:
     for nic in listing.nics:
         assert nic == estate.cloud.network.get_network_interface(nic.id)
         assert len(nic.secondary_ip_configurations) == 2
+        assert nic.primary is True  # each instance's only NIC is its primary one
 
 
 def test_list_resource_group_nics_in_pages(estate: Estate) -> None:

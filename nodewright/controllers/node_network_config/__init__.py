@@ -12,7 +12,8 @@ apply -> status) and composes ``lifecycle`` (create, adopt as controller, finali
 worker waits for: the end of each enqueues its node), ``nic_book`` and ``subnets`` (in-memory
 state, each behind its own lock), ``status`` and ``metrics`` (``nodewright_ipam_*``);
 ``nodewright.ipam`` holds the pure arithmetic; ``options`` the strict parsing of the options;
-``cloud`` the narrow cloud protocols; ``resources`` the kinds, names and owner references.
+``cloud`` the narrow cloud protocols; ``scope_listings`` the cold start's per-scale-set lists;
+``resources`` the kinds, names and owner references.
 docs/ipam.md explains the consumer modes and the release rule. ``setup(manager, options)`` is
 what the registry calls; ``install`` is the same wiring with the settings and the cloud given
 (tests and benchmarks use it); ``validate_options`` checks the options without a cluster.

@@ -58,6 +58,7 @@ from nodewright.controllers.node_network_config.plan import (
     plan_spec,
 )
 from nodewright.controllers.node_network_config.record import PassRecorder
+from nodewright.controllers.node_network_config.scope_listings import with_listings
 from nodewright.controllers.node_network_config.spec_writer import SpecWriter, spec_applier
 from nodewright.controllers.node_network_config.status import EventSink, Outcome, StatusWriter
 from nodewright.controllers.node_network_config.subnets import SubnetBook
@@ -132,7 +133,10 @@ class NodeNetworkConfigReconciler:
             patch=configs.patch,
         )
         parts = (self.book, self.subnets, writes, configs, self._lifecycle)
-        self._read = PassReader(client, stores, network, locator, parts, settings, (clock, wall_clock))
+        locator, listings = with_listings(network, locator, settings, clock)
+        self._read = PassReader(
+            client, stores, network, locator, parts, settings, (clock, wall_clock), listings=listings
+        )
         self._apply = PassApplier(
             book=self.book,
             writes=writes,
@@ -203,7 +207,8 @@ class NodeNetworkConfigReconciler:
         return Result(requeue_after=delay)
 
     def _plan_nic(self, view: PassView, spec: SpecPlan) -> tuple[AllocationPlan, NicInfo]:
-        """Plan against the NIC; if a change is due, re-plan against a fresh NIC read and, before
+        """Plan against the NIC; if a change is due (and the NIC was neither read by this pass nor
+        taken from a young scale-set listing), re-plan against a fresh NIC read and, before
         any release, against a fresh (uncached) list of the node's pods."""
         nic, in_use = view.nic, set(view.in_use)
 
@@ -212,7 +217,7 @@ class NodeNetworkConfigReconciler:
             return plan_nic(self.settings, spec, entries, view.accounted, in_use, view.memory, view.now)
 
         plan = plan_on(nic)
-        if plan.changes_nic and view.memory.read_at < view.now:
+        if plan.changes_nic and view.memory.read_at < view.now and not view.listed:
             nic = self._read.nic(view.nic_id, view.now, fresh=True)
             plan = plan_on(nic)
         if plan.removals:

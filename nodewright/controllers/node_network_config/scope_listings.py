@@ -1,0 +1,218 @@
+"""Cold-start reads a Uniform scale set at a time (issue 32): ``ScaleSetListings`` and
+``ListedNicLocator``.
+
+A node's first pass needs its machine's primary NIC ID (the locator) and a snapshot of that NIC
+(the ``NicBook``). Read one node at a time, that is two ARM GETs per node (the instance model,
+then the NIC); a cold start of 1,000 nodes spent 2,000 of ARM's reads on them. Here both come
+from one paged list of the scale set's NICs (ListVirtualMachineScaleSetNetworkInterfaces), shared
+by every pass that needs it:
+
+- ``ScaleSetListings.current`` lists a scale set at most once at a time: concurrent passes wait
+  for the list in flight instead of each listing (single flight, a lock per scale set), and a
+  listing younger than ``max_age`` (the reconciler uses ``min(nicRefreshSeconds, 10 s)``: no
+  older than a snapshot the book would serve) is reused, so a wave of new nodes in one scale
+  set costs about one list per ``max_age``, not two GETs per node. A failed list (``CloudError``)
+  answers None, backs the scale set off (``backoffBaseSeconds`` doubling up to
+  ``backoffCapSeconds``) and logs one line per run of failures; callers fall back to GETs.
+- ``ScaleSetListing`` keeps the listed NICs by ID and, per instance, its primary NIC: the one
+  whose ``primary`` property is true, else its only NIC. An instance with several NICs none of
+  them marked, or one the list does not show (a brand-new instance), is not answered here.
+- ``ListedNicLocator`` answers a Uniform instance's primary NIC from its scale set's listing and
+  anything else (VMs, Flexible members, instances the listing does not show) through the locator
+  it wraps (a GET of the model); it remembers its answers, as a machine's NICs do not change.
+
+The listing's NICs stay in the listing (the book is not filled with NICs no node asked for);
+``PassReader`` takes a node's NIC from it when the book has no snapshot. Side effects: ARM reads,
+log lines.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from nodewright.cloud.errors import CloudError
+from nodewright.cloud.models import NicInfo, NicListing
+from nodewright.cloud.resource_ids import (
+    InvalidResourceIdError,
+    MachineId,
+    ScaleSetInstanceId,
+    parse_network_interface_id,
+)
+from nodewright.controllers.node_network_config.cloud import NicLocator
+from nodewright.controllers.node_network_config.nic_watch import NetworkInterfaceLister
+from nodewright.controllers.node_network_config.options import NodeNetworkConfigSettings
+from nodewright.ipam.backoff import backoff_delay
+from nodewright.runtime import get_logger
+
+__all__ = [
+    "LISTING_MAX_AGE_SECONDS",
+    "ListedNicLocator",
+    "ScaleSetListing",
+    "ScaleSetListings",
+    "primary_nics",
+    "with_listings",
+]
+
+log = get_logger(__name__)
+
+LISTING_MAX_AGE_SECONDS = 10.0
+"""The most a listing is reused for (``nicRefreshSeconds`` when that is shorter)."""
+
+
+def primary_nics(nics: tuple[NicInfo, ...]) -> dict[str, str]:
+    """Per instance (its lowercased ARM ID), the ID of its primary NIC: the one marked primary,
+    else its only NIC; instances with several NICs, none marked, are left out. Pure."""
+    by_instance: dict[str, list[NicInfo]] = {}
+    for nic in nics:
+        try:
+            instance = parse_network_interface_id(nic.id).scale_set_instance
+        except InvalidResourceIdError:
+            continue
+        if instance is not None:
+            by_instance.setdefault(instance.key, []).append(nic)
+    primaries: dict[str, str] = {}
+    for instance_key, found in by_instance.items():
+        marked = [nic for nic in found if nic.primary]
+        if len(marked) == 1:
+            primaries[instance_key] = marked[0].id
+        elif len(found) == 1:
+            primaries[instance_key] = found[0].id
+    return primaries
+
+
+@dataclass(frozen=True)
+class ScaleSetListing:
+    """One list of a scale set's NICs, sent at ``listed_at`` (the reconciler's clock)."""
+
+    listed_at: float
+    nics: Mapping[str, NicInfo]
+    """The listed NICs by lowercased ID."""
+    primaries: Mapping[str, str]
+    """Per instance (lowercased ID), its primary NIC's ID (``primary_nics``)."""
+
+    @classmethod
+    def of(cls, listing: NicListing, listed_at: float) -> ScaleSetListing:
+        return cls(listed_at, {nic.id.lower(): nic for nic in listing.nics}, primary_nics(listing.nics))
+
+    def primary_nic(self, instance: ScaleSetInstanceId) -> str | None:
+        return self.primaries.get(instance.key)
+
+    def nic(self, nic_id: str) -> NicInfo | None:
+        return self.nics.get(nic_id.lower())
+
+
+@dataclass
+class _Scope:
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    listing: ScaleSetListing | None = None
+    failures: int = 0
+    retry_at: float = float("-inf")
+
+
+class ScaleSetListings:
+    """Single-flight, briefly reused lists of Uniform scale sets' NICs (see the module docstring)."""
+
+    def __init__(
+        self,
+        lister: NetworkInterfaceLister,
+        *,
+        max_age: float,
+        backoff: tuple[float, float],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._lister, self._max_age, self._clock = lister, max_age, clock
+        self._backoff_base, self._backoff_cap = backoff
+        self._scopes: dict[tuple[str, str], _Scope] = {}
+        self._lock = threading.Lock()
+
+    def current(self, resource_group: str, scale_set: str) -> ScaleSetListing | None:
+        """The scale set's listing: a young one, the one in flight, or a new list; None while
+        listing it fails (the caller reads what it needs with GETs)."""
+        key = (resource_group.lower(), scale_set.lower())
+        with self._lock:
+            scope = self._scopes.setdefault(key, _Scope())
+        with scope.lock:  # one list per scale set at a time: the others wait for its answer
+            now = self._clock()
+            if scope.listing is not None and now - scope.listing.listed_at < self._max_age:
+                return scope.listing
+            if now < scope.retry_at:
+                return None
+            scope.listing = None
+            try:
+                listing = self._lister.list_scale_set_network_interfaces(resource_group, scale_set)
+            except CloudError as error:
+                scope.failures += 1
+                delay = backoff_delay(scope.failures, self._backoff_base, self._backoff_cap)
+                scope.retry_at = self._clock() + delay
+                if scope.failures == 1:
+                    log.warning(
+                        "Listing a scale set's NICs failed; reading them one at a time",
+                        scale_set=f"{resource_group}/{scale_set}",
+                        retry_in=f"{delay:.1f}s",
+                        error=str(error),
+                    )
+                return None
+            if scope.failures:
+                log.info("Listed a scale set's NICs again", scale_set=f"{resource_group}/{scale_set}")
+            scope.failures, scope.retry_at = 0, float("-inf")
+            scope.listing = ScaleSetListing.of(listing, now)
+            return scope.listing
+
+    def nic(self, nic_id: str) -> tuple[NicInfo, float] | None:
+        """A Uniform instance's NIC as its scale set's listing shows it, and when that was
+        listed; None for other NICs, a failed list, or a NIC the listing does not show."""
+        try:
+            instance = parse_network_interface_id(nic_id).scale_set_instance
+        except InvalidResourceIdError:
+            return None
+        if instance is None:
+            return None
+        listing = self.current(instance.resource_group, instance.scale_set_name)
+        nic = listing.nic(nic_id) if listing is not None else None
+        return (nic, listing.listed_at) if nic is not None and listing is not None else None
+
+
+class ListedNicLocator:
+    """A ``NicLocator``: Uniform instances from their scale set's listing, the rest (and the
+    instances it does not show) through ``fallback``; answers are remembered."""
+
+    def __init__(self, listings: ScaleSetListings, fallback: NicLocator) -> None:
+        self._listings, self._fallback = listings, fallback
+        self._known: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def primary_network_interface(self, machine: MachineId) -> str:
+        """Raises ``NotFoundError`` (from the fallback) when the machine is gone or has no NIC."""
+        with self._lock:
+            known = self._known.get(machine.key)
+        if known is not None:
+            return known
+        nic_id: str | None = None
+        if isinstance(machine, ScaleSetInstanceId):
+            listing = self._listings.current(machine.resource_group, machine.scale_set_name)
+            nic_id = listing.primary_nic(machine) if listing is not None else None
+        if nic_id is None:
+            nic_id = self._fallback.primary_network_interface(machine)
+        with self._lock:
+            self._known[machine.key] = nic_id
+        return nic_id
+
+
+def with_listings(
+    network: object, locator: NicLocator, settings: NodeNetworkConfigSettings, clock: Callable[[], float]
+) -> tuple[NicLocator, ScaleSetListings | None]:
+    """The reconciler's locator and listings: when ``network`` can list scale sets' NICs, the
+    listings (reused for ``min(nicRefreshSeconds, LISTING_MAX_AGE_SECONDS)``) and a
+    ``ListedNicLocator`` over ``locator``; else ``locator`` alone and no listings."""
+    if not isinstance(network, NetworkInterfaceLister):
+        return locator, None
+    listings = ScaleSetListings(
+        network,
+        max_age=min(settings.nic_refresh_seconds, LISTING_MAX_AGE_SECONDS),
+        backoff=(settings.backoff_base_seconds, settings.backoff_cap_seconds),
+        clock=clock,
+    )
+    return ListedNicLocator(listings, locator), listings

@@ -1,0 +1,151 @@
+"""Cold start reads a scale set at a time (issue 32): a node's primary NIC ID and its NIC snapshot
+come from one list of its Uniform scale set's NICs, not two GETs per node; a machine the listing
+does not show, and a failed list, fall back to the GETs. Real API server, real SDK to the ARM
+emulator, whose request log is what is counted."""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections import Counter
+
+import pytest
+from azure.mgmt.compute import models as compute_models
+
+from nodewright.cloud.emulator import ArmEmulator
+from nodewright.cloud.resource_ids import parse_provider_id
+from nodewright.controllers.node_network_config.cloud import MachineNicLocator
+from nodewright.controllers.node_network_config.scope_listings import ListedNicLocator, ScaleSetListings
+from tests.cloud.emulator.sdk_clients import sdk_clients
+from tests.cloud.helpers import cloud_for
+from tests.controllers.node_network_config.harness import RESOURCE_GROUP, IpamHarness
+from tests.waiting import wait_for
+
+INSTANCE_GET = "VirtualMachineScaleSetVMs.get"
+INSTANCE_PUT = "VirtualMachineScaleSetVMs.update"
+NIC_GET = "NetworkInterfaces.get_virtual_machine_scale_set_network_interface"
+SCALE_SET_LIST = "NetworkInterfaces.list_virtual_machine_scale_set_network_interfaces"
+
+
+def _instance_of(path: str) -> str:
+    match = re.search(r"/virtualMachines/([^/?]+)", path, flags=re.IGNORECASE)
+    return match.group(1) if match else ""
+
+
+def _cold_reads_per_instance(emulator: ArmEmulator) -> Counter[str]:
+    """Per instance, the model and NIC GETs sent before its first write, less the write's own
+    GET of the model (the PUT needs it): the reads a node's first pass cost on its own."""
+    first_put: dict[str, float] = {}
+    for entry in emulator.requests.entries(INSTANCE_PUT):
+        first_put.setdefault(_instance_of(entry.path), entry.monotonic)
+    reads: Counter[str] = Counter()
+    for operation in (INSTANCE_GET, NIC_GET):
+        for entry in emulator.requests.entries(operation):
+            instance = _instance_of(entry.path)
+            if entry.monotonic < first_put.get(instance, float("inf")):
+                reads[instance] += 1
+    for instance in first_put:
+        reads[instance] -= 1  # the write's GET of the model
+    return reads
+
+
+def test_cold_start_lists_the_scale_set_instead_of_two_gets_per_node(ipam: IpamHarness) -> None:
+    """12 cold nodes in one Uniform scale set: their NIC IDs and first NIC snapshots come from
+    about one list, not a model GET and a NIC GET per node (24 reads before); every pool fills."""
+    nodes = 12
+    ipam.add_scale_set(capacity=nodes)
+    ipam.start()
+
+    def settled() -> bool:
+        configs = ipam.configs()
+        return len(configs) == nodes and all(
+            ipam.assignments(config) and config.status.status == "Updated" for config in configs
+        )
+
+    wait_for(settled, timeout=90, interval=0.5)
+    emulator = ipam.emulator
+    writes = {_instance_of(entry.path) for entry in emulator.requests.entries(INSTANCE_PUT)}
+    assert len(writes) == nodes, "every node's pool was written"
+    cold = _cold_reads_per_instance(emulator)
+    lists = emulator.requests.count(SCALE_SET_LIST)
+    assert lists >= 1
+    assert sum(cold.values()) + lists <= 3, (dict(cold), lists)
+
+
+def test_machine_missing_from_listing_is_read_with_gets(arm_emulator: ArmEmulator) -> None:
+    """An instance added after the scale set was listed: its NIC ID and NIC come from GETs (the
+    young listing is not listed again for it); the listed instance costs no GET at all."""
+    arm_emulator.estate.add_resource_group(RESOURCE_GROUP)
+    vnet = arm_emulator.estate.add_virtual_network(RESOURCE_GROUP, "vnet", subnets={"pods": "10.240.0.0/22"})
+    scale_set = arm_emulator.estate.add_scale_set(
+        RESOURCE_GROUP, "vmss-late", subnet_id=vnet + "/subnets/pods", capacity=1
+    )
+    cloud = cloud_for(arm_emulator)
+    clock = [100.0]
+    listings = ScaleSetListings(cloud.network, max_age=10.0, backoff=(2.0, 60.0), clock=lambda: clock[0])
+    locator = ListedNicLocator(listings, MachineNicLocator(cloud))
+    listed = parse_provider_id(f"azure://{scale_set}/virtualMachines/0")
+    nic_id = locator.primary_network_interface(listed)
+    assert nic_id.lower() == f"{scale_set}/virtualMachines/0/networkInterfaces/vmss-late-nic".lower()
+    shown = listings.nic(nic_id)
+    assert shown is not None
+    assert shown[0] == cloud.network.get_network_interface(nic_id)
+    assert arm_emulator.requests.count(INSTANCE_GET) == 0
+
+    clients = sdk_clients(arm_emulator)
+    clients.compute.virtual_machine_scale_sets.begin_update(
+        RESOURCE_GROUP,
+        "vmss-late",
+        compute_models.VirtualMachineScaleSetUpdate(sku=compute_models.Sku(capacity=2)),
+    ).result()
+    late = parse_provider_id(f"azure://{scale_set}/virtualMachines/1")
+    late_nic = locator.primary_network_interface(late)
+    assert late_nic == cloud.compute.get_primary_network_interface(late)
+    assert listings.nic(late_nic) is None  # not in the listing: the pass GETs it
+    assert arm_emulator.requests.count(SCALE_SET_LIST) == 1
+    assert arm_emulator.requests.count(INSTANCE_GET) == 2  # the locator's fallback, and ours
+    cloud.close()
+
+
+def test_concurrent_askers_share_one_list_and_a_failed_list_falls_back(
+    arm_emulator: ArmEmulator, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Eight threads asking at once cost one list; after the listing aged out, failing lists
+    answer None (the callers GET), back off (not one list per asker) and log once."""
+    arm_emulator.estate.add_resource_group(RESOURCE_GROUP)
+    vnet = arm_emulator.estate.add_virtual_network(RESOURCE_GROUP, "vnet", subnets={"pods": "10.240.0.0/22"})
+    arm_emulator.estate.add_scale_set(RESOURCE_GROUP, "vmss-b", subnet_id=vnet + "/subnets/pods", capacity=4)
+    cloud = cloud_for(arm_emulator, backoff_initial_seconds=0.0)
+    clock = [0.0]
+    listings = ScaleSetListings(cloud.network, max_age=10.0, backoff=(2.0, 60.0), clock=lambda: clock[0])
+    answers: list[int] = []
+
+    def ask() -> None:
+        listing = listings.current(RESOURCE_GROUP, "vmss-b")
+        answers.append(len(listing.nics) if listing is not None else 0)
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert answers == [4] * 8
+    assert arm_emulator.requests.count(SCALE_SET_LIST) == 1
+
+    arm_emulator.faults.server_error(SCALE_SET_LIST, times=1000)
+    caplog.set_level(logging.INFO, logger="nodewright.controllers.node_network_config.scope_listings")
+    clock[0] = 11.0
+    assert [listings.current(RESOURCE_GROUP, "vmss-b") for _ in range(5)] == [None] * 5
+    assert arm_emulator.requests.count(SCALE_SET_LIST) == 2  # one failed list, then backed off
+    clock[0] = 14.0  # past the first backoff (2 s)
+    assert listings.current(RESOURCE_GROUP, "vmss-b") is None
+    assert arm_emulator.requests.count(SCALE_SET_LIST) == 3
+    failed = [r for r in caplog.records if "failed" in r.getMessage()]
+    assert len(failed) == 1
+    arm_emulator.faults.clear()
+    clock[0] = 100.0
+    listing = listings.current(RESOURCE_GROUP, "vmss-b")
+    assert listing is not None
+    assert len(listing.primaries) == 4
+    cloud.close()
