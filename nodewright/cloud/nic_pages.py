@@ -44,7 +44,13 @@ def nic_from_json(entry: dict[str, Any]) -> NicInfo:
                 provisioning_state=properties.get("provisioningState"),
             )
         )
-    return NicInfo(id=str(entry.get("id")), etag=entry.get("etag"), ip_configurations=tuple(configurations))
+    primary = _object(entry.get("properties")).get("primary")
+    return NicInfo(
+        id=str(entry.get("id")),
+        etag=entry.get("etag"),
+        ip_configurations=tuple(configurations),
+        primary=primary if isinstance(primary, bool) else None,
+    )
 
 
 def _listing(network: NetworkManagementClient, first: Any) -> NicListing:
