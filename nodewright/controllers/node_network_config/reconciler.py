@@ -58,7 +58,7 @@ from nodewright.controllers.node_network_config.plan import (
     plan_spec,
 )
 from nodewright.controllers.node_network_config.record import PassRecorder
-from nodewright.controllers.node_network_config.scope_listings import with_listings
+from nodewright.controllers.node_network_config.scope_listings import LISTING_MAX_AGE_SECONDS, with_listings
 from nodewright.controllers.node_network_config.spec_writer import SpecWriter, spec_applier
 from nodewright.controllers.node_network_config.status import EventSink, Outcome, StatusWriter
 from nodewright.controllers.node_network_config.subnets import SubnetBook
@@ -207,9 +207,10 @@ class NodeNetworkConfigReconciler:
         return Result(requeue_after=delay)
 
     def _plan_nic(self, view: PassView, spec: SpecPlan) -> tuple[AllocationPlan, NicInfo]:
-        """Plan against the NIC; if a change is due (and the NIC was neither read by this pass nor
-        taken from a young scale-set listing), re-plan against a fresh NIC read and, before
-        any release, against a fresh (uncached) list of the node's pods."""
+        """Plan against the NIC; if a change is due and the NIC was read more than a listing's
+        reuse age ago (``scope_listings.LISTING_MAX_AGE_SECONDS``, by this pass's GET, a
+        scale-set listing or the NIC watcher's list), re-plan against a fresh NIC read and,
+        before any release, against a fresh (uncached) list of the node's pods."""
         nic, in_use = view.nic, set(view.in_use)
 
         def plan_on(nic: NicInfo) -> AllocationPlan:
@@ -217,7 +218,8 @@ class NodeNetworkConfigReconciler:
             return plan_nic(self.settings, spec, entries, view.accounted, in_use, view.memory, view.now)
 
         plan = plan_on(nic)
-        if plan.changes_nic and view.memory.read_at < view.now and not view.listed:
+        young = min(self.settings.nic_refresh_seconds, LISTING_MAX_AGE_SECONDS)
+        if plan.changes_nic and view.now - view.memory.read_at > young:
             nic = self._read.nic(view.nic_id, view.now, fresh=True)
             plan = plan_on(nic)
         if plan.removals:

@@ -87,9 +87,6 @@ class PassView:
     """The book's memory of the NIC, after absorbing the write that ended (if any)."""
     released_lately: frozenset[str] = frozenset()
     ended: NicOperation | None = None  # the NIC write that ended since the last pass
-    listed: bool = False
-    """The NIC came from its scale set's listing, younger than the listings' reuse age (at most
-    10 s): a write may be planned from it as from this pass's own GET."""
 
     @property
     def name(self) -> str:
@@ -162,10 +159,9 @@ class PassReader:
         if self._writes.in_flight(nic_id, now):  # one writer per NIC; its end enqueues us
             return Halt(raw, result=Result(requeue_after=STALE_OPERATION_SECONDS))
         ended = self._book.take_ended_operation(nic_id)
-        read = self._read_nic(raw, config, nic_id, now, fresh=ended is not None)
-        if isinstance(read, Halt):
-            return read
-        nic, listed = read
+        nic = self._read_nic(raw, config, nic_id, now, fresh=ended is not None)
+        if isinstance(nic, Halt):
+            return nic
         if ended is not None:
             self._writes.absorb(nic_id, ended, nic, now)
         subnet_id = primary_subnet_id(nic)
@@ -185,26 +181,23 @@ class PassReader:
             memory=self._book.memory(nic_id),
             released_lately=frozenset(self._book.recently_released(nic_id, now)),
             ended=ended,
-            listed=listed,
         )
 
     def nic(self, nic_id: str, now: float, *, fresh: bool) -> NicInfo:
         """The NIC: the book's snapshot while young enough; with none (a node's first pass),
-        its scale set's listing when that shows it; else a GET. Remembered in the book."""
-        return self._nic(nic_id, now, fresh=fresh)[0]
-
-    def _nic(self, nic_id: str, now: float, *, fresh: bool) -> tuple[NicInfo, bool]:
-        """``nic``, and whether it came from a scale set's listing (``scope_listings``)."""
+        its scale set's listing when that shows it (remembered with the listing's time, so a
+        plan may write from it while young: ``reconciler._plan_nic``); else a GET. Remembered in
+        the book."""
         snapshot, read_at = self._book.snapshot(nic_id)
         if not fresh and snapshot is not None and now - read_at < self._settings.nic_refresh_seconds:
-            return snapshot, False
+            return snapshot
         listed = self._listings.nic(nic_id) if not fresh and snapshot is None and self._listings else None
         if listed is not None and listed[1] > read_at:  # newer than anything the book knew
             self._book.remember(nic_id, *listed)
-            return listed[0], True
+            return listed[0]
         nic = self._network.get_network_interface(nic_id)
         self._book.remember(nic_id, nic, now)
-        return nic, False
+        return nic
 
     def fresh_pod_addresses(self, node_name: str) -> set[str]:
         """Addresses pods on the node report, read from the API server (not the cache)."""
@@ -239,14 +232,14 @@ class PassReader:
 
     def _read_nic(
         self, raw: Object, config: NodeNetworkConfig, nic_id: str, now: float, *, fresh: bool
-    ) -> tuple[NicInfo, bool] | Halt:
+    ) -> NicInfo | Halt:
         snapshot, _ = self._book.snapshot(nic_id)
         guard = self._book.guard(nic_id)
         if snapshot is None and not guard.may_write(now):
             # Backed off after a failed read: do not read again before the backoff ends.
             return Halt(raw, result=Result(requeue_after=max(guard.retry_in(now), PENDING_REQUEUE_SECONDS)))
         try:
-            return self._nic(nic_id, now, fresh=fresh)
+            return self.nic(nic_id, now, fresh=fresh)
         except NotFoundError as error:
             retry_in = self._book.back_off(nic_id, now)
             return Halt(
