@@ -136,6 +136,12 @@ def is_terminal(error: BaseException) -> bool:
     return isinstance(error, TERMINAL_ERRORS)
 
 
+def kept_back(error: BaseException) -> bool:
+    """Whether our own request budget or rate limit kept the request back (never sent: no answer
+    from ARM, so nothing about its target failed; come back after ``retry_after``). Pure."""
+    return isinstance(error, ThrottledError) and error.status_code is None
+
+
 class IdentityRejectedError(CloudError):
     """ARM refused specific user-assigned identities (LinkedAuthorizationFailed, FailedIdentityOperation)."""
 

@@ -27,6 +27,7 @@ from nodewright.cloud.errors import (
     NotFoundError,
     SubnetFullError,
     is_terminal,
+    kept_back,
 )
 from nodewright.cloud.models import NicInfo
 from nodewright.controllers.node_network_config.nic_book import NicBook
@@ -116,6 +117,10 @@ class PassApplier:
             outcome.problems.append(("NetworkInterfaceNotFound", f"NIC {view.nic_id}: {error}"))
             return nic
         except CloudError as error:
+            if kept_back(error):  # our budget kept it back: nothing failed, nothing to re-read
+                outcome.complete = False
+                outcome.retry_in = error.retry_after or PENDING_REQUEUE_SECONDS
+                return nic
             self._on_cloud_error(view, outcome, error)
         try:
             return self._read_nic(view.nic_id, view.now)

@@ -27,7 +27,7 @@ from typing import Any
 
 from nodewright.api.acn.v1alpha import NodeNetworkConfig
 from nodewright.api.base import ValidationError
-from nodewright.cloud.errors import CloudError, NotFoundError
+from nodewright.cloud.errors import CloudError, NotFoundError, kept_back
 from nodewright.cloud.models import NicInfo, SubnetInfo
 from nodewright.cloud.resource_ids import InvalidResourceIdError, parse_provider_id
 from nodewright.controllers.node_network_config.cloud import NetworkOperations, NicLocator
@@ -246,6 +246,8 @@ class PassReader:
                 raw, config, problem=("NetworkInterfaceNotFound", f"NIC {nic_id}: {error}"), retry_in=retry_in
             )
         except CloudError as error:
+            if kept_back(error):  # our budget kept the read back: the NIC did not fail
+                return Halt(raw, result=Result(requeue_after=error.retry_after or PENDING_REQUEUE_SECONDS))
             retry_in = self._book.back_off(nic_id, now)
             problem = ("CloudError", f"Reading NIC {nic_id} failed: {error}")
             return Halt(raw, config, problem=problem, retry_in=retry_in)

@@ -19,7 +19,7 @@ from nodewright.controllers.node_network_config.cloud import MachineNicLocator
 from nodewright.controllers.node_network_config.scope_listings import ListedNicLocator, ScaleSetListings
 from tests.cloud.emulator.sdk_clients import sdk_clients
 from tests.cloud.helpers import cloud_for
-from tests.controllers.node_network_config.harness import RESOURCE_GROUP, IpamHarness
+from tests.controllers.node_network_config.harness import RESOURCE_GROUP, IpamHarness, event_reasons
 from tests.waiting import wait_for
 
 INSTANCE_GET = "VirtualMachineScaleSetVMs.get"
@@ -149,3 +149,34 @@ def test_concurrent_askers_share_one_list_and_a_failed_list_falls_back(
     assert listing is not None
     assert len(listing.primaries) == 4
     cloud.close()
+
+
+def test_writes_kept_back_by_our_budget_are_not_failures(ipam: IpamHarness) -> None:
+    """A mutation budget of one write a second and burst 1 against 8 cold nodes: most first
+    writes are kept back by our own budget (never sent). Each is retried when the budget says,
+    without backing the NIC off, re-reading it, marking its container Failed or saying a write
+    failed; every pool fills, and each node costs at most its write's own GETs and one more."""
+    nodes = 8
+    ipam.cloud = cloud_for(ipam.emulator, observer=ipam.calls, mutation_qps=1.0, mutation_burst=1)
+    ipam.add_scale_set(capacity=nodes)
+    ipam.start(workers=nodes)
+
+    def settled() -> bool:
+        configs = ipam.configs()
+        return len(configs) == nodes and all(
+            ipam.assignments(config) and config.status.status == "Updated" for config in configs
+        )
+
+    wait_for(settled, timeout=90, interval=0.5)
+    emulator = ipam.emulator
+    assert {_instance_of(entry.path) for entry in emulator.requests.entries(INSTANCE_PUT)} == {
+        str(i) for i in range(nodes)
+    }
+    reasons = [reason for config in ipam.configs() for reason in event_reasons(ipam, config.metadata["name"])]
+    assert "CloudError" not in reasons, reasons
+    # Model GETs beyond the one each PUT needs: kept-back writes cost one each (the edit reads the
+    # model before the budget refuses the PUT), never a NIC re-read or a backoff's wait.
+    extra_model_reads = emulator.requests.count(INSTANCE_GET) - emulator.requests.count(INSTANCE_PUT)
+    nic_reads = emulator.requests.count(NIC_GET)
+    assert nic_reads <= nodes, nic_reads  # the one read after each node's write ended
+    assert extra_model_reads <= 3 * nodes, extra_model_reads
