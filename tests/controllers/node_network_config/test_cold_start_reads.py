@@ -50,12 +50,8 @@ def _cold_reads_per_instance(emulator: ArmEmulator) -> Counter[str]:
     return reads
 
 
-def test_cold_start_lists_the_scale_set_instead_of_two_gets_per_node(ipam: IpamHarness) -> None:
-    """12 cold nodes in one Uniform scale set: their NIC IDs and first NIC snapshots come from
-    about one list, not a model GET and a NIC GET per node (24 reads before); every pool fills."""
-    nodes = 12
-    ipam.add_scale_set(capacity=nodes)
-    ipam.start()
+def _wait_until_every_pool_updated(ipam: IpamHarness, nodes: int) -> None:
+    """Until each of the ``nodes`` NodeNetworkConfigs has assignments and status Updated."""
 
     def settled() -> bool:
         configs = ipam.configs()
@@ -64,6 +60,16 @@ def test_cold_start_lists_the_scale_set_instead_of_two_gets_per_node(ipam: IpamH
         )
 
     wait_for(settled, timeout=90, interval=0.5)
+
+
+def test_cold_start_lists_the_scale_set_instead_of_two_gets_per_node(ipam: IpamHarness) -> None:
+    """12 cold nodes in one Uniform scale set: their NIC IDs and first NIC snapshots come from
+    about one list, not a model GET and a NIC GET per node (24 reads before); every pool fills."""
+    nodes = 12
+    ipam.add_scale_set(capacity=nodes)
+    ipam.start()
+
+    _wait_until_every_pool_updated(ipam, nodes)
     emulator = ipam.emulator
     writes = {_instance_of(entry.path) for entry in emulator.requests.entries(INSTANCE_PUT)}
     assert len(writes) == nodes, "every node's pool was written"
@@ -161,13 +167,7 @@ def test_writes_kept_back_by_our_budget_are_not_failures(ipam: IpamHarness) -> N
     ipam.add_scale_set(capacity=nodes)
     ipam.start(workers=nodes)
 
-    def settled() -> bool:
-        configs = ipam.configs()
-        return len(configs) == nodes and all(
-            ipam.assignments(config) and config.status.status == "Updated" for config in configs
-        )
-
-    wait_for(settled, timeout=90, interval=0.5)
+    _wait_until_every_pool_updated(ipam, nodes)
     emulator = ipam.emulator
     assert {_instance_of(entry.path) for entry in emulator.requests.entries(INSTANCE_PUT)} == {
         str(i) for i in range(nodes)
