@@ -316,7 +316,8 @@ class NetworkService:
         cluster) is read only the first time, for its address prefix; later calls read the usage
         list alone, and fall back to the subnet's document when the list does not name it."""
         subnet_id = parse_subnet_id(subnet)
-        if subnet_id.key in self._subnet_cidrs:
+        listed_already = subnet_id.key in self._subnet_cidrs
+        if listed_already:
             found = self._subnet_usage(subnet_id, str(subnet_id), self._subnet_cidrs[subnet_id.key])
             if found is not None:
                 return found
@@ -328,7 +329,7 @@ class NetworkService:
         )
         cidr = model.address_prefix or next(iter(model.address_prefixes or []), None)
         self._subnet_cidrs[subnet_id.key] = cidr
-        found = self._subnet_usage(subnet_id, str(model.id or subnet_id), cidr)
+        found = None if listed_already else self._subnet_usage(subnet_id, str(model.id or subnet_id), cidr)
         if found is not None:
             return found
         return SubnetInfo(
