@@ -36,6 +36,7 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.cluster import cluster_kubeconfig
+from bench.pass_metrics import pass_counts
 from bench.pass_profile import profiled_passes
 from bench.processes import status_bytes
 from bench.rollout_timeline import RolloutTimeline
@@ -117,23 +118,8 @@ class ControllerCost:
 
 def _manager_counts(manager: Manager) -> tuple[int, float, float]:
     """The nodeimage controller's passes, and its passes' CPU mean and p99 bound (ms)."""
-    passes = cpu_sum = cpu_count = 0.0
-    buckets: list[tuple[float, float]] = []
-    for family in text_string_to_metric_families(manager.metrics.render().decode()):
-        for sample in family.samples:
-            if sample.name == "controller_runtime_reconcile_total":
-                passes += sample.value if sample.labels.get("controller") == "nodeimage" else 0.0
-            elif sample.name == "nodewright_rollout_pass_cpu_seconds_sum":
-                cpu_sum += sample.value
-            elif sample.name == "nodewright_rollout_pass_cpu_seconds_count":
-                cpu_count += sample.value
-            elif sample.name == "nodewright_rollout_pass_cpu_seconds_bucket":
-                buckets.append((float(sample.labels["le"]), sample.value))
-    totals: dict[float, float] = {}
-    for bound, value in buckets:  # one series per NodeImage: add them up per bound
-        totals[bound] = totals.get(bound, 0.0) + value
-    p99 = next((bound for bound, value in sorted(totals.items()) if value >= 0.99 * cpu_count), math.inf)
-    return int(passes), 1000 * cpu_sum / max(cpu_count, 1), 1000 * p99
+    counts = pass_counts(manager.metrics.render().decode())
+    return int(counts.passes), counts.mean_ms, counts.p99_ms
 
 
 def _api_counts(client: Client) -> tuple[int, int]:

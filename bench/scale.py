@@ -71,6 +71,7 @@ from typing import Any
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench.pass_metrics import scrape_manager
 from bench.processes import Contender, RunningProcess, cpu_seconds_of
 from bench.scale_cluster import LEASE_SECONDS, ScaleControlPlane
 from bench.scale_config import load_shipped, manager_config
@@ -125,6 +126,8 @@ class Run:
     pool_sizes: tuple[int, ...] = ()
     tool: IdentityTool = field(default_factory=IdentityTool)
     managers: list[RunningProcess] = field(default_factory=list)
+    metrics_ports: list[int] = field(default_factory=list)
+    """Each manager's metrics port, in ``managers``' order."""
     replicas: dict[str, int] = field(default_factory=dict)
     phases: list[PhaseFigures] = field(default_factory=list)
 
@@ -289,9 +292,10 @@ def _start_manager(run: Run) -> RunningProcess:
         ca_bundle=info["ca_file"],
         subscription=info["subscription"],
         token=MANAGER_TOKEN,
-        metrics_port=free_port(),
+        metrics_port=(metrics_port := free_port()),
         health_port=free_port(),
     )
+    run.metrics_ports.append(metrics_port)
     if run.tool.peer:  # the peer assigns identities: the manager's own reconciler stays off
         config["reconcilers"]["identity-assignment"]["enabled"] = False
     path = run.work / "manager-config.yaml"
@@ -416,7 +420,15 @@ def _rollout(run: Run, timeout: float) -> None:
         run.client.create(NODE_IMAGE, {"metadata": {"name": node_image}, "spec": spec})
         group = {"groupID": run.world.info["scale_sets"][0], "nodeImage": node_image}
         run.client.create(SCALING_GROUP, {"metadata": {"name": "pool00"}, "spec": group})
-        return _converge(run, timeout, extra)()
+        before = scrape_manager(run.client, run.metrics_ports[-1], BENCH_NAMESPACE)
+        converged, seconds, notes = _converge(run, timeout, extra)()
+        passes = scrape_manager(run.client, run.metrics_ports[-1], BENCH_NAMESPACE).since(before)
+        decision = (
+            f"decision time: {passes.passes:.0f} nodeimage passes, CPU per pass mean "
+            f"{passes.mean_ms:.1f} ms, p99 <= {passes.p99_ms:g} ms (goal per wave <= 100 ms)"
+        )
+        print(decision, flush=True)
+        return converged, seconds, [decision, *notes]
 
     _measure(run, f"rollout (pool00, {size} nodes, maxSurge {surge})", body)
 
