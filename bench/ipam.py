@@ -56,7 +56,6 @@ from nodewright.cloud.emulator import ArmEmulator
 from nodewright.cloud.emulator.request_log import RecordedRequest
 from nodewright.cloud.emulator.state import DEFAULT_OPERATION_RETRY_AFTER
 from nodewright.controllers.node_network_config import NODE_NETWORK_CONFIG, NodeNetworkConfigSettings, install
-from nodewright.controllers.node_network_config.cloud import MachineNicLocator
 from nodewright.devenv.cns_nodesubnet import NodeSubnetConsumer
 from nodewright.devenv.cns_nodesubnet_nmagent import answers_in_emulator
 from nodewright.devenv.crds import install_crds
@@ -303,7 +302,7 @@ def _build(scenario: Scenario, path: str, emulator: ArmEmulator) -> _Rig:
         "bench",
     )
     manager = Manager(config, kubeconfig=path)
-    install(manager, _settings(scenario, namespace, owner), cloud.network, MachineNicLocator(cloud))
+    install(manager, _settings(scenario, namespace, owner), cloud.network, cloud.compute)
     simulator = NodeSimulator(client, machines_in_emulator(emulator.state), owner=owner, interval=0.5)
     consumer: Consumer
     if scenario.consumer == "nodesubnet":

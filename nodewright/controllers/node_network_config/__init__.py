@@ -27,7 +27,7 @@ from typing import Any
 from nodewright.api.nodewright.v1alpha1 import INCOMING_PODS_ANNOTATION
 from nodewright.controllers.cloud_access import clouds_of, parse_cloud_settings
 from nodewright.controllers.node_network_config.cloud import (
-    MachineNicLocator,
+    ComputeOperations,
     NetworkOperations,
     NicLocator,
 )
@@ -71,6 +71,7 @@ __all__ = [
     "NODE_NETWORK_CONFIG",
     "PLUGIN",
     "RBAC_RULES",
+    "ComputeOperations",
     "NetworkOperations",
     "NicLocator",
     "NodeNetworkConfigReconciler",
@@ -146,10 +147,12 @@ def install(
     manager: Manager,
     settings: NodeNetworkConfigSettings,
     network: NetworkOperations,
-    locator: NicLocator,
+    compute: ComputeOperations,
 ) -> NodeNetworkConfigReconciler:
     """Wire the controller into ``manager`` (side effect: registers it); returns the reconciler.
-    The NIC watcher runs when ``network`` can list NICs (``NetworkService`` can)."""
+    When ``network`` can list NICs (``NetworkService`` can), the NIC watcher runs and a node's
+    NIC ID is looked up in its scale set's listing before ``compute`` is asked
+    (``scope_listings``)."""
     builder = manager.controller(CONTROLLER)
     cache = builder.cache  # the shared cache, with this controller's own writes laid over
     namespace = settings.namespace
@@ -165,7 +168,7 @@ def install(
         client=builder.client,
         stores=stores,
         network=network,
-        locator=locator,
+        compute=compute,
         events=manager.event_recorder("nodewright-node-network-config"),
         settings=settings,
         notify=completions.notify,
@@ -211,7 +214,7 @@ def setup(manager: Manager, options: Mapping[str, Any]) -> None:
     """The registry's entry point: parse the options, reach Azure, wire the controller."""
     settings = parse_options(options)
     cloud = clouds_of(manager).from_options(options)
-    install(manager, settings, cloud.network, MachineNicLocator(cloud))
+    install(manager, settings, cloud.network, cloud.compute)
 
 
 PLUGIN = ReconcilerPlugin(NAME, setup, validate_options, RBAC_RULES)

@@ -35,7 +35,7 @@ from typing import Any
 from nodewright.api.acn.v1alpha import NodeNetworkConfig
 from nodewright.cloud.models import NicInfo
 from nodewright.controllers.node_network_config.apply import PassApplier
-from nodewright.controllers.node_network_config.cloud import NetworkOperations, NicLocator
+from nodewright.controllers.node_network_config.cloud import ComputeOperations, NetworkOperations
 from nodewright.controllers.node_network_config.config_writes import ConfigWrites
 from nodewright.controllers.node_network_config.lifecycle import Lifecycle
 from nodewright.controllers.node_network_config.metrics import IpamMetrics
@@ -94,7 +94,7 @@ class NodeNetworkConfigReconciler:
         client: Client,
         stores: NodeNetworkConfigStores,
         network: NetworkOperations,
-        locator: NicLocator,
+        compute: ComputeOperations,
         events: EventSink,
         settings: NodeNetworkConfigSettings,
         clock: Callable[[], float] = time.monotonic,
@@ -133,7 +133,7 @@ class NodeNetworkConfigReconciler:
             patch=configs.patch,
         )
         parts = (self.book, self.subnets, writes, configs, self._lifecycle)
-        locator, listings = with_listings(network, locator, settings, clock)
+        locator, listings = with_listings(network, compute, settings, clock)
         self._read = PassReader(
             client, stores, network, locator, parts, settings, (clock, wall_clock), listings=listings
         )

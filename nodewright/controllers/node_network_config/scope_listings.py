@@ -1,5 +1,5 @@
 """Cold-start reads a Uniform scale set at a time (issue 32): ``ScaleSetListings`` and
-``ListedNicLocator``.
+``MachineNicLocator``.
 
 A node's first pass needs its machine's primary NIC ID (the locator) and a snapshot of that NIC
 (the ``NicBook``). Read one node at a time, that is two ARM GETs per node (the instance model,
@@ -17,9 +17,10 @@ by every pass that needs it:
 - ``ScaleSetListing`` keeps the listed NICs by ID and, per instance, its primary NIC: the one
   whose ``primary`` property is true, else its only NIC. An instance with several NICs none of
   them marked, or one the list does not show (a brand-new instance), is not answered here.
-- ``ListedNicLocator`` answers a Uniform instance's primary NIC from its scale set's listing and
-  anything else (VMs, Flexible members, instances the listing does not show) through the locator
-  it wraps (a GET of the model); it remembers its answers, as a machine's NICs do not change.
+- ``MachineNicLocator`` answers a Uniform instance's primary NIC from its scale set's listing and
+  anything else (VMs, Flexible members, instances the listing does not show, every machine when
+  there are no listings) through ``ComputeOperations`` (a GET of the model); it remembers each
+  answer once, in one memo, as a machine's NICs do not change over its life.
 
 The listing's NICs stay in the listing (the book is not filled with NICs no node asked for);
 ``PassReader`` takes a node's NIC from it when the book has no snapshot. Side effects: ARM reads,
@@ -41,7 +42,7 @@ from nodewright.cloud.resource_ids import (
     ScaleSetInstanceId,
     parse_network_interface_id,
 )
-from nodewright.controllers.node_network_config.cloud import NicLocator
+from nodewright.controllers.node_network_config.cloud import ComputeOperations, NicLocator
 from nodewright.controllers.node_network_config.nic_watch import NetworkInterfaceLister
 from nodewright.controllers.node_network_config.options import NodeNetworkConfigSettings
 from nodewright.ipam.backoff import backoff_delay
@@ -49,7 +50,7 @@ from nodewright.runtime import get_logger
 
 __all__ = [
     "LISTING_MAX_AGE_SECONDS",
-    "ListedNicLocator",
+    "MachineNicLocator",
     "ScaleSetListing",
     "ScaleSetListings",
     "primary_nics",
@@ -175,44 +176,52 @@ class ScaleSetListings:
         return (nic, listing.listed_at) if nic is not None and listing is not None else None
 
 
-class ListedNicLocator:
-    """A ``NicLocator``: Uniform instances from their scale set's listing, the rest (and the
-    instances it does not show) through ``fallback``; answers are remembered."""
+class MachineNicLocator:
+    """A ``NicLocator``: Uniform instances from their scale set's listing (when ``listings`` is
+    given), the rest (and the instances it does not show) from ``compute``; answers are
+    remembered, each in one place."""
 
-    def __init__(self, listings: ScaleSetListings, fallback: NicLocator) -> None:
-        self._listings, self._fallback = listings, fallback
+    def __init__(self, compute: ComputeOperations, listings: ScaleSetListings | None = None) -> None:
+        self._compute, self._listings = compute, listings
         self._known: dict[str, str] = {}
         self._lock = threading.Lock()
 
     def primary_network_interface(self, machine: MachineId) -> str:
-        """Raises ``NotFoundError`` (from the fallback) when the machine is gone or has no NIC."""
+        """Raises ``NotFoundError`` (from ``compute``) when the machine is gone or has no NIC."""
         with self._lock:
             known = self._known.get(machine.key)
         if known is not None:
             return known
-        nic_id: str | None = None
-        if isinstance(machine, ScaleSetInstanceId):
-            listing = self._listings.current(machine.resource_group, machine.scale_set_name)
-            nic_id = listing.primary_nic(machine) if listing is not None else None
+        nic_id = self._listed(machine)
         if nic_id is None:
-            nic_id = self._fallback.primary_network_interface(machine)
+            nic_id = self._compute.get_primary_network_interface(machine)
         with self._lock:
             self._known[machine.key] = nic_id
         return nic_id
 
+    def _listed(self, machine: MachineId) -> str | None:
+        if self._listings is None or not isinstance(machine, ScaleSetInstanceId):
+            return None
+        listing = self._listings.current(machine.resource_group, machine.scale_set_name)
+        return listing.primary_nic(machine) if listing is not None else None
+
 
 def with_listings(
-    network: object, locator: NicLocator, settings: NodeNetworkConfigSettings, clock: Callable[[], float]
+    network: object,
+    compute: ComputeOperations,
+    settings: NodeNetworkConfigSettings,
+    clock: Callable[[], float],
 ) -> tuple[NicLocator, ScaleSetListings | None]:
     """The reconciler's locator and listings: when ``network`` can list scale sets' NICs, the
     listings (reused for ``min(nicRefreshSeconds, LISTING_MAX_AGE_SECONDS)``) and a
-    ``ListedNicLocator`` over ``locator``; else ``locator`` alone and no listings."""
+    ``MachineNicLocator`` that asks them before ``compute``; else one that asks ``compute``
+    alone, and no listings."""
     if not isinstance(network, NetworkInterfaceLister):
-        return locator, None
+        return MachineNicLocator(compute), None
     listings = ScaleSetListings(
         network,
         max_age=min(settings.nic_refresh_seconds, LISTING_MAX_AGE_SECONDS),
         backoff=(settings.backoff_base_seconds, settings.backoff_cap_seconds),
         clock=clock,
     )
-    return ListedNicLocator(listings, locator), listings
+    return MachineNicLocator(compute, listings), listings

@@ -22,7 +22,6 @@ from nodewright.controllers import node_network_config
 from nodewright.controllers.node_image.grouping import DONOR_ANNOTATION
 from nodewright.controllers.node_image.heir_network import pool_size
 from nodewright.controllers.node_image.resources import NODE_NETWORK_CONFIG
-from nodewright.controllers.node_network_config.cloud import MachineNicLocator
 from nodewright.devenv.crds import install_crds
 from nodewright.runtime import errors
 from nodewright.runtime.kube.kinds import NODE, POD
@@ -204,7 +203,7 @@ def test_ipam_sizes_the_heir_for_its_donors_pods(bench: RolloutBench, pods: int,
     )
 
     def with_ipam(manager: Manager) -> None:
-        node_network_config.install(manager, settings, bench.cloud.network, MachineNicLocator(bench.cloud))
+        node_network_config.install(manager, settings, bench.cloud.network, bench.cloud.compute)
 
     watch = CordonWatch(bench, donor)
     watch.start()

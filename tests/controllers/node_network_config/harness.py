@@ -31,7 +31,6 @@ from nodewright.controllers.node_network_config import (
     NodeNetworkConfigSettings,
     install,
 )
-from nodewright.controllers.node_network_config.cloud import MachineNicLocator
 from nodewright.devenv.cns_nodesubnet import NodeSubnetConsumer
 from nodewright.devenv.cns_nodesubnet_nmagent import answers_in_emulator
 from nodewright.devenv.nodesim import SIMULATED_LABEL, NodeSimulator, machines_in_emulator
@@ -178,7 +177,7 @@ class IpamHarness:
         manager = make_manager(
             self.cluster, self.namespace, gracefulShutdownTimeout=5, reconcilers=reconcilers
         )
-        self.reconciler = install(manager, self.settings, self.cloud.network, MachineNicLocator(self.cloud))
+        self.reconciler = install(manager, self.settings, self.cloud.network, self.cloud.compute)
         self._manager = RunningManager(manager)
 
     def restart_manager(self, workers: int | None = None) -> None:

@@ -15,8 +15,7 @@ from azure.mgmt.compute import models as compute_models
 
 from nodewright.cloud.emulator import ArmEmulator
 from nodewright.cloud.resource_ids import parse_provider_id
-from nodewright.controllers.node_network_config.cloud import MachineNicLocator
-from nodewright.controllers.node_network_config.scope_listings import ListedNicLocator, ScaleSetListings
+from nodewright.controllers.node_network_config.scope_listings import MachineNicLocator, ScaleSetListings
 from tests.cloud.emulator.sdk_clients import sdk_clients
 from tests.cloud.helpers import cloud_for
 from tests.controllers.node_network_config.harness import RESOURCE_GROUP, IpamHarness, event_reasons
@@ -90,7 +89,7 @@ def test_machine_missing_from_listing_is_read_with_gets(arm_emulator: ArmEmulato
     cloud = cloud_for(arm_emulator)
     clock = [100.0]
     listings = ScaleSetListings(cloud.network, max_age=10.0, backoff=(2.0, 60.0), clock=lambda: clock[0])
-    locator = ListedNicLocator(listings, MachineNicLocator(cloud))
+    locator = MachineNicLocator(cloud.compute, listings)
     listed = parse_provider_id(f"azure://{scale_set}/virtualMachines/0")
     nic_id = locator.primary_network_interface(listed)
     assert nic_id.lower() == f"{scale_set}/virtualMachines/0/networkInterfaces/vmss-late-nic".lower()

@@ -10,7 +10,6 @@ import time
 from typing import Any
 
 from nodewright.controllers.node_network_config import NodeNetworkConfigReconciler
-from nodewright.controllers.node_network_config.cloud import MachineNicLocator
 from nodewright.controllers.node_network_config.reconciler import POD_NODE_INDEX, NodeNetworkConfigStores
 from nodewright.controllers.node_network_config.resources import NODE_NETWORK_CONFIG, pod_addresses
 from nodewright.ipam import PoolScaler
@@ -130,7 +129,7 @@ def test_a_pass_on_the_cached_copy_from_before_its_marks_keeps_them(ipam: IpamHa
         client=ipam.client.with_own_writes(own),
         stores=stores,
         network=ipam.cloud.network,
-        locator=MachineNicLocator(ipam.cloud),
+        compute=ipam.cloud.compute,
         events=events,
         settings=ipam.settings,
     )
