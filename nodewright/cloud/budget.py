@@ -32,6 +32,10 @@ the bucket to refill) is slept only while the attempt's pacing stays within
 ``max_wait_seconds`` (1 s by default, shared with the mutation rate limit through the request's
 context, ``throttle.PACED_SECONDS``): a pass spends that much between its read and its write
 anyway. A longer pacing wait gives the tokens back and fails at once like a hold.
+**Prepaying a read-modify-write**: ``prepay`` takes a write's tokens before the reads it rests on
+(a kept-back write would otherwise waste them and be read again next time); the write then
+passes the policy without taking tokens twice, and ``release_prepaid`` gives back a credit no
+write spent. Credits belong to the calling thread (the SDK clients are synchronous).
 ``BudgetObserver`` is the seam to metrics (remaining per class; 429s by class and code).
 Thread-safe; sleeps in the calling thread (pacing only); no other I/O.
 """
@@ -222,6 +226,7 @@ class ArmBudget:
         self._classes = {kind: _ClassState(limit, now) for kind, limit in self.limits.items()}
         self._policies: dict[str, _Bucket] = {}
         self._policies_of: dict[str, set[str]] = {}
+        self._prepaid = threading.local()
 
     def _reserve(self, capacity: float) -> float:
         return max(1.0, capacity * self.reserve_fraction)
@@ -237,6 +242,42 @@ class ArmBudget:
                 bucket = self._policies[policy]
                 wait = max(wait, bucket.take(now, self._reserve(bucket.capacity)))
             return wait
+
+    def prepay(self, method: str, operation: str, max_wait: float, sleep: Sleep = time.sleep) -> float:
+        """Take now the tokens a request of this calling thread will need, before the reads it
+        rests on (a read-modify-write): 0.0 when they are taken (after pacing up to
+        ``max_wait``; the request then passes ``ArmBudgetPolicy`` without taking them again), else
+        the seconds until they could be (nothing taken: the caller comes back then, no read spent)."""
+        held = self.held_for(method)
+        if held > 0:
+            return held
+        wait = self.wait_seconds(method, operation)
+        if wait > max_wait:
+            self.refund(method, operation)
+            return wait
+        if wait > 0:
+            sleep(wait)
+        self._credits().append(_credit(method, operation))
+        return 0.0
+
+    def spend_prepaid(self, method: str, operation: str) -> bool:
+        """Whether this thread prepaid this request (the credit is spent by the answer)."""
+        credits, key = self._credits(), _credit(method, operation)
+        if key in credits:
+            credits.remove(key)
+            return True
+        return False
+
+    def release_prepaid(self, method: str, operation: str) -> None:
+        """Give back a credit of this thread that no request spent (nothing was sent)."""
+        if self.spend_prepaid(method, operation):
+            self.refund(method, operation)
+
+    def _credits(self) -> list[str]:
+        credits: list[str] | None = getattr(self._prepaid, "credits", None)
+        if credits is None:
+            credits = self._prepaid.credits = []
+        return credits
 
     def refund(self, method: str, operation: str) -> None:
         """Give back the tokens ``wait_seconds`` took for a request that was not sent."""
@@ -309,6 +350,10 @@ def _error_code(body: Any) -> str | None:
     return str(code) if code else None
 
 
+def _credit(method: str, operation: str) -> str:
+    return f"{method.upper()} {operation}"
+
+
 class ArmBudgets:
     """The ARM request budgets of one owner (a manager's clouds), one per ARM endpoint,
     subscription and principal, so that every client of that owner draws on the same buckets."""
@@ -350,7 +395,11 @@ class ArmBudgetPolicy(HTTPPolicy[Any, Any]):
         held = self.budget.held_for(method)
         if held > 0:  # never slept: the caller reads and decides again after the hold
             raise held_error(f"class {request_class(method)} after a 429", held)
-        wait = self.budget.wait_seconds(method, operation)
+        wait = (
+            0.0
+            if self.budget.spend_prepaid(method, operation)
+            else self.budget.wait_seconds(method, operation)
+        )
         if wait > 0:
             if paced_seconds(request) + wait > self.max_wait_seconds:
                 self.budget.refund(method, operation)

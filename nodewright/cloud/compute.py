@@ -25,6 +25,7 @@ from azure.mgmt.compute import ComputeManagementClient
 from azure.mgmt.compute import models as compute_models
 
 from nodewright.cloud.backoff import TargetBackoff
+from nodewright.cloud.budget import ArmBudget
 from nodewright.cloud.calls import GuardedCalls
 from nodewright.cloud.errors import CloudError, IdentityRejectedError, NotFoundError, PreconditionFailedError
 from nodewright.cloud.identity_updates import (
@@ -54,13 +55,15 @@ from nodewright.cloud.resource_ids import (
     ScaleSetInstanceId,
     VirtualMachineId,
 )
-from nodewright.cloud.throttle import CallObserver
+from nodewright.cloud.throttle import DEFAULT_PACING_MAX_WAIT_SECONDS, CallObserver
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 CONFLICT_RETRIES = 3
+INSTANCE_PUT = "PUT Microsoft.Compute/virtualMachineScaleSets/virtualMachines"
+"""A scale-set instance's PUT, named as the budget names requests (``throttle.operation_name``)."""
 """Fresh reads after a 412 (the target changed under a PATCH) before giving up for this pass."""
 
 IdentityTarget = VirtualMachineId | ScaleSetId
@@ -134,11 +137,13 @@ class ComputeService:
         max_identities_per_request: int = MAX_IDENTITIES_PER_REQUEST,
         polling_interval: float,
         operations: OperationTracker | None = None,
+        budget: ArmBudget | None = None,
+        pacing_max_wait_seconds: float = DEFAULT_PACING_MAX_WAIT_SECONDS,
     ) -> None:
         self._compute = compute
         self.polling_interval = polling_interval
         self.operations = operations or OperationTracker(interval=polling_interval, observer=observer)
-        self._call = GuardedCalls(observer, backoff)
+        self._call = GuardedCalls(observer, backoff, budget, pacing_max_wait_seconds)
         self.max_identities_per_request = max_identities_per_request
         self._scale_set_locks = KeyedLocks()
         self._machine_locks = KeyedLocks()
@@ -534,7 +539,10 @@ class ComputeService:
     ) -> bool:
         """GET the instance, edit its NIC's IP configurations, ``send`` the model when changed."""
         self._call.check_write(instance)
-        with self._machine_locks.hold(str(instance)):
+        with (
+            self._call.prepaid_write("compute.put_scale_set_instance", INSTANCE_PUT, instance),
+            self._machine_locks.hold(str(instance)),
+        ):
             model = self._call(
                 "compute.get_scale_set_instance",
                 lambda: self._compute.virtual_machine_scale_set_vms.get(

@@ -225,6 +225,8 @@ def build_cloud(settings: CloudSettings, **options: Any) -> Cloud:
         backoff=backoff,
         polling_interval=settings.polling_interval,
         operations=operations,
+        budget=budget,
+        pacing_max_wait_seconds=settings.pacing_max_wait_seconds,
     )
     return Cloud(
         clients=clients,

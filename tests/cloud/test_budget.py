@@ -146,6 +146,29 @@ def test_a_refused_request_gives_its_tokens_back() -> None:
     assert budget.wait_seconds("PUT", "op") == pytest.approx(1.0)
 
 
+def test_a_prepaid_write_takes_its_tokens_once_and_gives_back_what_it_did_not_spend() -> None:
+    """``prepay`` takes the write's tokens up front (the write then passes without taking more);
+    one it cannot take within the wait bound takes nothing and names the wait; a credit no
+    write spent goes back to the bucket; a credit is the calling thread's alone."""
+    clock = Clock()
+    budget = ArmBudget("sub", limits={**ARM_LIMITS, "writes": ClassLimit(3, 1.0)}, clock=clock)
+    naps: list[float] = []
+    assert budget.prepay("PUT", "op", 1.0, sleep=naps.append) == 0.0  # 2 left, reserve 1
+    assert budget.spend_prepaid("PUT", "op")
+    assert not budget.spend_prepaid("PUT", "op")  # spent once
+    assert budget.prepay("PUT", "op", 1.0, sleep=naps.append) == 0.0  # 1 left: at the reserve
+    assert budget.prepay("PUT", "op", 0.5, sleep=naps.append) == pytest.approx(1.0)  # not taken
+    assert naps == []
+    elsewhere: list[bool] = []
+    thread = threading.Thread(target=lambda: elsewhere.append(budget.spend_prepaid("PUT", "op")))
+    thread.start()
+    thread.join()
+    assert elsewhere == [False]
+    budget.release_prepaid("PUT", "op")  # the second credit, never spent: its token comes back
+    assert budget.wait_seconds("PUT", "op") == 0.0
+    assert budget.wait_seconds("PUT", "op") == pytest.approx(1.0)
+
+
 # Against the emulator ----------------------------------------------------------------------------
 
 
@@ -275,3 +298,40 @@ def test_a_write_built_before_a_hold_is_never_sent_after_it(arm_emulator: ArmEmu
     assert 15.0 < held.value.retry_after <= 20.0
     statuses = [entry.status for entry in arm_emulator.requests.entries("VirtualMachineScaleSets.update")]
     assert statuses == [429], "nothing sent after the 429"
+
+
+def test_an_instance_write_the_budget_keeps_back_costs_no_read(arm_emulator: ArmEmulator) -> None:
+    """A scale-set instance's IP configurations are a read-modify-write (GET the model, PUT it).
+    When the budget would keep the PUT back, the GET is not sent either (a kept-back write used to
+    cost a read each time it came back); when it lets it through, one GET and one PUT go out and
+    the PUT's tokens are taken once."""
+    _scale_set(arm_emulator)
+    scale_set = parse_scale_set_id(
+        arm_emulator.estate.add_scale_set(GROUP, "vmss-c", subnet_id=_subnet(arm_emulator), capacity=1)
+    )
+    nic_id = f"{scale_set.instance('0')}/networkInterfaces/vmss-c-nic"
+    clock = Clock()  # stands still: no refill hides a token taken twice
+    budgets = ArmBudgets()
+    budget = budgets.get(
+        arm_emulator.endpoint, DEFAULT_SUBSCRIPTION, CredentialKind.STATIC_TOKEN.value, clock=clock
+    )
+    cloud = cloud_for(arm_emulator, budgets=budgets, pacing_max_wait_seconds=0.5)
+    assert cloud.clients.budget is budget
+    try:
+        cloud.network.add_secondary_ip_configurations(nic_id, ["pod-1"])
+        assert _tokens(budget, "writes") == budget.limits["writes"].capacity - 1  # taken once
+        sent = len(arm_emulator.requests.entries())
+        spent = {"x-ms-ratelimit-remaining-subscription-writes": "0"}
+        budget.learn("PUT", "op", 200, spent, None)  # ARM says the writes bucket is empty
+        with pytest.raises(ThrottledError) as kept:
+            cloud.network.add_secondary_ip_configurations(nic_id, ["pod-2"])
+    finally:
+        cloud.close()
+    assert kept.value.status_code is None
+    assert kept.value.code == "ClientPacing"
+    assert arm_emulator.requests.count("VirtualMachineScaleSetVMs.update") == 1
+    assert len(arm_emulator.requests.entries()) == sent, "the kept-back write sent nothing, no read either"
+
+
+def _tokens(budget: ArmBudget, kind: str) -> float:
+    return budget._classes[kind].bucket.tokens  # the local bucket's estimate
