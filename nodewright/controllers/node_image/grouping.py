@@ -16,6 +16,7 @@ from typing import Any
 
 from nodewright.api.meta import ObjectReference
 from nodewright.api.nodewright.v1alpha1 import (
+    DONOR_ANNOTATION,
     QUARANTINE_LABEL,
     PendingNode,
     PendingNodeGoal,
@@ -58,8 +59,6 @@ SCALING_GROUP_ANNOTATION = "nodewright.io/scaling-group-id"
 """On a Node: the ARM ID of the scale set its machine belongs to (from the cloud)."""
 NODE_IMAGE_ANNOTATION = "nodewright.io/node-image"
 """On a Node: the image its machine booted (from the cloud), as ``ImageReference.format()``."""
-DONOR_ANNOTATION = "nodewright.io/donor"
-"""On a heir: the name of the outdated node it replaces."""
 HEIR_ANNOTATION = "nodewright.io/heir"
 """On a donor: the name of the new node replacing it."""
 SERVED_AS_HEIR_ANNOTATION = "nodewright.io/served-as-heir"

@@ -1,24 +1,23 @@
 """Replacing and removing nodes, one pair at a time: the writes of steps 3 and 4 of the NodeImage
 reconcile (see ``node_image``).
 
-Pairing marks are written heir first (its donor annotation with the lasting served-as-heir mark,
-in one patch), then donor; stale marks are released (a released heir keeps its served-as-heir
-mark) and nodes an abandoned replacement left cordoned are made schedulable again. Per pair:
-labels are copied, the heir must be Ready, then the heir's IP pool must be able to take the
-donor's pods (``heir_network``, read from the NodeNetworkConfigs' status; while the donor holds
-pods bound for the heir, the heir carries the ``nodewright.io/incoming-pods`` annotation so IPAM
-sizes its pool for them first) and the heir's machine must hold the identities the donor's pods
-use (``heir_identity``, read from the AzureAssignedIdentities' status); only then is the donor
-cordoned and drained (Eviction API, PodDisruptionBudgets respected, never forced; the pods about
-to be evicted are first recorded on the heir for the evicted-pods health gate, ``evicted_pods``)
-and handed to a Leave PendingNode, once fresh reads (not the cache) still show the heir Ready and
-no pod left to drain on the node. Every other pod read is the cache's (the Pod informer's
-``spec.nodeName`` and namespace indexes). A drain not done within the reconciler's
-``drainTimeoutSeconds`` is reported (Degraded DrainStuck); one not done within the NodeImage's
-``drainTimeout`` meets
-``undrainableNodeBehavior``: under ``Cordon`` the donor is labelled
-``nodewright.io/upgrade-status=Quarantined``, stays cordoned and its heir is released (at most
-``maxBlockedNodes``); otherwise the rollout fails. New-image nodes get the ready-seen mark the
+Pairing marks are written heir first (its donor annotation with the lasting served-as-heir mark, in
+one patch), then donor; stale marks are released (a released heir keeps its served-as-heir mark) and
+nodes an abandoned replacement left cordoned are made schedulable again. Per pair: labels are
+copied, the heir must be Ready, then the heir's IP pool must be able to take the donor's pods
+(``heir_network``, read from the NodeNetworkConfigs' status; while the donor holds pods bound for
+the heir, the heir carries the ``nodewright.io/incoming-pods`` annotation, first written in the
+pairing patch itself, so IPAM sizes its pool for them first and once) and the heir's machine must
+hold the identities the donor's pods use (``heir_identity``, read from the AzureAssignedIdentities'
+status); only then is the donor cordoned and drained (Eviction API, PodDisruptionBudgets respected,
+never forced; the pods about to be evicted are first recorded on the heir for the evicted-pods
+health gate, ``evicted_pods``) and handed to a Leave PendingNode, once fresh reads (not the cache)
+still show the heir Ready and no pod left to drain on the node. Every other pod read is the cache's
+(the Pod informer's ``spec.nodeName`` and namespace indexes). A drain not done within the
+reconciler's ``drainTimeoutSeconds`` is reported (Degraded DrainStuck); one not done within the
+NodeImage's ``drainTimeout`` meets ``undrainableNodeBehavior``: under ``Cordon`` the donor is
+labelled ``nodewright.io/upgrade-status=Quarantined``, stays cordoned and its heir is released (at
+most ``maxBlockedNodes``); otherwise the rollout fails. New-image nodes get the ready-seen mark the
 health gate reads. Side effects: Node patches, evictions, PendingNode creates, Events, metrics.
 """
 
@@ -134,7 +133,12 @@ class NodeReplacement(RolloutWrites):
 
     def _apply_pairing(self, pairing: PairingPlan, current: dict[str, ClusterNode]) -> None:
         for pair in pairing.to_annotate:
-            mark = {DONOR_ANNOTATION: pair.donor.name, SERVED_AS_HEIR_ANNOTATION: pair.donor.name}
+            mark: dict[str, str | None] = {
+                DONOR_ANNOTATION: pair.donor.name,
+                SERVED_AS_HEIR_ANNOTATION: pair.donor.name,
+            }
+            if self._node_network_configs(pair) is not None:  # announced in the same patch: IPAM
+                mark |= self._incoming_mark(pair, pair.heir, self._pods_on(pair.donor.name))
             self._annotate(current, pair.heir.name, mark, "pair-heir")
             self._annotate(current, pair.donor.name, {HEIR_ANNOTATION: pair.heir.name}, "pair-donor")
             if pair.pending_node is not None:
@@ -247,27 +251,39 @@ class NodeReplacement(RolloutWrites):
     ) -> list[dict[str, Any]]:
         """Tell IPAM how many of the donor's pods the heir is about to need IPs for (the
         incoming-pods annotation on the heir; removed once none are left to move), so it sizes
-        the heir's pool before the gate asks for it. Returns the donor's pods, as cached."""
+        the heir's pool before the gate asks for it. Returns the donor's pods, as cached. (The
+        first announcement rides on the pairing patch, ``_apply_pairing``: this keeps it true.)"""
         pods = self._pods_on(pair.donor.name)
-        count = incoming_pods(pods)
         heir = current.get(pair.heir.name, pair.heir)
+        mark = self._incoming_mark(pair, heir, pods)
+        if mark:
+            self._annotate(current, pair.heir.name, mark, "announce-incoming")
+            count = incoming_pods(pods)
+            log.info("Announced incoming pods", donor=pair.donor.name, heir=pair.heir.name, pods=count)
+        return pods
+
+    def _incoming_mark(
+        self, pair: ReplacementPair, heir: ClusterNode, donor_pods: list[dict[str, Any]]
+    ) -> dict[str, str | None]:
+        """The incoming-pods annotation to write on the heir now (``None`` removes it); empty
+        when the heir carries the right one already, refreshed at half its lifetime."""
+        count = incoming_pods(donor_pods)
+        if not count:
+            return {INCOMING_PODS_ANNOTATION: None} if INCOMING_PODS_ANNOTATION in heir.annotations else {}
         known = IncomingPods.parse(heir.annotations.get(INCOMING_PODS_ANNOTATION))
         now = self._clock()
-        value: str | None = None
-        if count:
-            fresh = (
-                known is not None
-                and (known.donor, known.pods) == (pair.donor.name, count)
-                and known.expires - now > INCOMING_PODS_LIFETIME / 2
-            )
-            if fresh:
-                return pods
-            value = IncomingPods(pair.donor.name, count, now + INCOMING_PODS_LIFETIME).format()
-        elif INCOMING_PODS_ANNOTATION not in heir.annotations:
-            return pods
-        self._annotate(current, pair.heir.name, {INCOMING_PODS_ANNOTATION: value}, "announce-incoming")
-        log.info("Announced incoming pods", donor=pair.donor.name, heir=pair.heir.name, pods=count)
-        return pods
+        fresh = (
+            known is not None
+            and (known.donor, known.pods) == (pair.donor.name, count)
+            and known.expires - now > INCOMING_PODS_LIFETIME / 2
+        )
+        if fresh:
+            return {}
+        return {
+            INCOMING_PODS_ANNOTATION: IncomingPods(
+                pair.donor.name, count, now + INCOMING_PODS_LIFETIME
+            ).format()
+        }
 
     def _heir_short_of_addresses(
         self,

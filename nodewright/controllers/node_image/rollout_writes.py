@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from nodewright.api.base import ValidationError
 from nodewright.api.nodewright.v1alpha1 import (
     ENABLED_BEFORE_ROLLOUT_ANNOTATION,
+    SCALE_OUT_ANNOTATION,
     AutoscalingStrategy,
     PendingNode,
     PendingNodeGoal,
@@ -63,10 +64,6 @@ from nodewright.runtime import (
 __all__ = ["SCALE_OUT_ANNOTATION", "NodeImageCloud", "NodeImageStores", "RolloutWrites"]
 
 log = get_logger(__name__)
-
-SCALE_OUT_ANNOTATION = "nodewright.io/instances-before-scale-out"
-"""On a ScalingGroup while a scale-out is under way: the scale set's instance IDs before it (a
-JSON list). A restart finds the new machine by difference and tracks it with a Join PendingNode."""
 
 
 class NodeImageCloud(Protocol):

@@ -24,8 +24,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from nodewright.api.nodewright.v1alpha1 import INCOMING_PODS_ANNOTATION
+from nodewright.api.nodewright.v1alpha1 import (
+    DONOR_ANNOTATION,
+    INCOMING_PODS_ANNOTATION,
+    PendingNode,
+    ScalingGroup,
+)
 from nodewright.controllers.cloud_access import clouds_of, parse_cloud_settings
+from nodewright.controllers.kinds import kind_of
 from nodewright.controllers.node_network_config.cloud import (
     ComputeOperations,
     NetworkOperations,
@@ -85,6 +91,10 @@ __all__ = [
 NAME = "node-network-config"
 """The reconciler's name in the manager's config."""
 CONTROLLER = "nodenetworkconfig"
+NODE_IMAGE_RECONCILER = "node-image"
+"""The rollout's reconciler: when the config enables it, its new Nodes are sized once paired."""
+PENDING_NODE = kind_of(PendingNode)
+SCALING_GROUP = kind_of(ScalingGroup)
 
 CNS_NAMESPACE = "kube-system"
 RBAC_RULES: tuple[PolicyRule, ...] = (
@@ -133,14 +143,19 @@ pod_changed: Predicate = predicate(update=lambda old, new: _pod_facts(old) != _p
 """Pod updates that change a node's demand or the addresses in use."""
 
 
-def _node_facts(node: Object) -> tuple[str, str | None]:
+def _node_facts(node: Object) -> tuple[str, str | None, str | None]:
     annotations = (node.get("metadata") or {}).get("annotations") or {}
-    return provider_id_of(node), annotations.get(INCOMING_PODS_ANNOTATION)
+    return (
+        provider_id_of(node),
+        annotations.get(INCOMING_PODS_ANNOTATION),
+        annotations.get(DONOR_ANNOTATION),
+    )
 
 
 node_changed: Predicate = predicate(update=lambda old, new: _node_facts(old) != _node_facts(new))
-"""Node updates that matter: the providerID (a node gets it after joining) and the pods announced
-as incoming (a heir's pool is sized for them)."""
+"""Node updates that matter: the providerID (a node gets it after joining), the pods announced
+as incoming (a heir's pool is sized for them) and the donor a heir was paired with (a heir in the
+making waits for it, ``heirs``)."""
 
 
 def install(
@@ -148,11 +163,15 @@ def install(
     settings: NodeNetworkConfigSettings,
     network: NetworkOperations,
     compute: ComputeOperations,
+    *,
+    rollouts: bool = False,
 ) -> NodeNetworkConfigReconciler:
     """Wire the controller into ``manager`` (side effect: registers it); returns the reconciler.
     When ``network`` can list NICs (``NetworkService`` can), the NIC watcher runs and a node's
     NIC ID is looked up in its scale set's listing before ``compute`` is asked
-    (``scope_listings``)."""
+    (``scope_listings``). With ``rollouts`` (the node-image reconciler runs beside it), the
+    rollout's PendingNodes and ScalingGroups are read too: a new Node the rollout created is sized
+    once paired (``heirs``)."""
     builder = manager.controller(CONTROLLER)
     cache = builder.cache  # the shared cache, with this controller's own writes laid over
     namespace = settings.namespace
@@ -162,6 +181,8 @@ def install(
         nodes=cache.informer(NODE, label_selector=settings.node_selector or None).store,
         node_network_configs=cache.informer(NODE_NETWORK_CONFIG, namespace=namespace).store,
         pods=pods.store,
+        pending_nodes=cache.informer(PENDING_NODE).store if rollouts else None,
+        scaling_groups=cache.informer(SCALING_GROUP).store if rollouts else None,
     )
     completions = CompletionSource()
     reconciler = NodeNetworkConfigReconciler(
@@ -177,6 +198,10 @@ def install(
 
     def node_network_config_of_node(node: Object) -> list[Request]:
         return [Request(namespace, str(node["metadata"]["name"]))]
+
+    def node_network_config_of_pending_node(pending: Object) -> list[Request]:
+        node = (pending.get("spec") or {}).get("nodeName")
+        return [Request(namespace, str(node))] if node else []
 
     def node_network_config_of_pod(pod: Object) -> list[Request]:
         node = (pod.get("spec") or {}).get("nodeName")
@@ -195,6 +220,8 @@ def install(
     )
     if settings.computes_demand:
         builder = builder.watches(POD, node_network_config_of_pod, predicate=pod_changed)
+    if rollouts:  # a Join deleted (its node paired, or not needed): the node's first sizing
+        builder = builder.watches(PENDING_NODE, node_network_config_of_pending_node)
     if isinstance(network, NetworkInterfaceLister):
         watch = NicWatch(reconciler.book, network, settings)
         builder = builder.watches_source(
@@ -214,7 +241,9 @@ def setup(manager: Manager, options: Mapping[str, Any]) -> None:
     """The registry's entry point: parse the options, reach Azure, wire the controller."""
     settings = parse_options(options)
     cloud = clouds_of(manager).from_options(options)
-    install(manager, settings, cloud.network, cloud.compute)
+    rollouts = manager.reconciler_config(NODE_IMAGE_RECONCILER)
+    on = rollouts is not None and rollouts.enabled
+    install(manager, settings, cloud.network, cloud.compute, rollouts=on)
 
 
 PLUGIN = ReconcilerPlugin(NAME, setup, validate_options, RBAC_RULES)

@@ -25,6 +25,7 @@ out-of-range values raise ``ConfigError`` with one line naming the key. Example:
           releaseSettleSeconds: 2
           backoffBaseSeconds: 2
           backoffCapSeconds: 60
+          heirPairingWaitSeconds: 60        # a rollout's new node is sized once paired (docs/ipam.md)
           cloud: {subscriptionId: ..., credential: {kind: workload-identity}}
 
 No I/O.
@@ -93,6 +94,9 @@ class NodeNetworkConfigSettings:
     release_settle_seconds: float = 2.0
     backoff_base_seconds: float = DEFAULT_BACKOFF_BASE_SECONDS
     backoff_cap_seconds: float = DEFAULT_BACKOFF_CAP_SECONDS
+    heir_pairing_wait_seconds: float = 60.0
+    """With the node-image reconciler beside it: the longest a new Node the rollout created waits
+    to be paired before its first sizing (``heirs``); 0 sizes it at once."""
 
     @property
     def nodesubnet(self) -> bool:
@@ -115,6 +119,7 @@ _SECONDS = {
     "backoffBaseSeconds": "backoff_base_seconds",
     "backoffCapSeconds": "backoff_cap_seconds",
     "scaleDownDelaySeconds": "scale_down_delay_seconds",
+    "heirPairingWaitSeconds": "heir_pairing_wait_seconds",
 }
 _CHOICES: dict[str, tuple[str, tuple[str, ...]]] = {
     "consumer": ("consumer", ("crd", "nodesubnet")),

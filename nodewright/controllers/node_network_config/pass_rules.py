@@ -23,11 +23,14 @@ def resync_jitter() -> float:
 
 @dataclass(frozen=True)
 class NodeNetworkConfigStores:
-    """The cached reads: selected Nodes, NodeNetworkConfigs in our namespace, pods indexed by node."""
+    """The cached reads: selected Nodes, NodeNetworkConfigs in our namespace, pods indexed by node;
+    with the node-image reconciler beside us, its PendingNodes and ScalingGroups (``heirs``)."""
 
     nodes: StoreReader
     node_network_configs: StoreReader
     pods: StoreReader
+    pending_nodes: StoreReader | None = None
+    scaling_groups: StoreReader | None = None
 
 
 def ignore_request(request: Request) -> None:

@@ -37,6 +37,7 @@ from nodewright.cloud.models import NicInfo
 from nodewright.controllers.node_network_config.apply import PassApplier
 from nodewright.controllers.node_network_config.cloud import ComputeOperations, NetworkOperations
 from nodewright.controllers.node_network_config.config_writes import ConfigWrites
+from nodewright.controllers.node_network_config.heirs import pairing_wait
 from nodewright.controllers.node_network_config.lifecycle import Lifecycle
 from nodewright.controllers.node_network_config.metrics import IpamMetrics
 from nodewright.controllers.node_network_config.nic_book import NicBook
@@ -70,7 +71,7 @@ from nodewright.controllers.node_network_config.view import (
     PassView,
 )
 from nodewright.ipam import BLOCK_PREFIX_LENGTH, AllocationPlan
-from nodewright.runtime import Client, Request, Result, now_text
+from nodewright.runtime import Client, Request, Result, now_text, parse_time
 
 __all__ = ["POD_NODE_INDEX", "EventSink", "NodeNetworkConfigReconciler", "NodeNetworkConfigStores"]
 
@@ -104,6 +105,7 @@ class NodeNetworkConfigReconciler:
         notify: Callable[[Request], None] | None = None,
     ) -> None:
         self._stores, self.settings, self._jitter = stores, settings, jitter
+        self._wall_clock = wall_clock
         self.book = _book_for(settings)
         prefix = BLOCK_PREFIX_LENGTH if settings.prefix_blocks else None
         writes = NicWrites(network, self.book, settings.namespace, notify or ignore_request, new_name, prefix)
@@ -154,6 +156,8 @@ class NodeNetworkConfigReconciler:
         if request.namespace != namespace:
             return Result()
         node = self._read.node(request.name)
+        if node is not None and node is not UNSELECTED and (wait := self._pairing_wait(node)) > 0:
+            return Result(requeue_after=wait)  # a heir in the making: sized once it is paired
         cached = self._stores.node_network_configs.get(f"{namespace}/{request.name}")
         if cached is None:
             if node is not None and node is not UNSELECTED:
@@ -170,6 +174,19 @@ class NodeNetworkConfigReconciler:
         if isinstance(view, Halt):
             return self._record.halted(view, self._resync())
         return self._live(view)
+
+    def _pairing_wait(self, node: Object) -> float:
+        """Seconds a new Node of a node image rollout still waits for its pairing (``heirs``)."""
+        joins, groups = self._stores.pending_nodes, self._stores.scaling_groups
+        if joins is None or groups is None:
+            return 0.0
+        return pairing_wait(
+            node,
+            joins.get(str(node["metadata"]["name"])),
+            groups.list(),
+            now=parse_time(self._wall_clock()),
+            wait_seconds=self.settings.heir_pairing_wait_seconds,
+        )
 
     def _after_spec(self, view: PassView, stored: Object | None) -> PassView:
         """The view with the object as it is now: the spec stage may have patched its status (the

@@ -18,6 +18,8 @@ import pytest
 
 from nodewright.api.acn.v1alpha1 import RESOURCES as SUBNET_RESOURCES
 from nodewright.api.nodewright.v1alpha1 import INCOMING_PODS_ANNOTATION, IncomingPods
+from nodewright.cloud.emulator.request_log import RecordedRequest
+from nodewright.cloud.resource_ids import ScaleSetInstanceId, parse_provider_id
 from nodewright.controllers import node_network_config
 from nodewright.controllers.node_image.grouping import DONOR_ANNOTATION
 from nodewright.controllers.node_image.heir_network import pool_size
@@ -225,3 +227,71 @@ def test_ipam_sizes_the_heir_for_its_donors_pods(bench: RolloutBench, pods: int,
         bench.stop()
         _release_finalizers(bench)
     assert [n["metadata"]["name"] for n in bench.nodes()] == [heir]
+
+
+NIC_WRITE = "VirtualMachineScaleSetVMs.update"
+"""A Uniform instance's NIC is written through its instance model (one PUT per pool change)."""
+
+
+def _ip_configurations(body: Any) -> int:
+    """The IP configurations a NIC write's body asks for (every NIC of the instance model)."""
+    if isinstance(body, dict):
+        found = body.get("ipConfigurations")
+        nested = sum(_ip_configurations(value) for key, value in body.items() if key != "ipConfigurations")
+        return (len(found) if isinstance(found, list) else 0) + nested
+    if isinstance(body, list):
+        return sum(_ip_configurations(item) for item in body)
+    return 0
+
+
+def _nic_writes(bench: RolloutBench, node: str, since: float, until: float) -> list[RecordedRequest]:
+    """The writes of ``node``'s NIC the emulator answered between two monotonic times."""
+    machine = parse_provider_id(str(bench.client.get(NODE, node)["spec"]["providerID"]))
+    assert isinstance(machine, ScaleSetInstanceId)
+    path = f"/virtualMachineScaleSets/{machine.scale_set_name}/virtualMachines/{machine.instance_id}"
+    writes = bench.emulator.requests.entries(NIC_WRITE, since=since)
+    return [w for w in writes if w.monotonic <= until and w.path.lower().endswith(path.lower())]
+
+
+def test_the_heirs_nic_is_written_once_for_its_donors_pods(bench: RolloutBench) -> None:
+    """With IPAM beside the rollout (as the manager wires it when node-image is enabled), a heir
+    is sized once, already for its donor's pods: before the donor is cordoned its NIC saw exactly
+    one write, carrying at least the donor's 10 pods plus the buffer (on main: two, 16 then 32,
+    because IPAM sized the new Node for its own pods before the pairing announced the donor's)."""
+    install_crds(bench.client, SUBNET_RESOURCES, timeout=30)
+    pods = 10
+    bench.add_scale_set("n", 1)
+    bench.start_simulator()
+    (donor,) = [n["metadata"]["name"] for n in bench.nodes()]
+    _create_pods(bench, donor, pods)
+    settings = node_network_config.NodeNetworkConfigSettings(
+        namespace=bench.namespace,
+        node_selector=bench.node_selector,
+        demand_from_pods=True,
+        nic_refresh_seconds=1.0,
+    )
+
+    def with_ipam(manager: Manager) -> None:
+        compute = bench.cloud.compute
+        node_network_config.install(manager, settings, bench.cloud.network, compute, rollouts=True)
+
+    watch = CordonWatch(bench, donor)
+    watch.start()
+    bench.start(bench.settings(node_network_config_namespace=bench.namespace), also=with_ipam)
+    try:
+        bench.wait_for(lambda: _pool(bench, donor) >= pods, 60, "IPAM sized the donor's pool")
+        since = time.monotonic()
+        bench.create_node_image()
+        bench.create_scaling_group(bench.scale_sets[0])
+        heir = bench.wait_for(lambda: _heir(bench), 60, "a heir paired with the donor")
+        cordoned_at = bench.wait_for(watch.first_cordon, 90, "donor cordoned: the gate passed")
+        writes = _nic_writes(bench, heir, since, cordoned_at)
+        asked = [_ip_configurations(write.body) - 1 for write in writes]  # less the primary
+        assert len(writes) == 1, f"the heir's NIC was written {len(writes)} times ({asked} IPs) before"
+        (secondary,) = asked
+        assert secondary >= pods + 8, f"the heir's one write asked for {secondary} IPs"
+        bench.wait_for(lambda: bench.condition() == ("True", "AllNodesUpToDate"), 90, "rollout finished")
+    finally:
+        watch.stop()
+        bench.stop()
+        _release_finalizers(bench)

@@ -56,10 +56,12 @@ def test_reads_every_key() -> None:
             "releaseSettleSeconds": 1.5,
             "backoffBaseSeconds": 1,
             "backoffCapSeconds": 20,
+            "heirPairingWaitSeconds": 30,
             "cloud": {"subscriptionId": "ignored-here"},
         }
     )
     assert settings.namespace == "ipam"
+    assert settings.heir_pairing_wait_seconds == 30.0
     assert settings.node_selector == "pool=user"
     nodesubnet = parse_options(
         {

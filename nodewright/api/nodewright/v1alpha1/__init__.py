@@ -2,7 +2,7 @@
 
 The node image rollout's kinds, modelled on constellation's node operator
 (update.edgeless.systems/v1alpha1) and all cluster-scoped like theirs. One module per kind, and
-``incoming_pods`` for the Node annotation the NodeImage reconciler publishes for IPAM;
+``incoming_pods`` and ``heir_marks`` for the annotations the NodeImage reconciler publishes for IPAM;
 ``RESOURCES`` feeds ``make manifests``. Imports nothing internal beyond the model base.
 """
 
@@ -13,6 +13,7 @@ from nodewright.api.nodewright.v1alpha1.autoscaling_strategy import (
     AutoscalingStrategySpec,
     AutoscalingStrategyStatus,
 )
+from nodewright.api.nodewright.v1alpha1.heir_marks import DONOR_ANNOTATION, SCALE_OUT_ANNOTATION
 from nodewright.api.nodewright.v1alpha1.incoming_pods import INCOMING_PODS_ANNOTATION, IncomingPods
 from nodewright.api.nodewright.v1alpha1.node_image import (
     CONDITION_DEGRADED,
@@ -52,11 +53,13 @@ __all__ = [
     "CONDITION_PROGRESSING",
     "CONDITION_UP_TO_DATE",
     "CONFLICT",
+    "DONOR_ANNOTATION",
     "ENABLED_BEFORE_ROLLOUT_ANNOTATION",
     "INCOMING_PODS_ANNOTATION",
     "QUARANTINE_LABEL",
     "RESOURCES",
     "RESOURCE_GROUP_ID_PATTERN",
+    "SCALE_OUT_ANNOTATION",
     "SCALE_SET_ID_PATTERN",
     "AutoscalingStrategy",
     "AutoscalingStrategySpec",
