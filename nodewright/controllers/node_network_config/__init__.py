@@ -4,16 +4,17 @@ configurations (the control-plane half of Azure CNS's design, and optionally the
 The reconciler named ``node-network-config`` in the manager's config wires one controller,
 ``nodenetworkconfig``: it reconciles NodeNetworkConfigs in the configured namespace, keyed by node
 name, and is also woken by Nodes (selected by ``nodeSelector``; their providerID and their
-``nodewright.io/incoming-pods`` announcement), by pods (mapped to their node through
-``spec.nodeName``) and by the NIC watcher (``nic_watch``: a poller that lists NICs per scale set
-and enqueues the nodes whose NIC changed). ``reconciler`` holds the reconcile (read -> decide ->
-apply -> status) and composes ``lifecycle`` (create, adopt as controller, finalize), ``demand``
-(the spec per consumer mode: ``crd`` or ``nodesubnet``), ``operations`` (NIC writes that no
-worker waits for: the end of each enqueues its node), ``nic_book`` and ``subnets`` (in-memory
-state, each behind its own lock), ``status`` and ``metrics`` (``nodewright_ipam_*``);
-``nodewright.ipam`` holds the pure arithmetic; ``options`` the strict parsing of the options;
-``cloud`` the narrow cloud protocols; ``scope_listings`` the cold start's per-scale-set lists;
-``resources`` the kinds, names and owner references.
+``nodewright.io/incoming-pods`` announcement and ``nodewright.io/donor`` mark), by pods (mapped to
+their node through ``spec.nodeName``), with the ``node-image`` reconciler beside it by its
+PendingNodes (``heirs``: a new Node the rollout created is sized once paired) and by the NIC watcher
+(``nic_watch``: a poller that lists NICs per scale set and enqueues the nodes whose NIC changed).
+``reconciler`` holds the reconcile (read -> decide -> apply -> status) and composes ``lifecycle``
+(create, adopt as controller, finalize), ``demand`` (the spec per consumer mode: ``crd`` or
+``nodesubnet``), ``operations`` (NIC writes that no worker waits for: the end of each enqueues its
+node), ``nic_book`` and ``subnets`` (in-memory state, each behind its own lock), ``status`` and
+``metrics`` (``nodewright_ipam_*``); ``nodewright.ipam`` holds the pure arithmetic; ``options`` the
+strict parsing of the options; ``cloud`` the narrow cloud protocols; ``scope_listings`` the cold
+start's per-scale-set lists; ``resources`` the kinds, names and owner references.
 docs/ipam.md explains the consumer modes and the release rule. ``setup(manager, options)`` is
 what the registry calls; ``install`` is the same wiring with the settings and the cloud given
 (tests and benchmarks use it); ``validate_options`` checks the options without a cluster.
@@ -59,6 +60,7 @@ from nodewright.runtime import (
     NODE,
     POD,
     RUNTIME_RULES,
+    CacheView,
     Manager,
     PolicyRule,
     PollingSource,
@@ -158,6 +160,19 @@ as incoming (a heir's pool is sized for them) and the donor a heir was paired wi
 making waits for it, ``heirs``)."""
 
 
+def _stores(cache: CacheView, settings: NodeNetworkConfigSettings, rollouts: bool) -> NodeNetworkConfigStores:
+    """The informers a pass reads (pods indexed by node; the rollout's records with ``rollouts``)."""
+    pods = cache.informer(POD)
+    pods.ensure_indexer(POD_NODE_INDEX, field_indexer("spec.nodeName"))
+    return NodeNetworkConfigStores(
+        nodes=cache.informer(NODE, label_selector=settings.node_selector or None).store,
+        node_network_configs=cache.informer(NODE_NETWORK_CONFIG, namespace=settings.namespace).store,
+        pods=pods.store,
+        pending_nodes=cache.informer(PENDING_NODE).store if rollouts else None,
+        scaling_groups=cache.informer(SCALING_GROUP).store if rollouts else None,
+    )
+
+
 def install(
     manager: Manager,
     settings: NodeNetworkConfigSettings,
@@ -173,17 +188,8 @@ def install(
     rollout's PendingNodes and ScalingGroups are read too: a new Node the rollout created is sized
     once paired (``heirs``)."""
     builder = manager.controller(CONTROLLER)
-    cache = builder.cache  # the shared cache, with this controller's own writes laid over
     namespace = settings.namespace
-    pods = cache.informer(POD)
-    pods.ensure_indexer(POD_NODE_INDEX, field_indexer("spec.nodeName"))
-    stores = NodeNetworkConfigStores(
-        nodes=cache.informer(NODE, label_selector=settings.node_selector or None).store,
-        node_network_configs=cache.informer(NODE_NETWORK_CONFIG, namespace=namespace).store,
-        pods=pods.store,
-        pending_nodes=cache.informer(PENDING_NODE).store if rollouts else None,
-        scaling_groups=cache.informer(SCALING_GROUP).store if rollouts else None,
-    )
+    stores = _stores(builder.cache, settings, rollouts)  # the shared cache, our own writes laid over
     completions = CompletionSource()
     reconciler = NodeNetworkConfigReconciler(
         client=builder.client,
@@ -199,12 +205,9 @@ def install(
     def node_network_config_of_node(node: Object) -> list[Request]:
         return [Request(namespace, str(node["metadata"]["name"]))]
 
-    def node_network_config_of_pending_node(pending: Object) -> list[Request]:
-        node = (pending.get("spec") or {}).get("nodeName")
-        return [Request(namespace, str(node))] if node else []
-
-    def node_network_config_of_pod(pod: Object) -> list[Request]:
-        node = (pod.get("spec") or {}).get("nodeName")
+    def node_network_config_of_named_node(obj: Object) -> list[Request]:
+        """A pod's node, or the node a PendingNode names (both in ``spec.nodeName``)."""
+        node = (obj.get("spec") or {}).get("nodeName")
         return [Request(namespace, str(node))] if node else []
 
     builder = (
@@ -219,9 +222,9 @@ def install(
         .watches_source(completions)
     )
     if settings.computes_demand:
-        builder = builder.watches(POD, node_network_config_of_pod, predicate=pod_changed)
+        builder = builder.watches(POD, node_network_config_of_named_node, predicate=pod_changed)
     if rollouts:  # a Join deleted (its node paired, or not needed): the node's first sizing
-        builder = builder.watches(PENDING_NODE, node_network_config_of_pending_node)
+        builder = builder.watches(PENDING_NODE, node_network_config_of_named_node)
     if isinstance(network, NetworkInterfaceLister):
         watch = NicWatch(reconciler.book, network, settings)
         builder = builder.watches_source(

@@ -104,8 +104,7 @@ class NodeNetworkConfigReconciler:
         jitter: Callable[[], float] = resync_jitter,
         notify: Callable[[Request], None] | None = None,
     ) -> None:
-        self._stores, self.settings, self._jitter = stores, settings, jitter
-        self._wall_clock = wall_clock
+        self._stores, self.settings, self._jitter, self._wall_clock = stores, settings, jitter, wall_clock
         self.book = _book_for(settings)
         prefix = BLOCK_PREFIX_LENGTH if settings.prefix_blocks else None
         writes = NicWrites(network, self.book, settings.namespace, notify or ignore_request, new_name, prefix)
