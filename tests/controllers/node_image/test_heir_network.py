@@ -5,13 +5,16 @@ write. The donor keeps serving (not cordoned) while the heir has no NodeNetworkC
 its pool is one IP short of the donor's pods plus the buffer; it is cordoned only after the pool
 is filled. The others run the node-network-config reconciler beside the NodeImage reconciler, no
 pool set by hand: IPAM must size the heir for the donor's pods before the gate asks (issue 32:
-with more than 8 pods on the donor the two waited on each other for ever)."""
+with more than 8 pods on the donor the two waited on each other for ever), and, wired as the
+manager wires it beside node-image, with one NIC write, counted in the emulator's request log;
+a new Node no rollout pairs is sized once the pairing wait is over."""
 
 from __future__ import annotations
 
 import contextlib
 import threading
 import time
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -23,9 +26,9 @@ from nodewright.cloud.resource_ids import ScaleSetInstanceId, parse_provider_id
 from nodewright.controllers import node_network_config
 from nodewright.controllers.node_image.grouping import DONOR_ANNOTATION
 from nodewright.controllers.node_image.heir_network import pool_size
-from nodewright.controllers.node_image.resources import NODE_NETWORK_CONFIG
+from nodewright.controllers.node_image.resources import NODE_NETWORK_CONFIG, PENDING_NODE
 from nodewright.devenv.crds import install_crds
-from nodewright.runtime import errors
+from nodewright.runtime import errors, format_time, parse_time
 from nodewright.runtime.kube.kinds import NODE, POD
 from nodewright.runtime.process.manager import Manager
 from tests.controllers.node_image.support import RolloutBench
@@ -295,3 +298,48 @@ def test_the_heirs_nic_is_written_once_for_its_donors_pods(bench: RolloutBench) 
         watch.stop()
         bench.stop()
         _release_finalizers(bench)
+
+
+def test_a_new_node_no_rollout_pairs_is_sized_once_the_wait_is_over(bench: RolloutBench) -> None:
+    """A Node a Join PendingNode names, with no NodeImage to pair it (the rollout is off or
+    stuck), is not left without IPs: its first NIC write comes once ``heirPairingWaitSeconds``
+    have passed since the Node was created, not before."""
+    install_crds(bench.client, SUBNET_RESOURCES, timeout=30)
+    wait = 10.0
+    bench.add_scale_set("n", 1)
+    bench.start_simulator()
+    (node,) = bench.nodes()
+    name = str(node["metadata"]["name"])
+    created = parse_time(node["metadata"]["creationTimestamp"])
+    assert created is not None
+    join = {
+        "providerID": node["spec"]["providerID"],
+        "groupID": bench.scale_sets[0],
+        "nodeName": name,
+        "goal": "Join",
+        "deadline": format_time(created + timedelta(hours=1)),
+    }
+    bench.create(PENDING_NODE, {"metadata": {"name": name}, "spec": join})
+    settings = node_network_config.NodeNetworkConfigSettings(
+        namespace=bench.namespace,
+        node_selector=bench.node_selector,
+        demand_from_pods=True,
+        heir_pairing_wait_seconds=wait,
+    )
+
+    def with_ipam(manager: Manager) -> None:
+        compute = bench.cloud.compute
+        node_network_config.install(manager, settings, bench.cloud.network, compute, rollouts=True)
+
+    bench.start(bench.settings(node_network_config_namespace=bench.namespace), also=with_ipam)
+    started = time.time()
+    try:
+        assert started < created.timestamp() + wait - 2, "the manager started too late to see the wait"
+        bench.wait_for(lambda: _pool(bench, name) > 0, 60, "the node's pool sized after the wait")
+    finally:
+        bench.stop()
+        _release_finalizers(bench)
+    writes = _nic_writes(bench, name, 0.0, time.monotonic())
+    assert writes, "no NIC write for the node"
+    # creationTimestamp has whole seconds: the Node may be up to 1 s older than it says
+    assert writes[0].timestamp >= created.timestamp() + wait - 1, "sized before the wait was over"
