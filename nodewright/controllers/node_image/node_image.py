@@ -15,8 +15,8 @@ writes what they say, each write idempotent and named by a checkpoint:
    and before the writes of steps 3-6 it is confirmed from a fresh list, ``claim_checks``);
    annotate their nodes with scale set and image (a VM node's scale set, Flexible orchestration,
    is read from the cloud once; a VM in none belongs to its resource group's group of standalone
-   VMs, if one is claimed); adopt machines a restart left without a Join PendingNode (a
-   scale-out is recorded on its ScalingGroup before it is made);
+   VMs, if one is claimed); track with Join PendingNodes the machines of each recorded scale-out
+   whose operation ended, or that a restart left (recorded on its ScalingGroup before it is made);
 2. group the claimed nodes against the desired image (the previous image while rolling back);
    delete Join PendingNodes that are done, and those naming a node that already served as a heir
    (stale: a Warning Event and a log line); decide the rollout state (canary, soak, health gates,
@@ -33,8 +33,9 @@ writes what they say, each write idempotent and named by a checkpoint:
    drain past drainTimeout quarantines the donor or fails the rollout;
 5. keep autoscaling off while any NodeImage's rollout runs and restore it (after the status says
    this one is over) when none does;
-6. scale out within the budget and the canary's cap, each new machine tracked by a Join
-   PendingNode; write the status with the rollout state and conditions.
+6. scale out within the budget and the canary's cap: one capacity step per scale set, left to
+   the operation tracker (its end enqueues the NodeImage; no worker waits), none beside one in
+   flight, whose machines count against the surge; write the status with state and conditions.
 
 Writes are merge patches, creates that accept AlreadyExists, deletes that accept NotFound, and
 status updates under ``retry_on_conflict``, so a restart at any checkpoint resumes. The reconcile
@@ -98,9 +99,7 @@ from nodewright.controllers.node_image.pairing import (
 )
 from nodewright.controllers.node_image.pools import pool_nodes, unplaced_nodes
 from nodewright.controllers.node_image.replacement import NodeReplacement, RemovalContext, ReplacementPass
-from nodewright.controllers.node_image.resources import (
-    is_controlled_by,
-)
+from nodewright.controllers.node_image.resources import is_controlled_by
 from nodewright.controllers.node_image.rollout_state import (
     ACTIVE_STATES,
     RolloutDecision,
@@ -173,6 +172,8 @@ class _View:
     current: dict[str, ClusterNode]
     evictions: list[EvictionCheck] = field(default_factory=list)
     """The heirs' eviction records checked (the evicted-pods health gate)."""
+    coming: dict[str, int] = field(default_factory=dict)
+    """Machines of scale-outs still in flight, by lowercased group ID (``_finish_scale_outs``)."""
     progress: ReplacementPass = field(default_factory=ReplacementPass)
     pairing: PairingPlan = field(init=False)  # ``pair_nodes``: its released heirs (donor gone) are done
 
@@ -248,7 +249,8 @@ class NodeImageReconciler(NodeReplacement):
         claimed nodes annotated and grouped, settled joins deleted."""
         claims = claim_scaling_groups(self._all_scaling_groups(), node_image.name, now=self._clock())
         pending = self._pending_nodes(str(obj["metadata"]["uid"]))
-        pending += self._adopt_recorded_scale_outs(obj, claims.scaling_groups, pending)
+        joins, coming = self._finish_scale_outs(obj, claims.scaling_groups, pending)
+        pending += joins
         nodes, invalid = self._annotated_nodes(claims, node_image.name)
         groups = group_nodes(nodes, pending, desired, invalid=invalid)
         for join in settled_joins(groups, pending):
@@ -259,7 +261,7 @@ class NodeImageReconciler(NodeReplacement):
             pending.remove(stale.pending_node)
         current = {node.name: node for node in groups.all_nodes()}
         evictions = self._check_evicted_pods(current.values(), node_image.spec.evicted_pods_ready_deadline)
-        view = _View(obj, node_image, memory, desired, claims, pending, groups, current, evictions)
+        view = _View(obj, node_image, memory, desired, claims, pending, groups, current, evictions, coming)
         view.pairing = pair_nodes(groups)
         return view
 
@@ -277,6 +279,7 @@ class NodeImageReconciler(NodeReplacement):
         budget = new_node_budget(
             view.node_image.spec.max_surge, view.groups, view.pending, finished_heirs=finished
         )
+        budget = max(0, budget - sum(view.coming.values()))  # scale-outs in flight spent theirs
         gated = decision.memory.state in (RolloutState.CANARY, RolloutState.SOAKING, RolloutState.ROLLING)
         if self._settle_evictions(view.evictions, view.current, gated=gated):
             view.progress.steps.append(ReplacementStep.WAIT_FOR_EVICTED_PODS)
@@ -426,14 +429,12 @@ class NodeImageReconciler(NodeReplacement):
             desired_image=view.desired,
             budget=budget,
             autoscaler_running=autoscaler_running,
+            in_progress=view.coming,
         )
         plan = cap_scale_out(plan, view.groups, view.pending, canary_cap)
         for scale_out in plan.scale_outs:
-            scaling_group = next(
-                g for g in view.claims.scaling_groups if g.spec.group_id == scale_out.group_id
-            )
-            for _ in range(scale_out.count):
-                self._scale_out_one(view.obj, scaling_group, view.desired)
+            group = next(g for g in view.claims.scaling_groups if g.spec.group_id == scale_out.group_id)
+            self._scale_out(view.obj, group, scale_out.count, view.desired)
         return plan
 
     def _report(self, view: _View, memory: RolloutMemory, budget: int, plan: ScaleOutPlan) -> None:

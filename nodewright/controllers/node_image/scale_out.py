@@ -40,7 +40,8 @@ __all__ = [
 
 @dataclass(frozen=True)
 class ScaleOut:
-    """Add ``count`` machines to a scale set (one at a time, each tracked by a Join PendingNode)."""
+    """Add ``count`` machines to a scale set (one capacity step; each machine then tracked by a
+    Join PendingNode)."""
 
     group_id: str
     scaling_group: str
@@ -52,7 +53,8 @@ class ScaleOutBlocker:
     """Why outdated nodes of a scale set get no replacement now. ``reason`` is a condition
     reason. Problems a human must fix (``BLOCKING_PROBLEMS``): ScalingGroupMissing,
     ScalingGroupFailed (its reconciler could not apply the image). Waits that end by themselves:
-    ScalingGroupImageNotApplied (not applied yet), AutoscalerRunning, WaitingForControlPlane."""
+    ScalingGroupImageNotApplied (not applied yet), AutoscalerRunning, WaitingForControlPlane,
+    ScaleOutInProgress (the scale set's last capacity step has not ended)."""
 
     group_id: str
     reason: str
@@ -102,10 +104,15 @@ def _scale_out_blocker(
     scaling_group: ScalingGroup | None,
     desired_image: ImageReference,
     *,
+    coming: int | None,
     autoscaler_running: bool,
     waiting_for_control_plane: bool,
 ) -> ScaleOutBlocker | None:
-    """Why a scale set with unreplaced outdated nodes may not get machines now, if it may not."""
+    """Why a scale set with unreplaced outdated nodes may not get machines now, if it may not
+    (``coming``: the machines of its capacity step in flight, if one is)."""
+    if coming is not None:
+        message = f"Waiting for {coming} new machines of {key} (their capacity step runs)"
+        return ScaleOutBlocker(key, "ScaleOutInProgress", message, outdated)
     if scaling_group is None:
         return ScaleOutBlocker(key, "ScalingGroupMissing", f"No ScalingGroup has groupID {key}", outdated)
     applied = scaling_group.status.image_reference
@@ -153,16 +160,19 @@ def plan_scale_out(
     desired_image: ImageReference,
     budget: int,
     autoscaler_running: bool = False,
+    in_progress: Mapping[str, int] | None = None,
 ) -> ScaleOutPlan:
     """Which scale sets get new machines now, and how many, within ``budget``.
 
     A scale set needs one machine per outdated node that has no heir (after ``pairing``), less the
-    machines already joining for it (Join PendingNodes whose node has not registered or awaits
-    annotation). It gets none while its ScalingGroup is missing, while the scale set's model does
-    not yet name the desired image, or while the cluster autoscaler runs. Control-plane groups
-    come first and one machine at a time (``CONTROL_PLANE_SURGE``); workers get nothing while any
-    control-plane node is outdated or being replaced, then share the budget round-robin (scale sets
-    in ID order) so that several scale sets progress together.
+    machines joining for it (Join PendingNodes whose node has not registered or awaits
+    annotation, and the machines of its capacity step in flight, ``in_progress`` by group ID). It
+    gets none while that step runs (``ScaleOutInProgress``), while its ScalingGroup is missing,
+    while the scale set's model does not yet name the desired image, or while the cluster
+    autoscaler runs. Control-plane groups come first and one machine at a time
+    (``CONTROL_PLANE_SURGE``); workers get nothing while any control-plane node is outdated or
+    being replaced, then share the budget round-robin (scale sets in ID order) so that several
+    scale sets progress together.
     """
     groups_by_id = {g.spec.group_id.lower(): g for g in scaling_groups}
     roles = _roles(groups, groups_by_id)
@@ -170,29 +180,26 @@ def plan_scale_out(
     def is_control_plane(group_id: str) -> bool:
         return roles.get(group_id.lower(), NodeRole.WORKER) is NodeRole.CONTROL_PLANE
 
-    paired_donors = {pair.donor.name for pair in pairing.to_annotate}
-    unreplaced = _count_by_group(
-        node.scaling_group_id for node in groups.outdated if node.name not in paired_donors
-    )
-    joining = _joining_by_group(groups, pending_nodes)
+    unreplaced = _unreplaced_by_group(groups, pairing)
+    coming = {key.lower(): count for key, count in (in_progress or {}).items()}
+    joining = _joining_by_group(groups, pending_nodes, coming)
     control_plane_in_flight = _control_plane_in_flight(groups, joining, is_control_plane)
-    control_plane_unfinished = (
-        control_plane_in_flight > 0
-        or any(is_control_plane(key) for key in unreplaced)
-        or any(is_control_plane(node.scaling_group_id) for node in groups.donors)
+    control_plane_unfinished = control_plane_in_flight > 0 or any(
+        is_control_plane(key) for key in [*unreplaced, *(node.scaling_group_id for node in groups.donors)]
     )
 
     plan = ScaleOutPlan()
     needs: dict[str, int] = {}
     for key in sorted(unreplaced, key=lambda k: (not is_control_plane(k), k)):
         need = unreplaced[key] - joining.get(key, 0)
-        if need <= 0:
+        if need <= 0 and key not in coming:
             continue
         blocker = _scale_out_blocker(
             key,
             unreplaced[key],
             groups_by_id.get(key),
             desired_image,
+            coming=coming.get(key),
             autoscaler_running=autoscaler_running,
             waiting_for_control_plane=not is_control_plane(key) and control_plane_unfinished,
         )
@@ -206,6 +213,14 @@ def plan_scale_out(
     return plan
 
 
+def _unreplaced_by_group(groups: NodeGroups, pairing: PairingPlan) -> dict[str, int]:
+    """Outdated nodes per scale set that ``pairing`` gives no heir."""
+    paired_donors = {pair.donor.name for pair in pairing.to_annotate}
+    return _count_by_group(
+        node.scaling_group_id for node in groups.outdated if node.name not in paired_donors
+    )
+
+
 def _control_plane_in_flight(
     groups: NodeGroups, joining: Mapping[str, int], is_control_plane: Callable[[str], bool]
 ) -> int:
@@ -216,17 +231,22 @@ def _control_plane_in_flight(
     )
 
 
-def _joining_by_group(groups: NodeGroups, pending_nodes: Sequence[PendingNode]) -> dict[str, int]:
+def _joining_by_group(
+    groups: NodeGroups, pending_nodes: Sequence[PendingNode], coming: Mapping[str, int]
+) -> dict[str, int]:
     """Machines joining per scale set: Join PendingNodes whose node has not registered or awaits
-    annotation."""
+    annotation, and the machines ``coming`` from capacity steps in flight."""
     awaiting = groups.awaiting_annotation
-    return _count_by_group(
+    joining = _count_by_group(
         join.spec.group_id
         for join in [
             *_joins_without_node(groups, pending_nodes),
             *(j for j in _joins(pending_nodes) if any(_same_machine(node, j) for node in awaiting)),
         ]
     )
+    for key, count in coming.items():
+        joining[key] = joining.get(key, 0) + count
+    return joining
 
 
 def _share_budget(
