@@ -220,7 +220,7 @@ class RolloutWrites(WithCollaborators[NodeImageCloud]):
             if record is None:
                 continue
             operation = self.scale_out_operations.operation(group_id)
-            if operation is not None and operation.outcome is None:
+            if operation is not None and operation.running:
                 coming[group_id.lower()] = max(record.count, operation.count)
                 continue
             error = operation.outcome.error if operation is not None and operation.outcome else None

@@ -4,14 +4,14 @@ end comes through.
 Owns ``ScaleOutRecord`` (what a ScalingGroup's ``SCALE_OUT_ANNOTATION`` holds: the scale set's
 instance IDs before the capacity step and how many machines it adds; pure parsing and
 rendering) and ``ScaleOutOperations``. A scale-out's capacity PATCH returns once ARM accepted it;
-the cloud layer's operation tracker follows the operation and, when it ends, ``ended`` records
-the outcome and enqueues the NodeImage (quick, on a tracker thread). The pass that comes of it
-reads ``operation`` for the scale set: still running (leave the record, count its machines as
-coming), ended (turn the new instances into Joins, report a failure, clear the record), or
-unknown (a restart, or a PATCH never sent: the record alone decides, level-based). Nothing
-survives a restart. ``ScaleOutOperations`` is the ``Source`` of the ``nodeimage`` controller:
-an end is dropped while the controller does not run (its successor reads the record afresh).
-Thread-safe; no I/O.
+the cloud layer's operation tracker follows the operation and, when it ends, the ``on_done``
+that ``begin`` gave records the outcome and enqueues the NodeImage (quick, on a tracker
+thread). The pass that comes of it reads ``operation`` for the scale set: still running (leave
+the record, count its machines as coming), ended (turn the new instances into Joins, report a
+failure, clear the record), or unknown (a restart, or a PATCH never sent: the record alone
+decides, level-based). Nothing survives a restart. ``ScaleOutOperations`` is the ``Source`` of
+the ``nodeimage`` controller: an end is dropped while the controller does not run (its
+successor reads the record afresh). Thread-safe; no I/O.
 """
 
 from __future__ import annotations
@@ -118,8 +118,3 @@ class ScaleOutOperations:
         """Done with the scale set's scale-out (its record cleared, or its PATCH never sent)."""
         with self._lock:
             self._operations.pop(scale_set.lower(), None)
-
-    def running(self) -> int:
-        """Scale-outs still in flight."""
-        with self._lock:
-            return sum(1 for operation in self._operations.values() if operation.running)
