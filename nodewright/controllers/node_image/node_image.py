@@ -117,6 +117,7 @@ from nodewright.controllers.node_image.rollout_writes import (
 )
 from nodewright.controllers.node_image.scale_out import (
     ScaleOutPlan,
+    StepsInFlight,
     canary_placed,
     cap_scale_out,
     plan_scale_out,
@@ -172,8 +173,8 @@ class _View:
     current: dict[str, ClusterNode]
     evictions: list[EvictionCheck] = field(default_factory=list)
     """The heirs' eviction records checked (the evicted-pods health gate)."""
-    coming: dict[str, int] = field(default_factory=dict)
-    """Machines of scale-outs still in flight, by lowercased group ID (``_finish_scale_outs``)."""
+    coming: StepsInFlight = field(default_factory=StepsInFlight)
+    """The capacity steps still in flight (``_finish_scale_outs``): their machines are in flight."""
     progress: ReplacementPass = field(default_factory=ReplacementPass)
     pairing: PairingPlan = field(init=False)  # ``pair_nodes``: its released heirs (donor gone) are done
 
@@ -192,6 +193,7 @@ class _View:
             or groups.obsolete
             or groups.awaiting_annotation
             or self.pending
+            or self.coming.total
             or any(check.verdict is not EvictedPodsVerdict.SATISFIED for check in self.evictions)
         )
 
@@ -252,7 +254,7 @@ class NodeImageReconciler(NodeReplacement):
         joins, coming = self._finish_scale_outs(obj, claims.scaling_groups, pending)
         pending += joins
         nodes, invalid = self._annotated_nodes(claims, node_image.name)
-        groups = group_nodes(nodes, pending, desired, invalid=invalid)
+        groups = group_nodes(coming.without_their_machines(nodes), pending, desired, invalid=invalid)
         for join in settled_joins(groups, pending):
             self._delete_pending_node(join, "delete-settled-join")
             pending.remove(join)
@@ -276,10 +278,8 @@ class NodeImageReconciler(NodeReplacement):
             return Result(requeue_after=self._settings.drain_poll_seconds)  # the cache catches up
         pairing = view.pairing
         finished = len(pairing.clear_donor_annotation)  # heirs whose donor is gone: slots free now
-        budget = new_node_budget(
-            view.node_image.spec.max_surge, view.groups, view.pending, finished_heirs=finished
-        )
-        budget = max(0, budget - sum(view.coming.values()))  # scale-outs in flight spent theirs
+        surge, coming = view.node_image.spec.max_surge, view.coming.total  # steps in flight spent theirs
+        budget = new_node_budget(surge, view.groups, view.pending, finished_heirs=finished, coming=coming)
         gated = decision.memory.state in (RolloutState.CANARY, RolloutState.SOAKING, RolloutState.ROLLING)
         if self._settle_evictions(view.evictions, view.current, gated=gated):
             view.progress.steps.append(ReplacementStep.WAIT_FOR_EVICTED_PODS)
@@ -344,7 +344,7 @@ class NodeImageReconciler(NodeReplacement):
             in_flight=view.in_flight,
             failure=failure,
             now=self._clock(),
-            canary_placed=canary_placed(view.groups, view.pending, max(spec.canary, 1)),
+            canary_placed=canary_placed(view.groups, view.pending, max(spec.canary, 1), view.coming.counts),
             quarantined=bool(view.groups.quarantined),
         )
 
@@ -429,9 +429,9 @@ class NodeImageReconciler(NodeReplacement):
             desired_image=view.desired,
             budget=budget,
             autoscaler_running=autoscaler_running,
-            in_progress=view.coming,
+            in_progress=view.coming.counts,
         )
-        plan = cap_scale_out(plan, view.groups, view.pending, canary_cap)
+        plan = cap_scale_out(plan, view.groups, view.pending, canary_cap, view.coming.counts)
         for scale_out in plan.scale_outs:
             group = next(g for g in view.claims.scaling_groups if g.spec.group_id == scale_out.group_id)
             self._scale_out(view.obj, group, scale_out.count, view.desired)

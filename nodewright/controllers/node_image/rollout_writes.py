@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from nodewright.api.base import ValidationError
@@ -46,6 +46,7 @@ from nodewright.controllers.node_image.resources import (
     controller_reference,
 )
 from nodewright.controllers.node_image.rollout_metrics import RolloutMetrics
+from nodewright.controllers.node_image.scale_out import StepsInFlight
 from nodewright.controllers.node_image.scale_out_operations import ScaleOutOperations, ScaleOutRecord
 from nodewright.controllers.node_image.standalone import (
     CREATING_ANNOTATION,
@@ -202,13 +203,13 @@ class RolloutWrites(WithCollaborators[NodeImageCloud]):
 
     def _finish_scale_outs(
         self, owner: dict[str, Any], scaling_groups: Sequence[ScalingGroup], pending: Sequence[PendingNode]
-    ) -> tuple[list[PendingNode], dict[str, int]]:
+    ) -> tuple[list[PendingNode], StepsInFlight]:
         """The one path from a recorded scale-out to Joins: a scale-out still in flight here keeps
-        its record (its machines counted as coming, by lowercased group ID); one that ended, or
-        that a restart left behind, has its new instances tracked by Join PendingNodes and its
-        record cleared (a failed one reported first). Returns the new Joins and those coming."""
+        its record (its step counted in flight, by lowercased group ID); one that ended, or that a
+        restart left behind, has its new instances tracked by Join PendingNodes and its record
+        cleared (a failed one reported first). Returns the new Joins and the steps in flight."""
         adopted: list[PendingNode] = []
-        coming: dict[str, int] = {}
+        coming: dict[str, ScaleOutRecord] = {}
         known = {p.spec.provider_id.lower() for p in pending}
         for scaling_group in scaling_groups:
             if scaling_group.spec.standalone:
@@ -221,7 +222,7 @@ class RolloutWrites(WithCollaborators[NodeImageCloud]):
                 continue
             operation = self.scale_out_operations.operation(group_id)
             if operation is not None and operation.running:
-                coming[group_id.lower()] = max(record.count, operation.count)
+                coming[group_id.lower()] = replace(record, count=max(record.count, operation.count))
                 continue
             error = operation.outcome.error if operation is not None and operation.outcome else None
             if error is not None:
@@ -238,7 +239,7 @@ class RolloutWrites(WithCollaborators[NodeImageCloud]):
                 "clear-scale-out-record",
             )
             self.scale_out_operations.forget(group_id)
-        return adopted, coming
+        return adopted, StepsInFlight(coming)
 
     def _join_new_instances(
         self,

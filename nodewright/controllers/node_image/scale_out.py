@@ -1,5 +1,7 @@
 """Which scale sets get new machines now, within the surge budget (pure). Control-plane groups
-first and one at a time; workers share the budget round-robin. Neighbours: ``grouping``, ``pairing``.
+first and one at a time; workers share the budget round-robin. Owns ``StepsInFlight``: the
+capacity steps still running, whose machines count for their step (surge, canary, rollout in
+flight) until their Joins exist. Neighbours: ``grouping``, ``pairing``, ``scale_out_operations``.
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ from nodewright.api.nodewright.v1alpha1 import (
     ScalingGroup,
 )
 from nodewright.cloud.models import ImageReference
+from nodewright.cloud.resource_ids import InvalidResourceIdError, ScaleSetInstanceId, parse_provider_id
 from nodewright.controllers.node_image.grouping import (
     CONTROL_PLANE_LABEL,
     CONTROL_PLANE_SURGE,
+    ClusterNode,
     NodeGroups,
     _joins,
     _joins_without_node,
@@ -24,12 +28,14 @@ from nodewright.controllers.node_image.grouping import (
     same_image,
 )
 from nodewright.controllers.node_image.pairing import PairingPlan
+from nodewright.controllers.node_image.scale_out_operations import ScaleOutRecord
 
 __all__ = [
     "BLOCKING_PROBLEMS",
     "ScaleOut",
     "ScaleOutBlocker",
     "ScaleOutPlan",
+    "StepsInFlight",
     "canary_placed",
     "cap_scale_out",
     "plan_scale_out",
@@ -74,6 +80,45 @@ class ScaleOutPlan:
     @property
     def total(self) -> int:
         return sum(scale_out.count for scale_out in self.scale_outs)
+
+
+@dataclass(frozen=True)
+class StepsInFlight:
+    """The capacity steps still running, by lowercased scale set ID, each as recorded on its
+    ScalingGroup (the instance IDs before it, the machines it adds). Until its Joins exist, a
+    step's machines are counted by the step alone: against the surge budget, the canary's size,
+    and as a rollout in flight. A node of one of them that registered before the step ended (its
+    instance ID not among those before) is left out of the grouping: without a Join it would pass
+    for an up-to-date node (marked Ready-seen, counted as a finished canary)."""
+
+    steps: Mapping[str, ScaleOutRecord] = field(default_factory=dict)
+    """By lowercased scale set ID; each record's ``count`` the machines its step adds."""
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """The machines each step adds, by lowercased scale set ID."""
+        return {key: record.count for key, record in self.steps.items()}
+
+    @property
+    def total(self) -> int:
+        return sum(record.count for record in self.steps.values())
+
+    def without_their_machines(self, nodes: Iterable[ClusterNode]) -> list[ClusterNode]:
+        """``nodes`` less those whose machine a step in flight adds."""
+        return [node for node in nodes if not self._adds(node)]
+
+    def _adds(self, node: ClusterNode) -> bool:
+        """Whether ``node``'s machine is one a step adds: in its scale set, not there before it."""
+        try:
+            machine = parse_provider_id(node.provider_id)
+        except InvalidResourceIdError:
+            return False
+        if isinstance(machine, ScaleSetInstanceId):  # uniform: the providerID names the scale set
+            key, instance_id = node.scaling_group_id or str(machine.scale_set), machine.instance_id
+        else:  # Flexible: a VM, listed by its name, placed by the node's annotation
+            key, instance_id = node.scaling_group_id, machine.name
+        record = self.steps.get(key.lower())
+        return record is not None and instance_id.lower() not in {i.lower() for i in record.before}
 
 
 def _roles(groups: NodeGroups, groups_by_id: Mapping[str, ScalingGroup]) -> dict[str, NodeRole]:
@@ -277,26 +322,36 @@ def _share_budget(
     return counts
 
 
-def _on_new_image_by_group(groups: NodeGroups, pending_nodes: Sequence[PendingNode]) -> dict[str, int]:
-    """Machines on the desired image per scale set: joining, heirs (mints count by their join) and
-    up-to-date nodes."""
-    return _count_by_group(
+def _on_new_image_by_group(
+    groups: NodeGroups, pending_nodes: Sequence[PendingNode], coming: Mapping[str, int] | None
+) -> dict[str, int]:
+    """Machines on the desired image per scale set: joining, heirs (mints count by their join),
+    up-to-date nodes, and those ``coming`` from capacity steps in flight."""
+    on_new = _count_by_group(
         [
             *(join.spec.group_id for join in _joins(pending_nodes)),
             *(node.scaling_group_id for node in [*groups.heirs, *groups.up_to_date]),
         ]
     )
+    for key, count in (coming or {}).items():
+        on_new[key.lower()] = on_new.get(key.lower(), 0) + count
+    return on_new
 
 
 def cap_scale_out(
-    plan: ScaleOutPlan, groups: NodeGroups, pending_nodes: Sequence[PendingNode], cap: int | None
+    plan: ScaleOutPlan,
+    groups: NodeGroups,
+    pending_nodes: Sequence[PendingNode],
+    cap: int | None,
+    coming: Mapping[str, int] | None = None,
 ) -> ScaleOutPlan:
     """``plan`` with each scale set's new machines cut so that at most ``cap`` machines of it run
     the desired image (joining, heirs, mints and up-to-date nodes count, so a restart never adds a
-    second canary beside a finished one): the canary. ``None`` leaves the plan as it is."""
+    second canary beside a finished one, and so do the machines ``coming`` from its capacity step
+    in flight, by lowercased scale set ID): the canary. ``None`` leaves the plan as it is."""
     if cap is None:
         return plan
-    on_new = _on_new_image_by_group(groups, pending_nodes)
+    on_new = _on_new_image_by_group(groups, pending_nodes, coming)
     capped = ScaleOutPlan(blockers=list(plan.blockers))
     for scale_out in plan.scale_outs:
         room = max(0, cap - on_new.get(scale_out.group_id.lower(), 0))
@@ -307,9 +362,15 @@ def cap_scale_out(
     return capped
 
 
-def canary_placed(groups: NodeGroups, pending_nodes: Sequence[PendingNode], canary: int) -> bool:
+def canary_placed(
+    groups: NodeGroups,
+    pending_nodes: Sequence[PendingNode],
+    canary: int,
+    coming: Mapping[str, int] | None = None,
+) -> bool:
     """Whether every scale set with outdated nodes already has ``canary`` machines on the desired
-    image (so the canary batch is whatever is there, even if a restart lost its record)."""
-    on_new = _on_new_image_by_group(groups, pending_nodes)
+    image, those ``coming`` from its capacity step in flight included (so the canary batch is
+    whatever is there, even if a restart lost its record)."""
+    on_new = _on_new_image_by_group(groups, pending_nodes, coming)
     outdated = {node.scaling_group_id.lower() for node in [*groups.outdated, *groups.donors]}
     return all(on_new.get(key, 0) >= canary for key in outdated)
