@@ -17,7 +17,8 @@ writes what they say, each write idempotent and named by a checkpoint:
    is read from the cloud once; a VM in none belongs to its resource group's group of standalone
    VMs, if one is claimed); track with Join PendingNodes the machines of each recorded scale-out
    whose operation ended, or that a restart left (recorded on its ScalingGroup before it is made);
-2. group the claimed nodes against the desired image (the previous image while rolling back);
+2. group the claimed nodes against the desired image (the previous image while rolling back;
+   a node a capacity step still in flight adds is its step's, not grouped: ``StepsInFlight``);
    delete Join PendingNodes that are done, and those naming a node that already served as a heir
    (stale: a Warning Event and a log line); decide the rollout state (canary, soak, health gates,
    rollback; ``rollout_state``); compute the budget;
@@ -35,7 +36,7 @@ writes what they say, each write idempotent and named by a checkpoint:
    this one is over) when none does;
 6. scale out within the budget and the canary's cap: one capacity step per scale set, left to
    the operation tracker (its end enqueues the NodeImage; no worker waits), none beside one in
-   flight, whose machines count against the surge; write the status with state and conditions.
+   flight, whose machines count against surge and canary and as in flight; write the status.
 
 Writes are merge patches, creates that accept AlreadyExists, deletes that accept NotFound, and
 status updates under ``retry_on_conflict``, so a restart at any checkpoint resumes. The reconcile
