@@ -1,8 +1,9 @@
 """A wave's scale-out is one capacity step per scale set, and no reconcile worker waits for its
 operation (issue 32): one PATCH for a wave of three, passes that run while the operation does,
-a failed operation reported once and tried again, and a kill between the PATCH and the Joins
-that still ends with one Join per machine and no extra machine. Real API server, kwok, the ARM
-emulator and the node simulator."""
+a canary whose Node registers before its step ends and stays the canary, a failed operation
+reported once and tried again, and a kill between the PATCH and the Joins that still ends with
+one Join per machine and no extra machine. Real API server, kwok, the ARM emulator and the node
+simulator."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import time
 
 import pytest
 
+from nodewright.controllers.node_image.rollout_state import READY_SEEN_ANNOTATION
 from nodewright.runtime.control.reconcile import Request
 from tests.controllers.node_image.support import NEW_IMAGE, RolloutBench
 from tests.waiting import requested_passes
@@ -108,6 +110,50 @@ def test_the_reconcile_worker_is_free_while_the_scale_out_runs(bench: RolloutBen
     assert patches_during == [2 * NODES]
     assert _capacity_patches(bench, scale_set, since) == [2 * NODES]
     assert len(bench.events(node_image, "ScaledOut")) == NODES
+    _assert_replaced(bench, NODES)
+
+
+def test_a_canary_whose_node_registers_before_its_step_ends_stays_the_canary(bench: RolloutBench) -> None:
+    """Canary 1, maxSurge 2, a capacity operation of 10 s: the canary machine's Node registers,
+    Ready, while the step runs. Until the step ends and its Join exists that node is the step's:
+    passes that run meanwhile keep the rollout in Canary, mark it with no Ready-seen, and ask for
+    no other machine (before the fix it passed for an up-to-date node: Ready-seen, a finished
+    canary, the rollout past its canary while the step still ran)."""
+    bench.emulator.state.operation_retry_after = 1
+    scale_set = bench.add_scale_set("early", NODES)
+    bench.start_simulator()
+    since = time.monotonic()
+    node_image = bench.create_node_image(max_surge=2, canary=1)
+    bench.create_scaling_group(scale_set)
+
+    def slow_capacity_step() -> None:
+        bench.emulator.faults.slow_operations(OPERATION_SECONDS, "VirtualMachineScaleSets.update", times=1)
+
+    bench.switch.pauses["record-scale-out"] = slow_capacity_step
+    bench.start()
+    bench.wait_for(lambda: _capacity_patches(bench, scale_set, since), 60, "the canary's capacity PATCH")
+    sent = time.monotonic()
+    bench.wait_for(lambda: len(bench.nodes()) == NODES + 1, OPERATION_SECONDS, "the canary's Node")
+    assert bench.running is not None
+    requested_passes(bench.running.manager, "nodeimage", [Request("", node_image)], rounds=3)
+    during = time.monotonic() - sent
+    document = bench.emulator.state.render(scale_set)
+    assert document is not None
+    state_during = document["properties"]["provisioningState"]
+    rollout_during = bench.node_image().status.rollout_state
+    marked_during = [
+        n["metadata"]["name"] for n in bench.nodes() if READY_SEEN_ANNOTATION in n["metadata"]["annotations"]
+    ]
+    patches_during = _capacity_patches(bench, scale_set, since)
+    bench.wait_for(lambda: _done(bench), 120, "the rollout to finish")
+    bench.wait_for(lambda: len(bench.machines()) == NODES, 30, "donor machines deleted")
+    bench.stop()
+
+    assert state_during == "Updating", f"the operation ended before the passes ({during:.1f} s)"
+    assert rollout_during == "Canary"
+    assert not marked_during, f"marked Ready-seen before its Join existed: {marked_during}"
+    assert patches_during == [NODES + 1]
+    assert _capacity_patches(bench, scale_set, since)[0] == NODES + 1
     _assert_replaced(bench, NODES)
 
 
