@@ -20,6 +20,9 @@ pytestmark = pytest.mark.slow
 
 NODES = 3
 OPERATION_SECONDS = 10.0
+LATE_NEWS_SECONDS = 20.0
+"""A Retry-After long enough for the simulator to register a new machine's Node before the
+operation tracker hears that its capacity step ended."""
 
 
 def _done(bench: RolloutBench) -> bool:
@@ -114,11 +117,12 @@ def test_the_reconcile_worker_is_free_while_the_scale_out_runs(bench: RolloutBen
 
 
 def test_a_canary_whose_node_registers_before_its_step_ends_stays_the_canary(bench: RolloutBench) -> None:
-    """Canary 1, maxSurge 2, a capacity operation of 10 s: the canary machine's Node registers,
-    Ready, while the step runs. Until the step ends and its Join exists that node is the step's:
-    passes that run meanwhile keep the rollout in Canary, mark it with no Ready-seen, and ask for
-    no other machine (before the fix it passed for an up-to-date node: Ready-seen, a finished
-    canary, the rollout past its canary while the step still ran)."""
+    """Canary 1, maxSurge 2; the canary's capacity step takes 2 s but ARM answers its PATCH with a
+    Retry-After of 20 s, so the operation tracker hears of its end that long after: meanwhile the new
+    machine's Node registers, Ready. Until this process saw the step end and the Join exists, that
+    node is the step's: passes that run meanwhile keep the rollout in Canary, give the node no
+    Ready-seen mark, and ask for no other machine (before the fix it passed for an up-to-date
+    node: Ready-seen, a finished canary, the rollout past its canary while its step ran)."""
     bench.emulator.state.operation_retry_after = 1
     scale_set = bench.add_scale_set("early", NODES)
     bench.start_simulator()
@@ -126,31 +130,35 @@ def test_a_canary_whose_node_registers_before_its_step_ends_stays_the_canary(ben
     node_image = bench.create_node_image(max_surge=2, canary=1)
     bench.create_scaling_group(scale_set)
 
-    def slow_capacity_step() -> None:
-        bench.emulator.faults.slow_operations(OPERATION_SECONDS, "VirtualMachineScaleSets.update", times=1)
+    def late_news_of_the_step() -> None:  # a step of 2 s, its first poll 20 s after the PATCH
+        bench.emulator.faults.slow_operations(2.0, "VirtualMachineScaleSets.update", times=1)
+        bench.emulator.state.operation_retry_after = int(LATE_NEWS_SECONDS)
 
-    bench.switch.pauses["record-scale-out"] = slow_capacity_step
+    bench.switch.pauses["record-scale-out"] = late_news_of_the_step
     bench.start()
     bench.wait_for(lambda: _capacity_patches(bench, scale_set, since), 60, "the canary's capacity PATCH")
     sent = time.monotonic()
-    bench.wait_for(lambda: len(bench.nodes()) == NODES + 1, OPERATION_SECONDS, "the canary's Node")
+    bench.wait_for(lambda: len(bench.nodes()) == NODES + 1, LATE_NEWS_SECONDS, "the canary's Node")
+    registered = time.monotonic() - sent
     assert bench.running is not None
     requested_passes(bench.running.manager, "nodeimage", [Request("", node_image)], rounds=3)
     during = time.monotonic() - sent
-    document = bench.emulator.state.render(scale_set)
-    assert document is not None
-    state_during = document["properties"]["provisioningState"]
+    progressing_during = bench.condition(kind="Progressing")[1]
     rollout_during = bench.node_image().status.rollout_state
     marked_during = [
         n["metadata"]["name"] for n in bench.nodes() if READY_SEEN_ANNOTATION in n["metadata"]["annotations"]
     ]
+    joins_during = "create-join" in bench.switch.seen
     patches_during = _capacity_patches(bench, scale_set, since)
+    bench.emulator.state.operation_retry_after = 1
     bench.wait_for(lambda: _done(bench), 120, "the rollout to finish")
     bench.wait_for(lambda: len(bench.machines()) == NODES, 30, "donor machines deleted")
     bench.stop()
 
-    assert state_during == "Updating", f"the operation ended before the passes ({during:.1f} s)"
-    assert rollout_during == "Canary"
+    timing = f"Node after {registered:.1f} s, passes done after {during:.1f} s"
+    assert not joins_during, f"the tracker heard of the step's end before the passes ({timing})"
+    assert progressing_during == "ScaleOutInProgress", timing
+    assert rollout_during == "Canary", timing
     assert not marked_during, f"marked Ready-seen before its Join existed: {marked_during}"
     assert patches_during == [NODES + 1]
     assert _capacity_patches(bench, scale_set, since)[0] == NODES + 1
