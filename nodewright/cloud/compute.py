@@ -4,10 +4,11 @@ Owns: user-assigned identities of a VM or scale set (read; delta PATCH planned b
 ``identity_updates``, at most 150 per request, a rejected identity isolated and the rest
 retried, what landed re-read on failure; a PATCH's result is its own answer once its operation
 Succeeded, with no final GET: ``lro.py``); a scale set's model image (get and set); scale out by
-one and identify the new instance; delete an instance; instance view to ``NodeState``; an
-instance's image; and secondary IP configurations of a uniform scale-set instance (GET the
-instance, edit its ``networkInterfaceConfigurations``, clear ``storageProfile.imageReference``,
-PUT it back: waiting for the operation, or, given ``on_done``, handing it to the shared
+any count in one capacity PATCH whose operation the ``operations.OperationTracker`` follows;
+delete an instance; instance view to ``NodeState``; an instance's image; and secondary IP
+configurations of a uniform scale-set instance (GET the instance, edit its
+``networkInterfaceConfigurations``, clear ``storageProfile.imageReference``, PUT it back:
+waiting for the operation, or, given ``on_done``, handing it to the shared
 ``operations.OperationTracker`` so the caller's thread is free at once). Every method does I/O
 and may raise a ``CloudError``; each call goes through ``calls.GuardedCalls`` (counted on
 the ``CallObserver``, held back while its target backs off), as ``network``'s do. ``network``
@@ -329,22 +330,28 @@ class ComputeService:
 
         return self._call("compute.list_scale_set_instances", list_all)
 
-    def scale_out_by_one(
-        self, scale_set: ScaleSetId, record_before: Callable[[list[str]], None] | None = None
-    ) -> InstanceInfo:
-        """Raise the scale set's capacity by one and return the instance that was not there before.
+    def scale_out(
+        self,
+        scale_set: ScaleSetId,
+        count: int,
+        record_before: Callable[[list[str]], None],
+        on_done: Callable[[OperationOutcome], None],
+    ) -> int:
+        """Raise the scale set's capacity by ``count`` in one PATCH and return the capacity asked
+        for, once ARM accepted it; the operation tracker follows the operation and calls
+        ``on_done`` when it ends (the caller's thread never waits for it).
 
-        Side effects: list the instance IDs, hand them to ``record_before`` (the caller records
-        them for a restart; an exception there stops the scale-out before it starts), GET,
-        PATCH ``sku.capacity`` (waits for the operation), list again: two lists per new instance.
-        Serialised per scale set within this process so concurrent callers each get their own
-        instance. Raises ``CloudError`` if not exactly one new instance appeared.
+        Side effects: list the instance IDs once, hand them (sorted) to ``record_before`` (the
+        caller records them, so it can find the new instances by difference after the operation
+        or a restart; an exception there stops the scale-out before it starts), GET, PATCH
+        ``sku.capacity``. ARM takes any capacity step in one PATCH. Serialised per scale set
+        within this process up to ARM's answer, so two callers never raise the same capacity.
         """
+        if count < 1:
+            raise ValueError(f"scale-out of {scale_set.name} by {count}")
+        self._call.check_write(scale_set)
         with self._scale_set_locks.hold(str(scale_set)):
-            listed = self.list_instance_ids(scale_set)
-            if record_before is not None:
-                record_before(sorted(listed))
-            before = set(listed)
+            record_before(sorted(self.list_instance_ids(scale_set), key=_instance_sort_key))
             model = self._call(
                 "compute.get_scale_set",
                 lambda: self._compute.virtual_machine_scale_sets.get(
@@ -352,27 +359,23 @@ class ComputeService:
                 ),
                 scale_set,
             )
-            capacity = int(model.sku.capacity or 0) if model.sku is not None else 0
-            body = {"sku": {"capacity": capacity + 1}}
+            capacity = (int(model.sku.capacity or 0) if model.sku is not None else 0) + count
+            body = {"sku": {"capacity": capacity}}
+            polling = self.operations.polling()
             self._call(
                 "compute.scale_out",
                 lambda: self._compute.virtual_machine_scale_sets.begin_update(
                     scale_set.resource_group,
                     scale_set.name,
                     compute_models.VirtualMachineScaleSetUpdate(body),
-                ).result(),
+                    polling=polling,
+                ),
                 scale_set,
                 write=True,
             )
-            new = sorted(set(self.list_instance_ids(scale_set)) - before, key=_instance_sort_key)
-            if len(new) != 1:
-                raise CloudError(
-                    f"Scale-out of {scale_set.name} to {capacity + 1} left {len(new)} new instances: {new}"
-                )
-            log.info(
-                "Scaled out scale set: scale_set=%s capacity=%d instance=%s", scale_set, capacity + 1, new[0]
-            )
-            return self.get_instance(scale_set.instance(new[0]))
+            self._call.track(self.operations, "compute.scale_out", scale_set, polling, on_done)
+        log.info("Scaling out scale set: scale_set=%s capacity=%d added=%d", scale_set, capacity, count)
+        return capacity
 
     def get_primary_network_interface(self, machine: MachineId) -> str:
         """The ARM ID of a machine's primary NIC (the one marked primary, else the first), read

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +18,9 @@ from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION, ArmEmulator
 from nodewright.cloud.errors import CloudError, NotFoundError, PreconditionFailedError
 from nodewright.cloud.factory import Cloud
 from nodewright.cloud.models import ImageReference, NodeState
+from nodewright.cloud.operations import OperationOutcome
 from nodewright.cloud.resource_ids import (
+    ScaleSetId,
     ScaleSetInstanceId,
     parse_machine_id,
     parse_provider_id,
@@ -55,6 +57,30 @@ def estate(arm_emulator: ArmEmulator) -> Iterator[Estate]:
     cloud = cloud_for(arm_emulator, observer=counter)
     yield Estate(arm_emulator, cloud, counter, vnet + "/subnets/nodes", identities)
     cloud.close()
+
+
+def scale_out_and_wait(
+    estate: Estate, scale_set: ScaleSetId, count: int = 1, record: Callable[[list[str]], None] | None = None
+) -> tuple[list[str], OperationOutcome]:
+    """Scale out by ``count``, wait for the tracker to report the operation's end; the new
+    instance IDs (by difference with what ``scale_out`` listed before) and the outcome."""
+    recorded: list[list[str]] = []
+    outcomes: list[OperationOutcome] = []
+    ended = threading.Event()
+
+    def keep(before: list[str]) -> None:
+        recorded.append(before)
+        if record is not None:
+            record(before)
+
+    def on_done(outcome: OperationOutcome) -> None:
+        outcomes.append(outcome)
+        ended.set()
+
+    estate.cloud.compute.scale_out(scale_set, count, keep, on_done)
+    assert ended.wait(30), "the scale-out's operation never ended"
+    after = estate.cloud.compute.list_instance_ids(scale_set)
+    return [i for i in after if i not in set(recorded[0])], outcomes[0]
 
 
 def rendered_identity(emulator: ArmEmulator, arm_id: str) -> dict[str, Any]:
@@ -331,7 +357,8 @@ def test_scale_set_image_get_set_and_new_instances_get_it(
 
     assert estate.cloud.compute.get_scale_set_image(scale_set) == image
     assert estate.cloud.compute.get_instance(scale_set.instance("0")).image == original
-    assert estate.cloud.compute.scale_out_by_one(scale_set).image == image
+    new, _ = scale_out_and_wait(estate, scale_set)
+    assert estate.cloud.compute.get_instance(scale_set.instance(new[0])).image == image
 
 
 def test_scale_set_image_switches_between_forms(estate: Estate) -> None:
@@ -347,39 +374,98 @@ def test_scale_set_image_switches_between_forms(estate: Estate) -> None:
         assert estate.cloud.compute.get_scale_set_image(scale_set) == image
 
 
-def test_scale_out_identifies_the_new_instance(estate: Estate) -> None:
-    """Capacity 2 -> 3: the instance returned is the one that was not there, named after its
-    lowercased computer name, with providerID azure:// + its ID, and Ready."""
+def test_scale_out_adds_count_instances_in_one_capacity_patch(estate: Estate) -> None:
+    """Capacity 2 + 3: one PATCH of ``sku.capacity`` to 5, one instance list, the operation's
+    success reported to ``on_done``; the three new instances are named after their lowercased
+    computer names, with providerID azure:// + their IDs, and Ready."""
     scale_set_id = estate.emulator.estate.add_scale_set(
         GROUP, "vmss-a", subnet_id=estate.subnet_id, capacity=2
     )
     scale_set = parse_scale_set_id(scale_set_id)
-    before = set(estate.cloud.compute.list_instance_ids(scale_set))
+    since = time.monotonic()
 
-    instance = estate.cloud.compute.scale_out_by_one(scale_set)
+    new, outcome = scale_out_and_wait(estate, scale_set, 3)
 
-    assert instance.instance_id not in before
-    assert instance.name == instance.computer_name.lower()
-    assert instance.provider_id == "azure://" + instance.id
-    assert instance.state is NodeState.READY
+    assert outcome.succeeded
+    assert len(new) == 3
+    assert not set(new) & {"0", "1"}
+    for instance_id in new:
+        instance = estate.cloud.compute.get_instance(scale_set.instance(instance_id))
+        assert instance.name == instance.computer_name.lower()
+        assert instance.provider_id == "azure://" + instance.id
+        assert instance.state is NodeState.READY
+    updates = estate.emulator.requests.entries("VirtualMachineScaleSets.update", since=since)
+    assert [entry.body for entry in updates] == [{"sku": {"capacity": 5}}]
+    # scale_out's list, then the helper's own list after the operation
+    assert estate.emulator.requests.count("VirtualMachineScaleSetVMs.list", since=since) == 2
     document = estate.emulator.state.render(scale_set_id)
     assert document is not None
-    assert document["sku"]["capacity"] == 3
+    assert document["sku"]["capacity"] == 5
 
 
-def test_concurrent_scale_outs_each_get_their_own_instance(estate: Estate) -> None:
-    """Three threads scale out the same scale set at once: three distinct new instances."""
+def test_scale_out_returns_before_its_operation_ends(estate: Estate) -> None:
+    """With a 3 s operation, ``scale_out`` returns once ARM accepted the PATCH (the new
+    instances already listed, still Creating) and ``on_done`` comes later, from the tracker."""
+    scale_set = parse_scale_set_id(
+        estate.emulator.estate.add_scale_set(GROUP, "vmss-a", subnet_id=estate.subnet_id, capacity=1)
+    )
+    estate.emulator.faults.slow_operations(3.0, "VirtualMachineScaleSets.update")
+    ended = threading.Event()
+    outcomes: list[OperationOutcome] = []
+
+    def on_done(outcome: OperationOutcome) -> None:
+        outcomes.append(outcome)
+        ended.set()
+
+    started = time.monotonic()
+    capacity = estate.cloud.compute.scale_out(scale_set, 2, lambda _before: None, on_done)
+    returned = time.monotonic() - started
+
+    assert capacity == 3
+    assert not ended.is_set()
+    assert returned < 3.0, f"scale_out waited {returned:.1f} s"
+    assert len(estate.cloud.compute.list_instance_ids(scale_set)) == 3
+    assert ended.wait(30)
+    assert outcomes[0].succeeded
+    assert outcomes[0].finished - outcomes[0].started >= 2.0
+
+
+def test_a_failed_scale_out_operation_reaches_on_done_and_leaves_no_instance(estate: Estate) -> None:
+    """The operation ends Failed: ``on_done`` gets its ARM error, and the instances it was
+    creating are gone (ARM rolls the capacity back)."""
+    scale_set_id = estate.emulator.estate.add_scale_set(
+        GROUP, "vmss-a", subnet_id=estate.subnet_id, capacity=1
+    )
+    scale_set = parse_scale_set_id(scale_set_id)
+    estate.emulator.faults.fail_operation(
+        "VirtualMachineScaleSets.update", code="AllocationFailed", message="No capacity", times=1
+    )
+
+    new, outcome = scale_out_and_wait(estate, scale_set, 2)
+
+    assert outcome.error is not None
+    assert outcome.error.code == "AllocationFailed"
+    assert new == []
+    assert estate.cloud.compute.list_instance_ids(scale_set) == ["0"]
+
+
+def test_concurrent_scale_outs_each_raise_the_capacity(estate: Estate) -> None:
+    """Three threads scale out the same scale set at once by one each: three PATCHes of three
+    distinct capacities, and three new instances."""
     scale_set_id = estate.emulator.estate.add_scale_set(
         GROUP, "vmss-a", subnet_id=estate.subnet_id, capacity=1
     )
     scale_set = parse_scale_set_id(scale_set_id)
     estate.emulator.faults.slow_operations(0.2, "VirtualMachineScaleSets.update")
-    results: list[str] = []
+    results: list[int] = []
     errors: list[BaseException] = []
+    ended = threading.Semaphore(0)
 
     def scale_out() -> None:
         try:
-            results.append(str(estate.cloud.compute.scale_out_by_one(scale_set).instance_id))
+            results.append(
+                estate.cloud.compute.scale_out(scale_set, 1, lambda _before: None, lambda _o: ended.release())
+            )
         except BaseException as error:  # surfaced below
             errors.append(error)
 
@@ -389,8 +475,10 @@ def test_concurrent_scale_outs_each_get_their_own_instance(estate: Estate) -> No
     for thread in threads:
         thread.join(timeout=30)
     assert errors == []
-    assert len(set(results)) == 3
-    assert "0" not in results
+    assert sorted(results) == [2, 3, 4]
+    for _ in range(3):
+        assert ended.acquire(timeout=30)
+    assert sorted(estate.cloud.compute.list_instance_ids(scale_set), key=int) == ["0", "1", "2", "3"]
 
 
 def test_slow_long_running_operation_is_awaited(estate: Estate) -> None:
@@ -555,10 +643,10 @@ def test_primary_network_interface_of_a_vm_and_a_scale_set_instance(estate: Esta
         )
 
 
-def test_scale_out_lists_once_before_and_once_after_and_records_before_the_patch(estate: Estate) -> None:
+def test_scale_out_lists_once_and_records_before_the_patch(estate: Estate) -> None:
     """The caller's ``record_before`` gets the instance IDs the scale-out listed, before the
-    capacity PATCH; the scale-out sends two VM lists in all (issue 32: it sent three with the
-    caller's own list before it)."""
+    capacity PATCH; the scale-out sends one VM list (issue 32: it listed before and after, and
+    the caller once more before that)."""
     scale_set_id = estate.emulator.estate.add_scale_set(
         GROUP, "vmss-a", subnet_id=estate.subnet_id, capacity=2
     )
@@ -569,11 +657,12 @@ def test_scale_out_lists_once_before_and_once_after_and_records_before_the_patch
     def record(before: list[str]) -> None:
         recorded.append((before, estate.emulator.requests.count("VirtualMachineScaleSets.update")))
 
-    instance = estate.cloud.compute.scale_out_by_one(scale_set, record)
+    ended = threading.Event()
+    estate.cloud.compute.scale_out(scale_set, 1, record, lambda _outcome: ended.set())
 
     assert recorded == [(["0", "1"], 0)]
-    assert instance.instance_id not in {"0", "1"}
-    assert estate.emulator.requests.count("VirtualMachineScaleSetVMs.list", since=since) == 2
+    assert estate.emulator.requests.count("VirtualMachineScaleSetVMs.list", since=since) == 1
+    assert ended.wait(30)
 
 
 def test_a_failed_record_stops_the_scale_out_before_it_starts(estate: Estate) -> None:
@@ -586,7 +675,7 @@ def test_a_failed_record_stops_the_scale_out_before_it_starts(estate: Estate) ->
         raise RuntimeError(f"record of {before} lost")
 
     with pytest.raises(RuntimeError, match="record of"):
-        estate.cloud.compute.scale_out_by_one(parse_scale_set_id(scale_set_id), record)
+        estate.cloud.compute.scale_out(parse_scale_set_id(scale_set_id), 1, record, lambda _outcome: None)
     assert estate.emulator.requests.count("VirtualMachineScaleSets.update") == 0
     document = estate.emulator.state.render(scale_set_id)
     assert document is not None

@@ -270,6 +270,7 @@ def _wire_rollouts(wiring: _Wiring) -> None:
         .watches(POD, node_images_draining, predicate=pod_deleted)
         .watches(SCALING_GROUP, node_images_sharing_scale_set, predicate=scaling_group_changed)
         .watches(AUTOSCALING_STRATEGY, all_node_images, predicate=autoscaling_changed)
+        .watches_source(rollout.scale_out_operations)  # a scale-out's operation ended
         .complete(rollout)
     )
 

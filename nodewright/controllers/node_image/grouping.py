@@ -381,12 +381,20 @@ def extra_nodes(groups: NodeGroups, pending_nodes: Iterable[PendingNode]) -> int
 
 
 def new_node_budget(
-    max_surge: int, groups: NodeGroups, pending_nodes: Iterable[PendingNode], *, finished_heirs: int = 0
+    max_surge: int,
+    groups: NodeGroups,
+    pending_nodes: Iterable[PendingNode],
+    *,
+    finished_heirs: int = 0,
+    coming: int = 0,
 ) -> int:
-    """How many new nodes may be created now: ``max(0, max_surge - extra_nodes)``.
+    """How many new nodes may be created now: ``max(0, max_surge - extra_nodes - coming)``.
     ``finished_heirs`` are heirs whose donor is gone (``pairing.pair_nodes`` releases them in this
-    very pass): they have taken their donor's place, so their slot is free now, not one pass later."""
-    return max(0, max_surge - extra_nodes(groups, pending_nodes) + finished_heirs)
+    very pass): they have taken their donor's place, so their slot is free now, not one pass later.
+    ``coming``: machines of capacity steps in flight, not yet tracked by Joins (their nodes are
+    left out of ``groups``, so they are counted here once)."""
+    extra = extra_nodes(groups, pending_nodes) + coming
+    return max(0, max_surge - extra + finished_heirs)
 
 
 def rollout_in_progress(groups: NodeGroups, pending_nodes: Sequence[PendingNode]) -> bool:

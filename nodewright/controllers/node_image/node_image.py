@@ -15,9 +15,10 @@ writes what they say, each write idempotent and named by a checkpoint:
    and before the writes of steps 3-6 it is confirmed from a fresh list, ``claim_checks``);
    annotate their nodes with scale set and image (a VM node's scale set, Flexible orchestration,
    is read from the cloud once; a VM in none belongs to its resource group's group of standalone
-   VMs, if one is claimed); adopt machines a restart left without a Join PendingNode (a
-   scale-out is recorded on its ScalingGroup before it is made);
-2. group the claimed nodes against the desired image (the previous image while rolling back);
+   VMs, if one is claimed); track with Join PendingNodes the machines of each recorded scale-out
+   whose operation ended, or that a restart left (recorded on its ScalingGroup before it is made);
+2. group the claimed nodes against the desired image (the previous image while rolling back;
+   a node a capacity step still in flight adds is its step's, not grouped: ``StepsInFlight``);
    delete Join PendingNodes that are done, and those naming a node that already served as a heir
    (stale: a Warning Event and a log line); decide the rollout state (canary, soak, health gates,
    rollback; ``rollout_state``); compute the budget;
@@ -33,8 +34,9 @@ writes what they say, each write idempotent and named by a checkpoint:
    drain past drainTimeout quarantines the donor or fails the rollout;
 5. keep autoscaling off while any NodeImage's rollout runs and restore it (after the status says
    this one is over) when none does;
-6. scale out within the budget and the canary's cap, each new machine tracked by a Join
-   PendingNode; write the status with the rollout state and conditions.
+6. scale out within the budget and the canary's cap: one capacity step per scale set, left to
+   the operation tracker (its end enqueues the NodeImage; no worker waits), none beside one in
+   flight, whose machines count against surge and canary and as in flight; write the status.
 
 Writes are merge patches, creates that accept AlreadyExists, deletes that accept NotFound, and
 status updates under ``retry_on_conflict``, so a restart at any checkpoint resumes. The reconcile
@@ -98,9 +100,7 @@ from nodewright.controllers.node_image.pairing import (
 )
 from nodewright.controllers.node_image.pools import pool_nodes, unplaced_nodes
 from nodewright.controllers.node_image.replacement import NodeReplacement, RemovalContext, ReplacementPass
-from nodewright.controllers.node_image.resources import (
-    is_controlled_by,
-)
+from nodewright.controllers.node_image.resources import is_controlled_by
 from nodewright.controllers.node_image.rollout_state import (
     ACTIVE_STATES,
     RolloutDecision,
@@ -118,6 +118,7 @@ from nodewright.controllers.node_image.rollout_writes import (
 )
 from nodewright.controllers.node_image.scale_out import (
     ScaleOutPlan,
+    StepsInFlight,
     canary_placed,
     cap_scale_out,
     plan_scale_out,
@@ -173,6 +174,8 @@ class _View:
     current: dict[str, ClusterNode]
     evictions: list[EvictionCheck] = field(default_factory=list)
     """The heirs' eviction records checked (the evicted-pods health gate)."""
+    coming: StepsInFlight = field(default_factory=StepsInFlight)
+    """The capacity steps still in flight (``_finish_scale_outs``): their machines are in flight."""
     progress: ReplacementPass = field(default_factory=ReplacementPass)
     pairing: PairingPlan = field(init=False)  # ``pair_nodes``: its released heirs (donor gone) are done
 
@@ -191,6 +194,7 @@ class _View:
             or groups.obsolete
             or groups.awaiting_annotation
             or self.pending
+            or self.coming.total
             or any(check.verdict is not EvictedPodsVerdict.SATISFIED for check in self.evictions)
         )
 
@@ -248,9 +252,10 @@ class NodeImageReconciler(NodeReplacement):
         claimed nodes annotated and grouped, settled joins deleted."""
         claims = claim_scaling_groups(self._all_scaling_groups(), node_image.name, now=self._clock())
         pending = self._pending_nodes(str(obj["metadata"]["uid"]))
-        pending += self._adopt_recorded_scale_outs(obj, claims.scaling_groups, pending)
+        joins, coming = self._finish_scale_outs(obj, claims.scaling_groups, pending)
+        pending += joins
         nodes, invalid = self._annotated_nodes(claims, node_image.name)
-        groups = group_nodes(nodes, pending, desired, invalid=invalid)
+        groups = group_nodes(coming.without_their_machines(nodes), pending, desired, invalid=invalid)
         for join in settled_joins(groups, pending):
             self._delete_pending_node(join, "delete-settled-join")
             pending.remove(join)
@@ -259,7 +264,7 @@ class NodeImageReconciler(NodeReplacement):
             pending.remove(stale.pending_node)
         current = {node.name: node for node in groups.all_nodes()}
         evictions = self._check_evicted_pods(current.values(), node_image.spec.evicted_pods_ready_deadline)
-        view = _View(obj, node_image, memory, desired, claims, pending, groups, current, evictions)
+        view = _View(obj, node_image, memory, desired, claims, pending, groups, current, evictions, coming)
         view.pairing = pair_nodes(groups)
         return view
 
@@ -274,9 +279,8 @@ class NodeImageReconciler(NodeReplacement):
             return Result(requeue_after=self._settings.drain_poll_seconds)  # the cache catches up
         pairing = view.pairing
         finished = len(pairing.clear_donor_annotation)  # heirs whose donor is gone: slots free now
-        budget = new_node_budget(
-            view.node_image.spec.max_surge, view.groups, view.pending, finished_heirs=finished
-        )
+        surge, coming = view.node_image.spec.max_surge, view.coming.total  # steps in flight spent theirs
+        budget = new_node_budget(surge, view.groups, view.pending, finished_heirs=finished, coming=coming)
         gated = decision.memory.state in (RolloutState.CANARY, RolloutState.SOAKING, RolloutState.ROLLING)
         if self._settle_evictions(view.evictions, view.current, gated=gated):
             view.progress.steps.append(ReplacementStep.WAIT_FOR_EVICTED_PODS)
@@ -341,7 +345,7 @@ class NodeImageReconciler(NodeReplacement):
             in_flight=view.in_flight,
             failure=failure,
             now=self._clock(),
-            canary_placed=canary_placed(view.groups, view.pending, max(spec.canary, 1)),
+            canary_placed=canary_placed(view.groups, view.pending, max(spec.canary, 1), view.coming.counts),
             quarantined=bool(view.groups.quarantined),
         )
 
@@ -426,14 +430,12 @@ class NodeImageReconciler(NodeReplacement):
             desired_image=view.desired,
             budget=budget,
             autoscaler_running=autoscaler_running,
+            in_progress=view.coming.counts,
         )
-        plan = cap_scale_out(plan, view.groups, view.pending, canary_cap)
+        plan = cap_scale_out(plan, view.groups, view.pending, canary_cap, view.coming.counts)
         for scale_out in plan.scale_outs:
-            scaling_group = next(
-                g for g in view.claims.scaling_groups if g.spec.group_id == scale_out.group_id
-            )
-            for _ in range(scale_out.count):
-                self._scale_out_one(view.obj, scaling_group, view.desired)
+            group = next(g for g in view.claims.scaling_groups if g.spec.group_id == scale_out.group_id)
+            self._scale_out(view.obj, group, scale_out.count, view.desired)
         return plan
 
     def _report(self, view: _View, memory: RolloutMemory, budget: int, plan: ScaleOutPlan) -> None:

@@ -1,7 +1,9 @@
 """The writes of the NodeImage reconciler, shared by its steps: merge patches recorded for
 read-your-writes, PendingNode creates and deletes, the status, autoscaling kept off while any
-rollout runs, and scale-outs (a scale set's capacity step, or a standalone group's new VM, see
-``standalone``) recorded on their ScalingGroup first so a restart can find the new machine. Each
+rollout runs, and scale-outs (a standalone group's new VM, see ``standalone``, or a scale set's
+capacity step by any count, whose operation no worker waits for: ``scale_out_operations``),
+recorded on their ScalingGroup first; the pass after the step ended (or after a restart) finds
+the new machines by difference with the record and tracks each with a Join PendingNode. Each
 write passes the checkpoint hook with its step's name. Side effects: Kubernetes and ARM writes.
 Neighbour: ``node_image`` (``NodeImageReconciler`` builds on ``RolloutWrites``).
 """
@@ -9,9 +11,8 @@ Neighbour: ``node_image`` (``NodeImageReconciler`` builds on ``RolloutWrites``).
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from nodewright.api.base import ValidationError
@@ -22,10 +23,12 @@ from nodewright.api.nodewright.v1alpha1 import (
     PendingNode,
     PendingNodeGoal,
     PendingNodeSpec,
+    ScaleOutRecord,
     ScalingGroup,
 )
 from nodewright.cloud.errors import NotFoundError
 from nodewright.cloud.models import ImageReference, InstanceInfo
+from nodewright.cloud.operations import OperationOutcome
 from nodewright.cloud.resource_ids import (
     MachineId,
     ScaleSetId,
@@ -45,6 +48,8 @@ from nodewright.controllers.node_image.resources import (
     controller_reference,
 )
 from nodewright.controllers.node_image.rollout_metrics import RolloutMetrics
+from nodewright.controllers.node_image.scale_out import StepsInFlight
+from nodewright.controllers.node_image.scale_out_operations import ScaleOutOperations
 from nodewright.controllers.node_image.standalone import (
     CREATING_ANNOTATION,
     machine_model,
@@ -73,9 +78,13 @@ class NodeImageCloud(Protocol):
 
     def list_instance_ids(self, scale_set: ScaleSetId) -> list[str]: ...
 
-    def scale_out_by_one(
-        self, scale_set: ScaleSetId, record_before: Callable[[list[str]], None] | None = None
-    ) -> InstanceInfo: ...
+    def scale_out(
+        self,
+        scale_set: ScaleSetId,
+        count: int,
+        record_before: Callable[[list[str]], None],
+        on_done: Callable[[OperationOutcome], None],
+    ) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -109,6 +118,8 @@ class RolloutWrites(WithCollaborators[NodeImageCloud]):
         """The Degraded problem last reported per NodeImage (one Event per problem)."""
         self._standalone_machines: set[str] = set()
         """providerIDs of VM nodes the cloud says belong to no scale set (not asked again)."""
+        self.scale_out_operations = ScaleOutOperations()
+        """The scale-outs in flight; the ``nodeimage`` controller's source of their ends."""
 
     def _annotate(
         self, current: dict[str, ClusterNode], name: str, annotations: Mapping[str, str | None], step: str
@@ -157,61 +168,64 @@ class RolloutWrites(WithCollaborators[NodeImageCloud]):
 
     # ---- scale-out ----------------------------------------------------------------------------
 
-    def _scale_out_one(
-        self, owner: dict[str, Any], scaling_group: ScalingGroup, image: ImageReference
+    def _scale_out(
+        self, owner: dict[str, Any], scaling_group: ScalingGroup, count: int, image: ImageReference
     ) -> None:
-        """Add one machine to the scale set (or a VM built with ``image`` to a standalone group),
-        recorded first so a restart can find it."""
+        """Add ``count`` machines: one capacity step of the scale set, recorded first and left to
+        the operation tracker (the pass after its end turns the new instances into Joins,
+        ``_finish_scale_outs``), or ``count`` VMs built with ``image`` in a standalone group."""
         if scaling_group.spec.standalone:
-            self._create_standalone_machine(owner, scaling_group, image)
+            for _ in range(count):
+                self._create_standalone_machine(owner, scaling_group, image)
             return
-        scale_set = parse_scale_set_id(scaling_group.spec.group_id)
+        group_id = scaling_group.spec.group_id
 
         def record(before: list[str]) -> None:
             """The instance IDs the scale-out listed, recorded before the capacity changes."""
-            body = {"metadata": {"annotations": {SCALE_OUT_ANNOTATION: json.dumps(before)}}}
+            value = ScaleOutRecord(frozenset(before), count).render()
+            body = {"metadata": {"annotations": {SCALE_OUT_ANNOTATION: value}}}
             self._patch(
                 SCALING_GROUP, self._stores.scaling_groups, scaling_group.name, body, "record-scale-out"
             )
             self._checkpoint("scale-out")
 
-        instance = self._cloud.scale_out_by_one(scale_set, record)
-        self._track_join(owner, scaling_group, instance, "create-join")
-        self._events.event(owner, "Normal", "ScaledOut", f"Added {instance.name} to {scaling_group.name}")
-        clear = {"metadata": {"annotations": {SCALE_OUT_ANNOTATION: None}}}
-        self._patch(
-            SCALING_GROUP, self._stores.scaling_groups, scaling_group.name, clear, "clear-scale-out-record"
-        )
+        on_done = self.scale_out_operations.begin(group_id, str(owner["metadata"]["name"]), count)
+        try:
+            self._cloud.scale_out(parse_scale_set_id(group_id), count, record, on_done)
+        except BaseException:
+            self.scale_out_operations.forget(group_id)  # not sent: the record alone decides
+            raise
+        self._checkpoint("scale-out-sent")  # ARM accepted it; the record finds its machines
 
-    def _adopt_recorded_scale_outs(
+    def _finish_scale_outs(
         self, owner: dict[str, Any], scaling_groups: Sequence[ScalingGroup], pending: Sequence[PendingNode]
-    ) -> list[PendingNode]:
-        """Track machines that a scale-out created before a restart lost them; returns the new
-        Join PendingNodes."""
+    ) -> tuple[list[PendingNode], StepsInFlight]:
+        """The one path from a recorded scale-out to Joins: a scale-out still in flight here keeps
+        its record (its step counted in flight, by lowercased group ID); one that ended, or that a
+        restart left behind, has its new instances tracked by Join PendingNodes and its record
+        cleared (a failed one reported first). Returns the new Joins and the steps in flight."""
         adopted: list[PendingNode] = []
+        coming: dict[str, ScaleOutRecord] = {}
         known = {p.spec.provider_id.lower() for p in pending}
         for scaling_group in scaling_groups:
             if scaling_group.spec.standalone:
                 adopted += self._adopt_standalone_machine(owner, scaling_group, known)
                 continue
-            recorded = (scaling_group.metadata.get("annotations") or {}).get(SCALE_OUT_ANNOTATION)
-            if recorded is None:
+            group_id = scaling_group.spec.group_id
+            annotations = scaling_group.metadata.get("annotations") or {}
+            record = ScaleOutRecord.parse(annotations.get(SCALE_OUT_ANNOTATION))
+            if record is None:
                 continue
-            scale_set = parse_scale_set_id(scaling_group.spec.group_id)
-            try:
-                before = {str(i) for i in json.loads(recorded)}
-            except (ValueError, TypeError):
-                before = set()
-            for instance_id in sorted(set(self._cloud.list_instance_ids(scale_set)) - before):
-                instance = self._cloud.get_instance(scale_set.instance(instance_id))
-                if instance.provider_id.lower() in known:
-                    continue
-                created = self._track_join(owner, scaling_group, instance, "adopt-machine")
-                adopted.append(created)
-                known.add(instance.provider_id.lower())
-                self._events.event(
-                    owner, "Normal", "AdoptedMachine", f"Tracking {instance.name} created before a restart"
-                )
+            operation = self.scale_out_operations.operation(group_id)
+            if operation is not None and operation.running:
+                coming[group_id.lower()] = replace(record, count=max(record.count, operation.count))
+                continue
+            error = operation.outcome.error if operation is not None and operation.outcome else None
+            if error is not None:
+                message = f"Adding {record.count} machines to {scaling_group.name} failed: {error}"
+                self._events.event(owner, "Warning", "ScaleOutFailed", message)
+            ours = operation is not None
+            adopted += self._join_new_instances(owner, scaling_group, record, known, ours=ours)
             clear = {"metadata": {"annotations": {SCALE_OUT_ANNOTATION: None}}}
             self._patch(
                 SCALING_GROUP,
@@ -220,7 +234,37 @@ class RolloutWrites(WithCollaborators[NodeImageCloud]):
                 clear,
                 "clear-scale-out-record",
             )
-        return adopted
+            self.scale_out_operations.forget(group_id)
+        return adopted, StepsInFlight(coming)
+
+    def _join_new_instances(
+        self,
+        owner: dict[str, Any],
+        scaling_group: ScalingGroup,
+        record: ScaleOutRecord,
+        known: set[str],
+        *,
+        ours: bool,
+    ) -> list[PendingNode]:
+        """A Join PendingNode (and an Event) for each instance of the scale set not in the record
+        and not tracked yet; ``ours``: this process saw the scale-out end (else a restart did)."""
+        scale_set = parse_scale_set_id(scaling_group.spec.group_id)
+        joins: list[PendingNode] = []
+        for instance_id in sorted(set(self._cloud.list_instance_ids(scale_set)) - record.before):
+            instance = self._cloud.get_instance(scale_set.instance(instance_id))
+            if instance.provider_id.lower() in known:
+                continue
+            joins.append(
+                self._track_join(owner, scaling_group, instance, "create-join" if ours else "adopt-machine")
+            )
+            known.add(instance.provider_id.lower())
+            if ours:
+                message = f"Added {instance.name} to {scaling_group.name}"
+                self._events.event(owner, "Normal", "ScaledOut", message)
+            else:
+                message = f"Tracking {instance.name} created before a restart"
+                self._events.event(owner, "Normal", "AdoptedMachine", message)
+        return joins
 
     def _create_standalone_machine(
         self, owner: dict[str, Any], scaling_group: ScalingGroup, image: ImageReference

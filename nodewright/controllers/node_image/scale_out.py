@@ -1,5 +1,7 @@
 """Which scale sets get new machines now, within the surge budget (pure). Control-plane groups
-first and one at a time; workers share the budget round-robin. Neighbours: ``grouping``, ``pairing``.
+first and one at a time; workers share the budget round-robin. Owns ``StepsInFlight``: the
+capacity steps still running, whose machines count for their step (surge, canary, rollout in
+flight) until their Joins exist. Neighbours: ``grouping``, ``pairing``, ``scale_out_operations``.
 """
 
 from __future__ import annotations
@@ -11,12 +13,15 @@ from nodewright.api.nodewright.v1alpha1 import (
     CONDITION_IMAGE_APPLIED,
     NodeRole,
     PendingNode,
+    ScaleOutRecord,
     ScalingGroup,
 )
 from nodewright.cloud.models import ImageReference
+from nodewright.cloud.resource_ids import InvalidResourceIdError, ScaleSetInstanceId, parse_provider_id
 from nodewright.controllers.node_image.grouping import (
     CONTROL_PLANE_LABEL,
     CONTROL_PLANE_SURGE,
+    ClusterNode,
     NodeGroups,
     _joins,
     _joins_without_node,
@@ -30,6 +35,7 @@ __all__ = [
     "ScaleOut",
     "ScaleOutBlocker",
     "ScaleOutPlan",
+    "StepsInFlight",
     "canary_placed",
     "cap_scale_out",
     "plan_scale_out",
@@ -40,7 +46,8 @@ __all__ = [
 
 @dataclass(frozen=True)
 class ScaleOut:
-    """Add ``count`` machines to a scale set (one at a time, each tracked by a Join PendingNode)."""
+    """Add ``count`` machines to a scale set (one capacity step; each machine then tracked by a
+    Join PendingNode)."""
 
     group_id: str
     scaling_group: str
@@ -52,7 +59,8 @@ class ScaleOutBlocker:
     """Why outdated nodes of a scale set get no replacement now. ``reason`` is a condition
     reason. Problems a human must fix (``BLOCKING_PROBLEMS``): ScalingGroupMissing,
     ScalingGroupFailed (its reconciler could not apply the image). Waits that end by themselves:
-    ScalingGroupImageNotApplied (not applied yet), AutoscalerRunning, WaitingForControlPlane."""
+    ScalingGroupImageNotApplied (not applied yet), AutoscalerRunning, WaitingForControlPlane,
+    ScaleOutInProgress (the scale set's last capacity step has not ended)."""
 
     group_id: str
     reason: str
@@ -72,6 +80,45 @@ class ScaleOutPlan:
     @property
     def total(self) -> int:
         return sum(scale_out.count for scale_out in self.scale_outs)
+
+
+@dataclass(frozen=True)
+class StepsInFlight:
+    """The capacity steps still running, by lowercased scale set ID, each as recorded on its
+    ScalingGroup (the instance IDs before it, the machines it adds). Until its Joins exist, a
+    step's machines are counted by the step alone: against the surge budget, the canary's size,
+    and as a rollout in flight. A node of one of them that registered before the step ended (its
+    instance ID not among those before) is left out of the grouping: without a Join it would pass
+    for an up-to-date node (marked Ready-seen, counted as a finished canary)."""
+
+    steps: Mapping[str, ScaleOutRecord] = field(default_factory=dict)
+    """By lowercased scale set ID; each record's ``count`` the machines its step adds."""
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """The machines each step adds, by lowercased scale set ID."""
+        return {key: record.count for key, record in self.steps.items()}
+
+    @property
+    def total(self) -> int:
+        return sum(record.count for record in self.steps.values())
+
+    def without_their_machines(self, nodes: Iterable[ClusterNode]) -> list[ClusterNode]:
+        """``nodes`` less those whose machine a step in flight adds."""
+        return [node for node in nodes if not self._adds(node)]
+
+    def _adds(self, node: ClusterNode) -> bool:
+        """Whether ``node``'s machine is one a step adds: in its scale set, not there before it."""
+        try:
+            machine = parse_provider_id(node.provider_id)
+        except InvalidResourceIdError:
+            return False
+        if isinstance(machine, ScaleSetInstanceId):  # uniform: the providerID names the scale set
+            key, instance_id = node.scaling_group_id or str(machine.scale_set), machine.instance_id
+        else:  # Flexible: a VM, listed by its name, placed by the node's annotation
+            key, instance_id = node.scaling_group_id, machine.name
+        record = self.steps.get(key.lower())
+        return record is not None and instance_id.lower() not in {i.lower() for i in record.before}
 
 
 def _roles(groups: NodeGroups, groups_by_id: Mapping[str, ScalingGroup]) -> dict[str, NodeRole]:
@@ -102,10 +149,15 @@ def _scale_out_blocker(
     scaling_group: ScalingGroup | None,
     desired_image: ImageReference,
     *,
+    coming: int | None,
     autoscaler_running: bool,
     waiting_for_control_plane: bool,
 ) -> ScaleOutBlocker | None:
-    """Why a scale set with unreplaced outdated nodes may not get machines now, if it may not."""
+    """Why a scale set with unreplaced outdated nodes may not get machines now, if it may not
+    (``coming``: the machines of its capacity step in flight, if one is)."""
+    if coming is not None:
+        message = f"Waiting for {coming} new machines of {key} (their capacity step runs)"
+        return ScaleOutBlocker(key, "ScaleOutInProgress", message, outdated)
     if scaling_group is None:
         return ScaleOutBlocker(key, "ScalingGroupMissing", f"No ScalingGroup has groupID {key}", outdated)
     applied = scaling_group.status.image_reference
@@ -153,16 +205,19 @@ def plan_scale_out(
     desired_image: ImageReference,
     budget: int,
     autoscaler_running: bool = False,
+    in_progress: Mapping[str, int] | None = None,
 ) -> ScaleOutPlan:
     """Which scale sets get new machines now, and how many, within ``budget``.
 
     A scale set needs one machine per outdated node that has no heir (after ``pairing``), less the
-    machines already joining for it (Join PendingNodes whose node has not registered or awaits
-    annotation). It gets none while its ScalingGroup is missing, while the scale set's model does
-    not yet name the desired image, or while the cluster autoscaler runs. Control-plane groups
-    come first and one machine at a time (``CONTROL_PLANE_SURGE``); workers get nothing while any
-    control-plane node is outdated or being replaced, then share the budget round-robin (scale sets
-    in ID order) so that several scale sets progress together.
+    machines joining for it (Join PendingNodes whose node has not registered or awaits
+    annotation, and the machines of its capacity step in flight, ``in_progress`` by group ID). It
+    gets none while that step runs (``ScaleOutInProgress``), while its ScalingGroup is missing,
+    while the scale set's model does not yet name the desired image, or while the cluster
+    autoscaler runs. Control-plane groups come first and one machine at a time
+    (``CONTROL_PLANE_SURGE``); workers get nothing while any control-plane node is outdated or
+    being replaced, then share the budget round-robin (scale sets in ID order) so that several
+    scale sets progress together.
     """
     groups_by_id = {g.spec.group_id.lower(): g for g in scaling_groups}
     roles = _roles(groups, groups_by_id)
@@ -170,29 +225,26 @@ def plan_scale_out(
     def is_control_plane(group_id: str) -> bool:
         return roles.get(group_id.lower(), NodeRole.WORKER) is NodeRole.CONTROL_PLANE
 
-    paired_donors = {pair.donor.name for pair in pairing.to_annotate}
-    unreplaced = _count_by_group(
-        node.scaling_group_id for node in groups.outdated if node.name not in paired_donors
-    )
-    joining = _joining_by_group(groups, pending_nodes)
+    unreplaced = _unreplaced_by_group(groups, pairing)
+    coming = {key.lower(): count for key, count in (in_progress or {}).items()}
+    joining = _joining_by_group(groups, pending_nodes, coming)
     control_plane_in_flight = _control_plane_in_flight(groups, joining, is_control_plane)
-    control_plane_unfinished = (
-        control_plane_in_flight > 0
-        or any(is_control_plane(key) for key in unreplaced)
-        or any(is_control_plane(node.scaling_group_id) for node in groups.donors)
+    control_plane_unfinished = control_plane_in_flight > 0 or any(
+        is_control_plane(key) for key in [*unreplaced, *(node.scaling_group_id for node in groups.donors)]
     )
 
     plan = ScaleOutPlan()
     needs: dict[str, int] = {}
     for key in sorted(unreplaced, key=lambda k: (not is_control_plane(k), k)):
         need = unreplaced[key] - joining.get(key, 0)
-        if need <= 0:
+        if need <= 0 and key not in coming:
             continue
         blocker = _scale_out_blocker(
             key,
             unreplaced[key],
             groups_by_id.get(key),
             desired_image,
+            coming=coming.get(key),
             autoscaler_running=autoscaler_running,
             waiting_for_control_plane=not is_control_plane(key) and control_plane_unfinished,
         )
@@ -206,6 +258,14 @@ def plan_scale_out(
     return plan
 
 
+def _unreplaced_by_group(groups: NodeGroups, pairing: PairingPlan) -> dict[str, int]:
+    """Outdated nodes per scale set that ``pairing`` gives no heir."""
+    paired_donors = {pair.donor.name for pair in pairing.to_annotate}
+    return _count_by_group(
+        node.scaling_group_id for node in groups.outdated if node.name not in paired_donors
+    )
+
+
 def _control_plane_in_flight(
     groups: NodeGroups, joining: Mapping[str, int], is_control_plane: Callable[[str], bool]
 ) -> int:
@@ -216,17 +276,22 @@ def _control_plane_in_flight(
     )
 
 
-def _joining_by_group(groups: NodeGroups, pending_nodes: Sequence[PendingNode]) -> dict[str, int]:
+def _joining_by_group(
+    groups: NodeGroups, pending_nodes: Sequence[PendingNode], coming: Mapping[str, int]
+) -> dict[str, int]:
     """Machines joining per scale set: Join PendingNodes whose node has not registered or awaits
-    annotation."""
+    annotation, and the machines ``coming`` from capacity steps in flight."""
     awaiting = groups.awaiting_annotation
-    return _count_by_group(
+    joining = _count_by_group(
         join.spec.group_id
         for join in [
             *_joins_without_node(groups, pending_nodes),
             *(j for j in _joins(pending_nodes) if any(_same_machine(node, j) for node in awaiting)),
         ]
     )
+    for key, count in coming.items():
+        joining[key] = joining.get(key, 0) + count
+    return joining
 
 
 def _share_budget(
@@ -257,26 +322,36 @@ def _share_budget(
     return counts
 
 
-def _on_new_image_by_group(groups: NodeGroups, pending_nodes: Sequence[PendingNode]) -> dict[str, int]:
-    """Machines on the desired image per scale set: joining, heirs (mints count by their join) and
-    up-to-date nodes."""
-    return _count_by_group(
+def _on_new_image_by_group(
+    groups: NodeGroups, pending_nodes: Sequence[PendingNode], coming: Mapping[str, int] | None
+) -> dict[str, int]:
+    """Machines on the desired image per scale set: joining, heirs (mints count by their join),
+    up-to-date nodes, and those ``coming`` from capacity steps in flight."""
+    on_new = _count_by_group(
         [
             *(join.spec.group_id for join in _joins(pending_nodes)),
             *(node.scaling_group_id for node in [*groups.heirs, *groups.up_to_date]),
         ]
     )
+    for key, count in (coming or {}).items():
+        on_new[key.lower()] = on_new.get(key.lower(), 0) + count
+    return on_new
 
 
 def cap_scale_out(
-    plan: ScaleOutPlan, groups: NodeGroups, pending_nodes: Sequence[PendingNode], cap: int | None
+    plan: ScaleOutPlan,
+    groups: NodeGroups,
+    pending_nodes: Sequence[PendingNode],
+    cap: int | None,
+    coming: Mapping[str, int] | None = None,
 ) -> ScaleOutPlan:
     """``plan`` with each scale set's new machines cut so that at most ``cap`` machines of it run
     the desired image (joining, heirs, mints and up-to-date nodes count, so a restart never adds a
-    second canary beside a finished one): the canary. ``None`` leaves the plan as it is."""
+    second canary beside a finished one, and so do the machines ``coming`` from its capacity step
+    in flight, by lowercased scale set ID): the canary. ``None`` leaves the plan as it is."""
     if cap is None:
         return plan
-    on_new = _on_new_image_by_group(groups, pending_nodes)
+    on_new = _on_new_image_by_group(groups, pending_nodes, coming)
     capped = ScaleOutPlan(blockers=list(plan.blockers))
     for scale_out in plan.scale_outs:
         room = max(0, cap - on_new.get(scale_out.group_id.lower(), 0))
@@ -287,9 +362,15 @@ def cap_scale_out(
     return capped
 
 
-def canary_placed(groups: NodeGroups, pending_nodes: Sequence[PendingNode], canary: int) -> bool:
+def canary_placed(
+    groups: NodeGroups,
+    pending_nodes: Sequence[PendingNode],
+    canary: int,
+    coming: Mapping[str, int] | None = None,
+) -> bool:
     """Whether every scale set with outdated nodes already has ``canary`` machines on the desired
-    image (so the canary batch is whatever is there, even if a restart lost its record)."""
-    on_new = _on_new_image_by_group(groups, pending_nodes)
+    image, those ``coming`` from its capacity step in flight included (so the canary batch is
+    whatever is there, even if a restart lost its record)."""
+    on_new = _on_new_image_by_group(groups, pending_nodes, coming)
     outdated = {node.scaling_group_id.lower() for node in [*groups.outdated, *groups.donors]}
     return all(on_new.get(key, 0) >= canary for key in outdated)

@@ -16,7 +16,6 @@ Pure.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
@@ -25,6 +24,7 @@ from nodewright.api.nodewright.v1alpha1 import (
     DONOR_ANNOTATION,
     SCALE_OUT_ANNOTATION,
     PendingNodeGoal,
+    ScaleOutRecord,
 )
 from nodewright.cloud.resource_ids import InvalidResourceIdError, ScaleSetInstanceId, parse_provider_id
 from nodewright.runtime import parse_time
@@ -50,14 +50,11 @@ def _scaled_out(provider_id: str, scaling_groups: Iterable[Mapping[str, Any]]) -
     for group in scaling_groups:
         if str((group.get("spec") or {}).get("groupID") or "").lower() != scale_set:
             continue
-        recorded = ((group.get("metadata") or {}).get("annotations") or {}).get(SCALE_OUT_ANNOTATION)
-        if recorded is None:
+        annotations = (group.get("metadata") or {}).get("annotations") or {}
+        record = ScaleOutRecord.parse(annotations.get(SCALE_OUT_ANNOTATION))
+        if record is None:
             continue
-        try:
-            before = {str(instance) for instance in json.loads(recorded)}
-        except (ValueError, TypeError):
-            return True  # a record it cannot read: the rollout scales out; the bound still holds
-        return machine.instance_id not in before
+        return machine.instance_id not in record.before  # unreadable: nothing before; bounded
     return False
 
 

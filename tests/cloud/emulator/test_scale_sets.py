@@ -69,7 +69,7 @@ def test_patch_scale_set_unknown_identity_fails(estate: Estate, clients: Clients
     assert missing.lower() in error_message(raised.value)
 
 
-def test_scale_out_by_one_creates_a_new_instance(
+def test_capacity_plus_one_creates_a_new_instance(
     arm_emulator: ArmEmulator, estate: Estate, clients: Clients
 ) -> None:
     """Capacity +1 creates instance 2 with computer name <prefix>000002, an address and a fresh vmId."""

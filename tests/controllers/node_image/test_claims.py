@@ -25,6 +25,7 @@ from nodewright.api.nodewright.v1alpha1 import PendingNodeGoal, ScalingGroup
 from nodewright.cloud.emulator import ArmEmulator
 from nodewright.cloud.emulator.request_log import RecordedRequest
 from nodewright.cloud.models import ImageReference
+from nodewright.cloud.operations import OperationOutcome
 from nodewright.cloud.resource_ids import parse_scale_set_id
 from nodewright.controllers.node_image.resources import SCALING_GROUP
 from nodewright.controllers.node_image.targeting import claim_holder, claim_scaling_groups
@@ -263,6 +264,11 @@ def _run_together(*loops: Callable[[], None]) -> None:
 ROUNDS = 12
 
 
+def _setter(event: threading.Event) -> Callable[[OperationOutcome], None]:
+    """An ``on_done`` that sets ``event``."""
+    return lambda _outcome: event.set()
+
+
 def _rollout_model_writes(arm_emulator: ArmEmulator, scale_set: str) -> Callable[[], None]:
     """What the ScalingGroup and NodeImage reconcilers write to a scale set: model images (the
     last one ``…/1.0.<ROUNDS-1>``) and one capacity step."""
@@ -274,7 +280,9 @@ def _rollout_model_writes(arm_emulator: ArmEmulator, scale_set: str) -> Callable
                 image = f"/CommunityGalleries/nodewright-test/images/node/versions/1.0.{index}"
                 cloud.compute.set_scale_set_image(target, ImageReference.parse(image))
                 if index == ROUNDS // 2:
-                    cloud.compute.scale_out_by_one(target)
+                    ended = threading.Event()
+                    cloud.compute.scale_out(target, 1, lambda _ids: None, _setter(ended))
+                    assert ended.wait(30), "the capacity step never ended"
 
     return loop
 

@@ -19,6 +19,7 @@ from nodewright.api.nodewright.v1alpha1 import (
     PendingNodeGoal,
     PendingNodeSpec,
     PendingNodeStatus,
+    ScaleOutRecord,
     ScalingGroup,
     ScalingGroupSpec,
     ScalingGroupStatus,
@@ -78,7 +79,7 @@ from nodewright.controllers.node_image.pending_node_decisions import (
     cloud_state_of,
     decide_pending_node,
 )
-from nodewright.controllers.node_image.scale_out import ScaleOut, plan_scale_out
+from nodewright.controllers.node_image.scale_out import ScaleOut, ScaleOutPlan, plan_scale_out
 
 PREFIX = "/subscriptions/0000/resourceGroups/nodes-rg/providers/Microsoft.Compute/virtualMachineScaleSets/"
 WORKERS = PREFIX + "workers"
@@ -843,6 +844,51 @@ def test_waiting_for_a_scaling_group_image_is_progress_not_degradation() -> None
 def test_scale_out_waits_for_the_autoscaler_to_stop() -> None:
     """While the cluster autoscaler still runs, the rollout creates no machines (they would race)."""
     assert _scale_out([node("a")], [], 1, autoscaler_running=True) == ([], [("workers", "AutoscalerRunning")])
+
+
+def test_a_scale_set_whose_scale_out_is_in_flight_gets_no_other() -> None:
+    """Two machines of a capacity step still running count as joining for their scale set, which
+    gets no second step beside it (ScaleOutInProgress, a wait); another scale set still gets its
+    share of the budget."""
+    nodes = [node("a"), node("b"), node("c"), node("d", group=OTHERS)]
+    groups = group_nodes(nodes, [], DESIRED)
+    plan = plan_scale_out(
+        groups,
+        pair_nodes(groups),
+        [],
+        STANDARD_GROUPS,
+        desired_image=DESIRED,
+        budget=3,
+        in_progress={WORKERS.upper(): 2},
+    )
+    assert [(s.scaling_group, s.count) for s in plan.scale_outs] == [("others", 1)]
+    assert [(b.group_id, b.reason) for b in plan.blockers] == [(WORKERS.lower(), "ScaleOutInProgress")]
+    assert "2 new machines" in plan.blockers[0].message
+    conditions = {
+        c.type: (c.status, c.reason)
+        for c in rollout_conditions(groups, [], image=NEW, scale_out=ScaleOutPlan(blockers=plan.blockers))
+    }
+    assert conditions["Progressing"] == ("True", "ScaleOutInProgress")
+    assert conditions["Degraded"] == ("False", "AsExpected")
+
+
+@pytest.mark.parametrize(
+    ("value", "before", "count"),
+    [
+        pytest.param('{"before": ["0", "1"], "count": 3}', {"0", "1"}, 3, id="this-version"),
+        pytest.param('["0", "1"]', {"0", "1"}, 1, id="one-machine-record-of-an-earlier-version"),
+        pytest.param('{"before": "x", "count": -1}', set(), 0, id="wrong-types"),
+        pytest.param("not json", set(), 0, id="unreadable"),
+    ],
+)
+def test_scale_out_record_parse(value: str, before: set[str], count: int) -> None:
+    """The ScalingGroup's scale-out record reads back as written; earlier or damaged ones read
+    safely (unknown instances before, no machines counted as coming)."""
+    record = ScaleOutRecord.parse(value)
+    assert record == ScaleOutRecord(frozenset(before), count)
+    assert record is not None
+    assert ScaleOutRecord.parse(record.render()) == record
+    assert ScaleOutRecord.parse(None) is None
 
 
 def test_scale_out_names_the_scale_set_as_the_scaling_group_spells_it() -> None:

@@ -32,6 +32,7 @@ BOUNDARIES = {
     "status",
     "record-scale-out",
     "scale-out",
+    "scale-out-sent",
     "create-join",
     "adopt-machine",
     "clear-scale-out-record",

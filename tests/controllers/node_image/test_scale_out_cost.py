@@ -1,7 +1,8 @@
-"""What a rollout's scale-outs cost in ARM reads (issue 32): each new machine costs two lists of
-its scale set's instances (one recorded for a restart before the capacity changes, one after to
-find the new instance), counted in the ARM emulator's request log over a whole rollout. Real API
-server, kwok, the ARM emulator and the node simulator."""
+"""What a rollout's scale-outs cost at ARM (issue 32): one capacity PATCH per scale set per wave,
+whatever the wave's size, and two lists of the scale set's instances per PATCH (one recorded for
+a restart before the capacity changes, one after its operation ended to find the new
+instances), counted in the ARM emulator's request log over a whole rollout. Real API server,
+kwok, the ARM emulator and the node simulator."""
 
 from __future__ import annotations
 
@@ -14,18 +15,18 @@ from tests.controllers.node_image.support import RolloutBench
 pytestmark = pytest.mark.slow
 
 NODES = 4
-LISTS_PER_NEW_MACHINE = 2
+LISTS_PER_SCALE_OUT = 2
 
 
-def test_each_new_machine_costs_two_instance_lists(bench: RolloutBench) -> None:
-    """A rollout of four nodes with maxSurge 2 adds four machines and lists the scale set's
-    instances at most twice per machine (it was three times: the restart record's list, then the
-    scale-out's own before and after)."""
+def test_each_scale_out_is_one_capacity_patch_and_two_instance_lists(bench: RolloutBench) -> None:
+    """A rollout of four nodes with maxSurge 2 (no canary) adds four machines in fewer PATCHes than machines
+    (the first wave is one PATCH of +2), and lists the scale set's instances at most twice per
+    PATCH (it was one PATCH and two lists per machine)."""
     scale_set = bench.add_scale_set("cost", NODES)
     name = scale_set.rsplit("/", 1)[-1]
     bench.start_simulator()
     since = time.monotonic()
-    bench.create_node_image(max_surge=2)
+    bench.create_node_image(max_surge=2, canary=0)
     bench.create_scaling_group(scale_set)
     bench.start()
     bench.wait_for(
@@ -40,7 +41,9 @@ def test_each_new_machine_costs_two_instance_lists(bench: RolloutBench) -> None:
     )
     scale_outs = [entry for entry in updates if isinstance(entry.body, dict) and "sku" in entry.body]
     lists = bench.emulator.requests.count("VirtualMachineScaleSetVMs.list", path_contains=name, since=since)
-    assert len(scale_outs) == NODES
-    assert lists <= LISTS_PER_NEW_MACHINE * len(scale_outs), (
-        f"{lists} instance lists for {len(scale_outs)} new machines"
+    capacities = [int(entry.body["sku"]["capacity"]) for entry in scale_outs]
+    assert capacities[0] == NODES + 2, f"the first wave of two is one PATCH: {capacities}"
+    assert len(scale_outs) < NODES, f"one PATCH per machine: {capacities}"
+    assert lists <= LISTS_PER_SCALE_OUT * len(scale_outs), (
+        f"{lists} instance lists for {len(scale_outs)} capacity PATCHes"
     )

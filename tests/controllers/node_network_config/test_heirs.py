@@ -5,13 +5,12 @@ annotation or its age passes the bound; every other Node waits for nothing."""
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
-from nodewright.api.nodewright.v1alpha1 import DONOR_ANNOTATION, SCALE_OUT_ANNOTATION
+from nodewright.api.nodewright.v1alpha1 import DONOR_ANNOTATION, SCALE_OUT_ANNOTATION, ScaleOutRecord
 from nodewright.controllers.node_network_config.heirs import pairing_wait
 
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
@@ -31,7 +30,8 @@ def _join(name: str = "pool000007", goal: str = "Join") -> dict[str, Any]:
 
 
 def _group(before: list[str] | None, group_id: str = SCALE_SET.upper()) -> dict[str, Any]:
-    annotations = {} if before is None else {SCALE_OUT_ANNOTATION: json.dumps(before)}
+    record = None if before is None else ScaleOutRecord(frozenset(before), 1).render()
+    annotations = {} if record is None else {SCALE_OUT_ANNOTATION: record}
     return {"metadata": {"name": "pool", "annotations": annotations or {}}, "spec": {"groupID": group_id}}
 
 

@@ -13,7 +13,11 @@ from nodewright.api.nodewright.v1alpha1.autoscaling_strategy import (
     AutoscalingStrategySpec,
     AutoscalingStrategyStatus,
 )
-from nodewright.api.nodewright.v1alpha1.heir_marks import DONOR_ANNOTATION, SCALE_OUT_ANNOTATION
+from nodewright.api.nodewright.v1alpha1.heir_marks import (
+    DONOR_ANNOTATION,
+    SCALE_OUT_ANNOTATION,
+    ScaleOutRecord,
+)
 from nodewright.api.nodewright.v1alpha1.incoming_pods import INCOMING_PODS_ANNOTATION, IncomingPods
 from nodewright.api.nodewright.v1alpha1.node_image import (
     CONDITION_DEGRADED,
@@ -75,6 +79,7 @@ __all__ = [
     "PendingNodeSpec",
     "PendingNodeStatus",
     "RolloutState",
+    "ScaleOutRecord",
     "ScalingGroup",
     "ScalingGroupSpec",
     "ScalingGroupStatus",
