@@ -248,6 +248,8 @@ class ArmBudget:
         rests on (a read-modify-write): 0.0 when they are taken (after pacing up to
         ``max_wait``; the request then passes ``ArmBudgetPolicy`` without taking them again), else
         the seconds until they could be (nothing taken: the caller comes back then, no read spent)."""
+        if _credit(method, operation) in self._credits():
+            return 0.0  # prepaid already (an enclosing read-modify-write of this thread)
         held = self.held_for(method)
         if held > 0:
             return held

@@ -18,7 +18,13 @@ from typing import TypeVar
 from nodewright.cloud.backoff import TargetBackoff, guarded_call
 from nodewright.cloud.budget import ArmBudget
 from nodewright.cloud.operations import OperationOutcome, OperationTracker, TrackedPolling
-from nodewright.cloud.throttle import DEFAULT_PACING_MAX_WAIT_SECONDS, CallObserver, NullObserver, held_error
+from nodewright.cloud.throttle import (
+    DEFAULT_PACING_MAX_WAIT_SECONDS,
+    CallObserver,
+    NullObserver,
+    TokenBucket,
+    held_error,
+)
 
 __all__ = ["GuardedCalls"]
 
@@ -37,11 +43,13 @@ class GuardedCalls:
         backoff: TargetBackoff | None,
         budget: ArmBudget | None = None,
         max_wait_seconds: float = DEFAULT_PACING_MAX_WAIT_SECONDS,
+        mutation_bucket: TokenBucket | None = None,
     ) -> None:
         self.observer: CallObserver = observer or NullObserver()
         self.backoff = backoff
         self.budget = budget
         self.max_wait_seconds = max_wait_seconds
+        self.mutation_bucket = mutation_bucket
 
     def __call__(
         self, operation: str, function: Callable[[], T], target: object | None = None, *, write: bool = False
@@ -55,25 +63,38 @@ class GuardedCalls:
             self.backoff.check(str(target), "write")
 
     @contextmanager
-    def prepaid_write(self, call: str, request: str, target: object) -> Iterator[None]:
-        """Around a read-modify-write whose write is the SDK call ``call`` sending ``request``
-        (``throttle.operation_name``'s form): the write's budget is taken before the read, so a
-        write the budget would keep back costs no read. When it cannot be taken now, ``call``
-        fails here as the write itself would have: a quiet ``ThrottledError`` of a request not
-        sent, counted and noted on the target's write backoff. What no write spent is given back."""
-        budget = self.budget
-        if budget is None:
-            yield
-            return
+    def reserved_write(self, request: str) -> Iterator[float]:
+        """Take the ARM budget and the mutation token of a write ``request``
+        (``throttle.operation_name``'s form) that this thread sends inside the block, before the
+        reads it rests on. Yields 0.0 when taken (the write passes without taking them again,
+        and a ``prepaid_write`` inside takes nothing more), else the seconds until they could be
+        (nothing taken: the caller comes back then). What no write spent is given back."""
         method = request.split(" ", 1)[0]
-        wait = budget.prepay(method, request, self.max_wait_seconds)
-        if wait > 0:
-            error = held_error(f"{request} by the budget", wait, code="ClientPacing")
-            self(call, partial(_raise, error), target, write=True)
+        budget, bucket = self.budget, self.mutation_bucket
+        wait = budget.prepay(method, request, self.max_wait_seconds) if budget is not None else 0.0
+        if wait <= 0 and bucket is not None:
+            wait = bucket.prepay(self.max_wait_seconds)
+            if wait > 0 and budget is not None:
+                budget.release_prepaid(method, request)
         try:
-            yield
+            yield wait
         finally:
-            budget.release_prepaid(method, request)
+            if wait <= 0 and budget is not None:
+                budget.release_prepaid(method, request)
+            if wait <= 0 and bucket is not None:
+                bucket.release_prepaid()
+
+    @contextmanager
+    def prepaid_write(self, call: str, request: str, target: object) -> Iterator[None]:
+        """Around a read-modify-write whose write is the SDK call ``call`` sending ``request``:
+        ``reserved_write``, and when it cannot take the write's share now, ``call`` fails here as
+        the write itself would have (a quiet ``ThrottledError`` of a request not sent, counted and
+        noted on the target's write backoff), before any read."""
+        with self.reserved_write(request) as wait:
+            if wait > 0:
+                error = held_error(f"{request} by the budget", wait, code="ClientPacing")
+                self(call, partial(_raise, error), target, write=True)
+            yield
 
     def track(
         self,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
 from azure.core import MatchConditions
@@ -56,7 +57,7 @@ from nodewright.cloud.resource_ids import (
     ScaleSetInstanceId,
     VirtualMachineId,
 )
-from nodewright.cloud.throttle import DEFAULT_PACING_MAX_WAIT_SECONDS, CallObserver
+from nodewright.cloud.throttle import DEFAULT_PACING_MAX_WAIT_SECONDS, CallObserver, TokenBucket
 
 log = logging.getLogger(__name__)
 
@@ -140,11 +141,12 @@ class ComputeService:
         operations: OperationTracker | None = None,
         budget: ArmBudget | None = None,
         pacing_max_wait_seconds: float = DEFAULT_PACING_MAX_WAIT_SECONDS,
+        mutation_bucket: TokenBucket | None = None,
     ) -> None:
         self._compute = compute
         self.polling_interval = polling_interval
         self.operations = operations or OperationTracker(interval=polling_interval, observer=observer)
-        self._call = GuardedCalls(observer, backoff, budget, pacing_max_wait_seconds)
+        self._call = GuardedCalls(observer, backoff, budget, pacing_max_wait_seconds, mutation_bucket)
         self.max_identities_per_request = max_identities_per_request
         self._scale_set_locks = KeyedLocks()
         self._machine_locks = KeyedLocks()
@@ -495,6 +497,10 @@ class ComputeService:
         log.info("Deleted instance: machine=%s", machine)
 
     # Uniform scale-set instance IP configurations ---------------------------------------------
+
+    def reserved_instance_write(self) -> AbstractContextManager[float]:
+        """``GuardedCalls.reserved_write`` of a scale-set instance's PUT."""
+        return self._call.reserved_write(INSTANCE_PUT)
 
     def edit_scale_set_instance_ip_configurations(
         self,

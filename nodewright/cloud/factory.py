@@ -227,11 +227,20 @@ def build_cloud(settings: CloudSettings, **options: Any) -> Cloud:
         operations=operations,
         budget=budget,
         pacing_max_wait_seconds=settings.pacing_max_wait_seconds,
+        mutation_bucket=clients.mutation_bucket,
     )
     return Cloud(
         clients=clients,
         compute=compute,
-        network=NetworkService(clients.network, compute, observer=clients.observer, backoff=backoff),
+        network=NetworkService(
+            clients.network,
+            compute,
+            observer=clients.observer,
+            backoff=backoff,
+            budget=budget,
+            pacing_max_wait_seconds=settings.pacing_max_wait_seconds,
+            mutation_bucket=clients.mutation_bucket,
+        ),
         identities=IdentityService(clients.msi, observer=clients.observer),
         standalone=StandaloneMachineService(
             clients.compute, clients.network, compute, observer=clients.observer, backoff=backoff

@@ -19,12 +19,14 @@ from __future__ import annotations
 import ipaddress
 import logging
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
 from azure.mgmt.network import NetworkManagementClient
 from azure.mgmt.network import models as network_models
 
 from nodewright.cloud.backoff import TargetBackoff
+from nodewright.cloud.budget import ArmBudget
 from nodewright.cloud.calls import GuardedCalls
 from nodewright.cloud.compute import ComputeService
 from nodewright.cloud.errors import PreconditionFailedError
@@ -44,13 +46,15 @@ from nodewright.cloud.resource_ids import (
     parse_network_interface_id,
     parse_subnet_id,
 )
-from nodewright.cloud.throttle import CallObserver
+from nodewright.cloud.throttle import DEFAULT_PACING_MAX_WAIT_SECONDS, CallObserver, TokenBucket
 
 log = logging.getLogger(__name__)
 
 AZURE_RESERVED_ADDRESSES_PER_SUBNET = 5
 
 R = TypeVar("R")
+NIC_PUT = "PUT Microsoft.Network/networkInterfaces"
+"""A standalone NIC's PUT, named as the budget names requests (``throttle.operation_name``)."""
 Edit = Callable[[list[dict[str, Any]]], list[dict[str, Any]]]
 
 
@@ -96,6 +100,9 @@ class NetworkService:
         conflict_retries: int = 2,
         max_ip_configurations_per_nic: int = MAX_IP_CONFIGURATIONS_PER_NIC,
         operations: OperationTracker | None = None,
+        budget: ArmBudget | None = None,
+        pacing_max_wait_seconds: float = DEFAULT_PACING_MAX_WAIT_SECONDS,
+        mutation_bucket: TokenBucket | None = None,
     ) -> None:
         self._network = network
         self._compute = compute
@@ -103,13 +110,23 @@ class NetworkService:
             compute.operations if compute is not None else OperationTracker(interval=30.0, observer=observer)
         )
         """Follows the operations of ``begin_*`` calls (the compute service's, when given)."""
-        self._call = GuardedCalls(observer, backoff)
+        self._call = GuardedCalls(observer, backoff, budget, pacing_max_wait_seconds, mutation_bucket)
         self.conflict_retries = conflict_retries
         self.max_ip_configurations_per_nic = max_ip_configurations_per_nic
         self._nic_locks = KeyedLocks()
         self._subnet_cidrs: dict[str, str | None] = {}
         """Address prefix per subnet key, once read: ARM refuses to change the prefix of a subnet
         whose addresses are in use, so a usage refresh needs only the usage list."""
+
+    def reserved_write(self, nic: str | NetworkInterfaceId) -> AbstractContextManager[float]:
+        """The ARM budget and mutation token of a write of the NIC's IP configurations, taken for
+        the calling thread's block (``GuardedCalls.reserved_write``: yields 0.0 when taken, else
+        the seconds until they could be), so that a pass reads what only the write needs after
+        the write is sure to go."""
+        nic_id = _as_nic_id(nic)
+        if nic_id.scale_set_instance is not None:
+            return self._require_compute().reserved_instance_write()
+        return self._call.reserved_write(NIC_PUT)
 
     def get_network_interface(self, nic: str | NetworkInterfaceId) -> NicInfo:
         """Read a NIC: standalone, or a uniform scale-set instance's (read-only) NIC view."""
@@ -269,7 +286,7 @@ class NetworkService:
         """Read the NIC, edit its IP configurations and ``put`` it with its etag when changed,
         from a fresh read again after a 412; the NIC read and ``put``'s result (None: unchanged)."""
         self._call.check_write(nic_id)
-        with self._nic_locks.hold(nic_id.key):
+        with self._call.prepaid_write("network.put_nic", NIC_PUT, nic_id), self._nic_locks.hold(nic_id.key):
             attempt = 0
             while True:
                 current = self._get_sdk_nic(nic_id)

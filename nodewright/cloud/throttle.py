@@ -180,6 +180,8 @@ class TokenBucket:
 
     ``reserve`` takes a token and returns how long the caller must wait before using it (pure
     given the clock); ``acquire`` reserves and sleeps. Waiters are served in arrival order.
+    ``prepay`` takes a token for a mutation the calling thread sends next (a read-modify-write
+    takes it before its read), which ``MutationRateLimitPolicy`` then lets pass.
     """
 
     def __init__(
@@ -194,6 +196,7 @@ class TokenBucket:
         self._lock = threading.Lock()
         self._tokens = float(burst)
         self._updated = clock()
+        self._prepaid = threading.local()
 
     def reserve(self) -> float:
         """Take one token (possibly going into debt) and return the seconds to wait for it."""
@@ -205,6 +208,34 @@ class TokenBucket:
             if self._tokens >= 0:
                 return 0.0
             return -self._tokens / self.rate
+
+    def prepay(self, max_wait: float) -> float:
+        """Take now the token a mutation this thread is about to send will need (sleeping up to
+        ``max_wait`` for it): 0.0 when taken (the request then passes the policy without taking
+        another), else the seconds it would wait (nothing taken)."""
+        if getattr(self._prepaid, "count", 0) > 0:
+            return 0.0  # prepaid already (an enclosing read-modify-write of this thread)
+        wait = self.reserve()
+        if wait > max_wait:
+            self.refund()
+            return wait
+        if wait > 0:
+            self._sleep(wait)
+        self._prepaid.count = 1
+        return 0.0
+
+    def spend_prepaid(self) -> bool:
+        """Whether this thread holds a prepaid token (spent by this call)."""
+        count: int = getattr(self._prepaid, "count", 0)
+        if count <= 0:
+            return False
+        self._prepaid.count = count - 1
+        return True
+
+    def release_prepaid(self) -> None:
+        """Give back this thread's prepaid token if no mutation spent it."""
+        if self.spend_prepaid():
+            self.refund()
 
     def refund(self) -> None:
         """Give back a token taken by ``reserve`` and not used (the request was not sent)."""
@@ -305,7 +336,7 @@ class MutationRateLimitPolicy(SansIOHTTPPolicy[Any, Any]):
         self._sleep = sleep
 
     def on_request(self, request: PipelineRequest[Any]) -> None:
-        if request.http_request.method.upper() in READ_METHODS:
+        if request.http_request.method.upper() in READ_METHODS or self.bucket.spend_prepaid():
             return
         wait = self.bucket.reserve()
         if wait <= 0:

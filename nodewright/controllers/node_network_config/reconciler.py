@@ -25,17 +25,19 @@ the lock) and one ``SubnetBook``. The client and the stores are the controller's
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 from nodewright.api.acn.v1alpha import NodeNetworkConfig
 from nodewright.cloud.models import NicInfo
 from nodewright.controllers.node_network_config.apply import PassApplier
-from nodewright.controllers.node_network_config.cloud import ComputeOperations, NetworkOperations
+from nodewright.controllers.node_network_config.cloud import ComputeOperations, NetworkOperations, WriteBudget
 from nodewright.controllers.node_network_config.config_writes import ConfigWrites
 from nodewright.controllers.node_network_config.heirs import pairing_wait
 from nodewright.controllers.node_network_config.lifecycle import Lifecycle
@@ -108,14 +110,7 @@ class NodeNetworkConfigReconciler:
         self.book = _book_for(settings)
         prefix = BLOCK_PREFIX_LENGTH if settings.prefix_blocks else None
         writes = NicWrites(network, self.book, settings.namespace, notify or ignore_request, new_name, prefix)
-        self.subnets = SubnetBook(
-            client=client,
-            network=network,
-            namespace=settings.namespace,
-            check_interval_seconds=settings.subnet_check_interval_seconds,
-            batch_size=settings.scaler.batch_size,
-            wall_clock=wall_clock,
-        )
+        self.subnets = _subnet_book(client, network, settings, wall_clock)
         self._configs = configs = ConfigWrites(client, settings.namespace)
         status = StatusWriter(patch=configs.patch, events=events, scaler=settings.scaler)
         self.spec_writer = SpecWriter(
@@ -132,6 +127,9 @@ class NodeNetworkConfigReconciler:
             events=events,
             namespace=settings.namespace,
             patch=configs.patch,
+        )
+        self._reserved_write = (
+            network.reserved_write if isinstance(network, WriteBudget) else _nothing_reserved
         )
         parts = (self.book, self.subnets, writes, configs, self._lifecycle)
         locator, listings = with_listings(network, compute, settings, clock)
@@ -207,11 +205,15 @@ class NodeNetworkConfigReconciler:
             facts = dataclasses.replace(facts, surplus_since=spec.count.surplus_since)
             spec = plan_spec(settings, facts, view.memory, follow=True)
         view = self._after_spec(view, stored)
-        plan, nic = self._plan_nic(view, spec)
-        problems, warnings = findings(settings, plan, view.released_lately)
-        outcome = Outcome(problems=[*([spec.count.problem] if spec.count.problem else []), *problems])
-        self._record.say(view.raw, warnings)
-        nic = self._apply.nic(view, nic, plan, outcome)
+        with contextlib.ExitStack() as reserved:  # a write's budget, held from its read to it
+            plan, nic, kept_back = self._plan_nic(view, spec, reserved)
+            problems, warnings = findings(settings, plan, view.released_lately)
+            outcome = Outcome(problems=[*([spec.count.problem] if spec.count.problem else []), *problems])
+            self._record.say(view.raw, warnings)
+            if kept_back > 0:  # the budget would keep the write back: come back then, unread
+                outcome.complete, outcome.retry_in = False, kept_back
+            else:
+                nic = self._apply.nic(view, nic, plan, outcome)
         self._record.say(view.raw, outcome.warnings)
         accounting = account(nic_entries(nic), view.accounted, plan, (), spec)
         outcome.complete = outcome.complete and accounting.complete
@@ -222,11 +224,16 @@ class NodeNetworkConfigReconciler:
         delay = next_visit(settings, outcome, spec, accounting.assignments, memory, view.now, self._resync())
         return Result(requeue_after=delay)
 
-    def _plan_nic(self, view: PassView, spec: SpecPlan) -> tuple[AllocationPlan, NicInfo]:
+    def _plan_nic(
+        self, view: PassView, spec: SpecPlan, reserved: contextlib.ExitStack
+    ) -> tuple[AllocationPlan, NicInfo, float]:
         """Plan against the NIC; if a change is due and the NIC was read more than a listing's
         reuse age ago (``scope_listings.LISTING_MAX_AGE_SECONDS``, by this pass's GET, a
         scale-set listing or the NIC watcher's list), re-plan against a fresh NIC read and,
-        before any release, against a fresh (uncached) list of the node's pods."""
+        before any release, against a fresh (uncached) list of the node's pods. The fresh read
+        is for the write alone, so the write's share of ARM's budget is taken first, held in
+        ``reserved`` until the write leaves; when it cannot be taken now, nothing is read and the
+        seconds until it could be are returned (else 0)."""
         nic, in_use = view.nic, set(view.in_use)
 
         def plan_on(nic: NicInfo) -> AllocationPlan:
@@ -236,15 +243,37 @@ class NodeNetworkConfigReconciler:
         plan = plan_on(nic)
         young = min(self.settings.nic_refresh_seconds, LISTING_MAX_AGE_SECONDS)
         if plan.changes_nic and view.now - view.memory.read_at > young:
+            if view.ended is None and (wait := reserved.enter_context(self._reserved_write(view.nic_id))) > 0:
+                return plan, nic, wait
             nic = self._read.nic(view.nic_id, view.now, fresh=True)
             plan = plan_on(nic)
         if plan.removals:
             in_use |= self._read.fresh_pod_addresses(view.name)
             plan = plan_on(nic)
-        return plan, nic
+        return plan, nic, 0.0
 
     def _resync(self) -> float:
         return self.settings.resync_period_seconds * self._jitter()
+
+
+def _subnet_book(
+    client: Client,
+    network: NetworkOperations,
+    settings: NodeNetworkConfigSettings,
+    wall_clock: Callable[[], str],
+) -> SubnetBook:
+    return SubnetBook(
+        client=client,
+        network=network,
+        namespace=settings.namespace,
+        check_interval_seconds=settings.subnet_check_interval_seconds,
+        batch_size=settings.scaler.batch_size,
+        wall_clock=wall_clock,
+    )
+
+
+def _nothing_reserved(nic: str) -> AbstractContextManager[float]:  # noqa: ARG001 - no budget to ask
+    return contextlib.nullcontext(0.0)
 
 
 def _resource_version(obj: Object) -> str:
