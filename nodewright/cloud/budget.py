@@ -9,8 +9,9 @@ and reports them in ``x-ms-ratelimit-remaining-resource``. ``ArmBudget`` mirrors
   capacity and refill rate, lowered to what the headers report whenever ARM reports less (other
   processes spend the same budget). A request takes a token; when fewer than ``reserve`` tokens
   would be left it waits for the refill instead, so the budget slows us before it reaches zero.
-  A Compute policy's capacity is the most it ever reported plus one; its refill is capacity over
-  its window (the rate that spends exactly the window's allowance).
+  A Compute policy's capacity is the most it ever reported plus one; it is mirrored as the
+  sliding window it is (``policy_window.PolicyWindow``: our own send times, and what the report
+  says others spend), so an allowance comes back when the request that used it ages out.
 - **Holding after a 429.** A 429 holds every later request of its class (reads, writes or
   deletes) for ``Retry-After``. Without ``Retry-After`` the hold is derived: for a Compute policy
   named in ``details``, one sixth of its window (30 s for a 3-minute policy, 5 min for a 30-minute
@@ -53,6 +54,7 @@ from azure.core.pipeline import PipelineRequest, PipelineResponse
 from azure.core.pipeline.policies import HTTPPolicy
 
 from nodewright.cloud.errors import parse_retry_after
+from nodewright.cloud.policy_window import PolicyWindow
 from nodewright.cloud.throttle import (
     DEFAULT_PACING_MAX_WAIT_SECONDS,
     held_error,
@@ -224,7 +226,7 @@ class ArmBudget:
         self._lock = threading.Lock()
         now = clock()
         self._classes = {kind: _ClassState(limit, now) for kind, limit in self.limits.items()}
-        self._policies: dict[str, _Bucket] = {}
+        self._policies: dict[str, PolicyWindow] = {}
         self._policies_of: dict[str, set[str]] = {}
         self._prepaid = threading.local()
 
@@ -239,8 +241,8 @@ class ArmBudget:
             wait = max(state.hold_until - now, 0.0)
             wait = max(wait, state.bucket.take(now, self._reserve(state.bucket.capacity)))
             for policy in self._policies_of.get(operation, ()):
-                bucket = self._policies[policy]
-                wait = max(wait, bucket.take(now, self._reserve(bucket.capacity)))
+                window = self._policies[policy]
+                wait = max(wait, window.take(now, self._reserve(window.capacity)))
             return wait
 
     def prepay(self, method: str, operation: str, max_wait: float, sleep: Sleep = time.sleep) -> float:
@@ -285,11 +287,11 @@ class ArmBudget:
         """Give back the tokens ``wait_seconds`` took for a request that was not sent."""
         now = self._clock()
         with self._lock:
-            buckets = [self._classes[request_class(method)].bucket]
-            buckets += [self._policies[policy] for policy in self._policies_of.get(operation, ())]
-            for bucket in buckets:
-                bucket.refill(now)
-                bucket.tokens = min(bucket.capacity, bucket.tokens + 1.0)
+            bucket = self._classes[request_class(method)].bucket
+            bucket.refill(now)
+            bucket.tokens = min(bucket.capacity, bucket.tokens + 1.0)
+            for policy in self._policies_of.get(operation, ()):
+                self._policies[policy].give_back(now)
 
     def held_for(self, method: str) -> float:
         """Seconds left on the 429 hold of the class of ``method``."""
@@ -319,25 +321,23 @@ class ArmBudget:
         if policies:
             self._policies_of[operation] = set(policies)
         for name, remaining in policies.items():
-            bucket = self._policies.get(name)
-            if bucket is None or remaining + 1 > bucket.capacity:
-                capacity = float(remaining + 1)
-                if bucket is not None:
-                    capacity = max(capacity, bucket.capacity)
-                bucket = self._policies[name] = _Bucket(capacity, capacity / window_seconds(name), now)
-            bucket.report(now, remaining)
+            window = self._policies.get(name)
+            if window is None:
+                window = self._policies[name] = PolicyWindow(float(remaining + 1), window_seconds(name))
+            window.capacity = max(window.capacity, float(remaining + 1))
+            window.report(now, remaining)
 
     def _hold(self, state: _ClassState, kind: str, headers: dict[str, str], body: Any, now: float) -> None:
         code = _error_code(body) or "TooManyRequests"
         self.observer.throttled(kind, code)
         retry_after = parse_retry_after(headers)
         named = throttling_policies(body)
-        for name in named:
-            if name in self._policies:
-                self._policies[name].tokens = 0.0
         if retry_after is None:
             base = derived_hold_seconds(code, named, state.limit, int(self._reserve(state.bucket.capacity)))
             retry_after = min(base * 2.0 ** min(state.throttles_in_a_row, 6), max(2.0 * base, 60.0))
+        for name in named:  # spent for as long as the class is held: then ARM's report decides
+            if name in self._policies:
+                self._policies[name].exhaust(now, retry_after)
         state.throttles_in_a_row += 1
         state.hold_until = max(state.hold_until, now + retry_after)
 
