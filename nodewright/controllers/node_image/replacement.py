@@ -488,15 +488,18 @@ class NodeReplacement(RolloutWrites):
         """What ``check_evictions`` reads of the records' namespaces, through the indexes: the
         pods of the controllers they name and those still on their donors (work proportional to
         the evicted workloads, not to the namespace, which may hold every pod of the cluster)."""
-        found: dict[str, dict[str, Any]] = {}
+        controllers: set[str] = set()
+        donors: set[str] = set()
         for record in records:
-            controllers = {f"{key.split('/', 1)[0]}/{owner}" for key, owner in record.pods.items()}
-            for controller in sorted(controllers):
-                found.update(
-                    (object_key(pod), pod)
-                    for pod in self._stores.pods.by_index(POD_CONTROLLER_INDEX, controller)
-                )
-            found.update((object_key(pod), pod) for pod in self._pods_on(record.donor))
+            controllers.update(f"{key.split('/', 1)[0]}/{owner}" for key, owner in record.pods.items())
+            donors.add(record.donor)
+        found: dict[str, dict[str, Any]] = {}
+        for controller in sorted(controllers):
+            found.update(
+                (object_key(pod), pod) for pod in self._stores.pods.by_index(POD_CONTROLLER_INDEX, controller)
+            )
+        for donor in sorted(donors):
+            found.update((object_key(pod), pod) for pod in self._pods_on(donor))
         return list(found.values())
 
     def _settle_evictions(
