@@ -40,12 +40,14 @@ from nodewright.controllers.node_image.pools import (
     ASSIGNED_NODE_INDEX,
     ASSIGNED_TARGET_INDEX,
     GROUP_ID_INDEX,
+    POD_CONTROLLER_INDEX,
     POD_NODE_INDEX,
     POOL_INDEX,
     assigned_target_keys,
     node_images_of_drained_pod,
     node_images_of_node,
     node_pool_keys,
+    pod_controller_keys,
     scaling_group_id_keys,
 )
 from nodewright.controllers.node_image.resources import (
@@ -176,6 +178,7 @@ def _stores(manager: Manager, settings: NodeImageSettings) -> NodeImageStores:
     scaling_groups.ensure_indexer(GROUP_ID_INDEX, scaling_group_id_keys)
     pods = cache.informer(POD)  # shared with IPAM's and identity's when they run
     pods.ensure_indexer(POD_NODE_INDEX, field_indexer("spec.nodeName"))
+    pods.ensure_indexer(POD_CONTROLLER_INDEX, pod_controller_keys)
     return NodeImageStores(
         node_images=cache.informer(NODE_IMAGE).store,
         nodes=nodes.store,

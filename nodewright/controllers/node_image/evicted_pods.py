@@ -20,6 +20,7 @@ checks, removes finished records), ``rollout_state`` (the gate).
 
 from __future__ import annotations
 
+import bisect
 import enum
 import json
 from collections import Counter
@@ -134,31 +135,49 @@ def _key(pod: Mapping[str, Any]) -> str:
     return f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"
 
 
-def _missing(record: EvictionRecord, pods: list[Mapping[str, Any]]) -> dict[str, int]:
+@dataclass(frozen=True)
+class _Replacements:
+    """The pods that may stand in for evicted ones, read once per pass: per namespace-qualified
+    controller, the creation time and node of each Ready pod not being deleted, oldest first (a
+    record reads only those created since its first eviction); and the pods still on each node."""
+
+    ready: Mapping[str, list[tuple[datetime, str]]]
+    on_node: Mapping[str, set[str]]
+
+    @staticmethod
+    def of(pods: Iterable[Mapping[str, Any]]) -> _Replacements:
+        ready: dict[str, list[tuple[datetime, str]]] = {}
+        on_node: dict[str, set[str]] = {}
+        for pod in pods:
+            metadata = pod.get("metadata") or {}
+            if metadata.get("deletionTimestamp"):
+                continue
+            node = str((pod.get("spec") or {}).get("nodeName") or "")
+            on_node.setdefault(node, set()).add(_key(pod))
+            owner = controller_of(pod)
+            created = parse_time(metadata.get("creationTimestamp"))
+            if owner is not None and created is not None and _pod_ready(pod):
+                ready.setdefault(f"{metadata.get('namespace', '')}/{owner}", []).append((created, node))
+        for entries in ready.values():
+            entries.sort(key=lambda entry: entry[0])
+        return _Replacements(ready, on_node)
+
+    def count(self, owner: str, since: datetime, donor: str) -> int:
+        entries = self.ready.get(owner, [])
+        first = bisect.bisect_left(entries, since, key=lambda entry: entry[0])
+        return sum(1 for _, node in entries[first:] if node != donor)
+
+
+def _missing(record: EvictionRecord, replacements: _Replacements) -> dict[str, int]:
     """Per controller (namespace-qualified), how many evicted pods have no Ready replacement."""
-    on_donor = {
-        _key(p)
-        for p in pods
-        if (p.get("spec") or {}).get("nodeName") == record.donor
-        and not (p.get("metadata") or {}).get("deletionTimestamp")
-    }
+    on_donor = replacements.on_node.get(record.donor, set())
     evicted: Counter[str] = Counter()
     for key, recorded_owner in record.pods.items():
         if key not in on_donor:  # still on the donor: not evicted yet (refused, or a restart)
             evicted[f"{key.split('/', 1)[0]}/{recorded_owner}"] += 1
     since = record.since.replace(microsecond=0)
-    replacements: Counter[str] = Counter()
-    for pod in pods:
-        metadata = pod.get("metadata") or {}
-        owner = controller_of(pod)
-        created = parse_time(metadata.get("creationTimestamp"))
-        if owner is None or created is None or created < since or metadata.get("deletionTimestamp"):
-            continue
-        if (pod.get("spec") or {}).get("nodeName") != record.donor and _pod_ready(pod):
-            replacements[f"{metadata.get('namespace', '')}/{owner}"] += 1
-    return {
-        owner: count - replacements[owner] for owner, count in evicted.items() if count > replacements[owner]
-    }
+    found = {owner: replacements.count(owner, since, record.donor) for owner in evicted}
+    return {owner: count - found[owner] for owner, count in evicted.items() if count > found[owner]}
 
 
 def check_evictions(
@@ -170,10 +189,10 @@ def check_evictions(
 ) -> list[EvictionCheck]:
     """Each heir's record (by heir name) checked against ``pods`` (those of the records'
     namespaces), in heir order (see the module docstring)."""
-    listed = list(pods)
+    replacements = _Replacements.of(pods)
     checks: list[EvictionCheck] = []
     for heir, record in sorted(records.items()):
-        missing = _missing(record, listed)
+        missing = _missing(record, replacements)
         if not missing:
             verdict = EvictedPodsVerdict.SATISFIED
         elif now - record.latest >= timeout:

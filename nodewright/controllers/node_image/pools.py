@@ -2,6 +2,8 @@
 reach only the Nodes of the scale sets a NodeImage claims, never every Node of the cluster.
 
 Owns the index names a pass reads through, ``POD_NODE_INDEX`` (the Pods of a node),
+``POD_CONTROLLER_INDEX`` (the Pods of a controller, by ``pod_controller_keys``: an eviction record
+is checked against its controllers' pods, not every pod of their namespaces),
 ``ASSIGNED_NODE_INDEX`` and ``ASSIGNED_TARGET_INDEX`` (AzureAssignedIdentities by node and by the
 machine they are assigned on), and two index functions: ``POOL_INDEX`` on the Node informer (a Node's pool by
 ``targeting.machine_group``: its scale-set annotation when written, else its providerID's scale
@@ -19,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from nodewright.controllers.node_image.evicted_pods import controller_of
 from nodewright.controllers.node_image.grouping import DRAIN_STARTED_ANNOTATION, SCALING_GROUP_ANNOTATION
 from nodewright.controllers.node_image.targeting import machine_group
 from nodewright.runtime import Request, Store
@@ -27,6 +30,7 @@ __all__ = [
     "ASSIGNED_NODE_INDEX",
     "ASSIGNED_TARGET_INDEX",
     "GROUP_ID_INDEX",
+    "POD_CONTROLLER_INDEX",
     "POD_NODE_INDEX",
     "POOL_INDEX",
     "UNPLACED",
@@ -34,6 +38,7 @@ __all__ = [
     "node_images_of_drained_pod",
     "node_images_of_node",
     "node_pool_keys",
+    "pod_controller_keys",
     "pool_nodes",
     "scaling_group_id_keys",
     "unplaced_nodes",
@@ -49,6 +54,8 @@ POD_NODE_INDEX = "node-image.pod-node"
 """The Pod informer's index by node (``field_indexer("spec.nodeName")``). The names are this
 reconciler's own: identity's and IPAM's indexes on the same informers use other functions under
 ``spec.nodeName``, and ``ensure_indexer`` refuses a name held by another function."""
+POD_CONTROLLER_INDEX = "node-image.pod-controller"
+"""The Pod informer's index by controller (``pod_controller_keys``)."""
 ASSIGNED_NODE_INDEX = "node-image.assigned-node"
 """The AzureAssignedIdentity informer's index by node (``field_indexer("spec.nodename")``)."""
 ASSIGNED_TARGET_INDEX = "node-image.assigned-target"
@@ -72,6 +79,15 @@ def node_pool_keys(obj: Object) -> list[str]:
     if annotation or "/providers/" in group:
         return [group]
     return [group, UNPLACED]
+
+
+def pod_controller_keys(obj: Object) -> list[str]:
+    """The controller index of a Pod: ``namespace/Kind/name/uid`` of its controller, as an
+    eviction record names it (none for a pod nothing controls)."""
+    owner = controller_of(obj)
+    if owner is None:
+        return []
+    return [f"{(obj.get('metadata') or {}).get('namespace', '')}/{owner}"]
 
 
 def scaling_group_id_keys(obj: Object) -> list[str]:

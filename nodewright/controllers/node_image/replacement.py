@@ -69,11 +69,15 @@ from nodewright.controllers.node_image.pairing import (
     removal_step,
     replacement_step,
 )
-from nodewright.controllers.node_image.pools import ASSIGNED_NODE_INDEX, ASSIGNED_TARGET_INDEX, POD_NODE_INDEX
+from nodewright.controllers.node_image.pools import (
+    ASSIGNED_NODE_INDEX,
+    ASSIGNED_TARGET_INDEX,
+    POD_CONTROLLER_INDEX,
+    POD_NODE_INDEX,
+)
 from nodewright.controllers.node_image.rollout_state import READY_SEEN_ANNOTATION
 from nodewright.controllers.node_image.rollout_writes import RolloutWrites
 from nodewright.runtime import (
-    NAMESPACE_INDEX,
     NODE,
     POD,
     errors,
@@ -476,11 +480,27 @@ class NodeReplacement(RolloutWrites):
             for node in nodes
             if (record := EvictionRecord.parse(node.annotations.get(EVICTED_PODS_ANNOTATION))) is not None
         }
-        namespaces = sorted({namespace for record in records.values() for namespace in record.namespaces})
-        pods = [
-            pod for namespace in namespaces for pod in self._stores.pods.by_index(NAMESPACE_INDEX, namespace)
-        ]
-        return check_evictions(records, pods, now=self._clock(), timeout=timeout)
+        return check_evictions(
+            records, self._recorded_pods(records.values()), now=self._clock(), timeout=timeout
+        )
+
+    def _recorded_pods(self, records: Iterable[EvictionRecord]) -> list[dict[str, Any]]:
+        """What ``check_evictions`` reads of the records' namespaces, through the indexes: the
+        pods of the controllers they name and those still on their donors (work proportional to
+        the evicted workloads, not to the namespace, which may hold every pod of the cluster)."""
+        controllers: set[str] = set()
+        donors: set[str] = set()
+        for record in records:
+            controllers.update(f"{key.split('/', 1)[0]}/{owner}" for key, owner in record.pods.items())
+            donors.add(record.donor)
+        found: dict[str, dict[str, Any]] = {}
+        for controller in sorted(controllers):
+            found.update(
+                (object_key(pod), pod) for pod in self._stores.pods.by_index(POD_CONTROLLER_INDEX, controller)
+            )
+        for donor in sorted(donors):
+            found.update((object_key(pod), pod) for pod in self._pods_on(donor))
+        return list(found.values())
 
     def _settle_evictions(
         self, checks: Iterable[EvictionCheck], current: dict[str, ClusterNode], *, gated: bool

@@ -98,7 +98,8 @@ class NodeImageStores:
     autoscaling_strategies: Store
     pod_disruption_budgets: Store
     pods: Store
-    """Every Pod, indexed by ``spec.nodeName`` (``POD_NODE_INDEX``) and namespace: a pass reads the
+    """Every Pod, indexed by ``spec.nodeName`` (``POD_NODE_INDEX``) and controller
+    (``POD_CONTROLLER_INDEX``): a pass reads the
     pods it drains and checks from here, and only the last look before a node leaves is fresh."""
     node_network_configs: Store | None = None
     """NodeNetworkConfigs of the configured namespace (``None``: no heir IP-pool gate)."""

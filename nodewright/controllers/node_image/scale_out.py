@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from nodewright.api.nodewright.v1alpha1 import (
     CONDITION_IMAGE_APPLIED,
@@ -117,8 +118,13 @@ class StepsInFlight:
             key, instance_id = node.scaling_group_id or str(machine.scale_set), machine.instance_id
         else:  # Flexible: a VM, listed by its name, placed by the node's annotation
             key, instance_id = node.scaling_group_id, machine.name
-        record = self.steps.get(key.lower())
-        return record is not None and instance_id.lower() not in {i.lower() for i in record.before}
+        before = self._before_lowered.get(key.lower())
+        return before is not None and instance_id.lower() not in before
+
+    @cached_property
+    def _before_lowered(self) -> dict[str, frozenset[str]]:
+        """Each step's ``before``, lowercased once per pass rather than once per node asked about."""
+        return {key: frozenset(i.lower() for i in record.before) for key, record in self.steps.items()}
 
 
 def _roles(groups: NodeGroups, groups_by_id: Mapping[str, ScalingGroup]) -> dict[str, NodeRole]:

@@ -5,6 +5,9 @@ Running and Ready elsewhere within ``evictedPodsReadyTimeout``.
 - Held: the heir is tainted before the donor is cordoned, so the Deployment's replacements cannot
   be scheduled; the canary stays in flight (no soak, not Complete) with Progressing
   WaitingForEvictedPods until the taint goes, then the pods are Ready and the rollout completes.
+  The passes that check the record read only the pods of the controllers it names (and the
+  donor's), never a bystander Deployment's in the same namespace (issue 32: a namespace may hold
+  every pod of the cluster).
 - Failed: each original node runs a Deployment pinned to it by hostname; the canary's donor goes
   and its pod's replacement can run nowhere: after the deadline the rollout rolls back (reason
   EvictedPodsNotReady, Degraded, a Warning Event), with at most the canary on the new image and
@@ -23,6 +26,7 @@ from nodewright.controllers.node_image.evicted_pods import EVICTED_PODS_ANNOTATI
 from nodewright.controllers.node_image.grouping import NODE_IMAGE_ANNOTATION
 from nodewright.devenv.nodesim import SIMULATED_LABEL
 from nodewright.runtime.kube.kinds import NODE, POD, Kind
+from nodewright.runtime.process.manager import Manager
 from tests.controllers.node_image.support import NEW_IMAGE, OLD_IMAGE, RolloutBench
 
 pytestmark = pytest.mark.slow
@@ -61,6 +65,25 @@ def _ready_pods(bench: RolloutBench, app: str) -> list[dict[str, Any]]:
     ]
 
 
+class PodReads:
+    """The pods the reconcilers read through the Pod store's indexes (a spy on the shared store:
+    every call still answers from the cache)."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def attach(self, manager: Manager) -> None:
+        store = manager.cache.informer(POD).store
+        real = store.by_index
+
+        def counted(index_name: str, value: str) -> list[dict[str, Any]]:
+            found = real(index_name, value)
+            self.names.update(str(pod["metadata"]["name"]) for pod in found)
+            return found
+
+        setattr(store, "by_index", counted)  # noqa: B010 - an instance attribute over the method
+
+
 def _records(bench: RolloutBench) -> list[str]:
     return [
         n["metadata"]["name"]
@@ -76,7 +99,13 @@ def test_the_canary_waits_for_the_evicted_pods_to_be_ready_elsewhere(bench: Roll
     bench.add_scale_set("w", 1)
     bench.start_simulator()
     _deploy(bench, "web", 2, {SIMULATED_LABEL: bench.owner})
+    _deploy(bench, "bystander", 6, {SIMULATED_LABEL: "nowhere"})  # Pending, same namespace
     bench.wait_for(lambda: len(_ready_pods(bench, "web")) == 2, 60, "web Ready")
+    bystanders = {
+        p["metadata"]["name"]
+        for p in bench.client.list(POD, bench.namespace, label_selector="app=bystander").items
+    }
+    assert len(bystanders) == 6
     (donor,) = [n["metadata"]["name"] for n in bench.nodes()]
     held: dict[str, str] = {}
 
@@ -88,7 +117,8 @@ def test_the_canary_waits_for_the_evicted_pods_to_be_ready_elsewhere(bench: Roll
     bench.switch.pauses["cordon"] = taint_heir
     bench.create_node_image(canary=1, evictedPodsReadyTimeout="5m")
     bench.create_scaling_group(bench.scale_sets[0])
-    bench.start()
+    reads = PodReads()
+    bench.start(also=reads.attach)
     bench.wait_for(
         lambda: bench.condition(kind="Progressing") == ("True", "WaitingForEvictedPods"), 60, "wait"
     )
@@ -99,6 +129,8 @@ def test_the_canary_waits_for_the_evicted_pods_to_be_ready_elsewhere(bench: Roll
     assert bench.condition(kind="Progressing") == ("True", "WaitingForEvictedPods")
     assert _records(bench) == [held["heir"]]
     assert not _ready_pods(bench, "web")
+    assert reads.names, "no pod read through the cache's indexes"
+    assert not reads.names & bystanders, f"passes read a bystander's pods: {sorted(reads.names & bystanders)}"
 
     bench.client.patch(NODE, held["heir"], {"spec": {"taints": None}})
     bench.wait_for(lambda: bench.node_image().status.rollout_state == "Complete", 60, "rollout Complete")

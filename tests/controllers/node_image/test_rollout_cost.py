@@ -20,6 +20,7 @@ from nodewright.controllers.node_image.pools import (
     node_images_of_drained_pod,
     node_images_of_node,
     node_pool_keys,
+    pod_controller_keys,
     pool_nodes,
     scaling_group_id_keys,
     unplaced_nodes,
@@ -61,6 +62,24 @@ def test_pool_index_of_a_node(obj: dict[str, Any], keys: list[str]) -> None:
     """A Node's pool: its annotation, else its providerID's scale set, or for a VM its resource
     group and the not-placed mark (only the cloud can tell a Flexible member); nothing otherwise."""
     assert node_pool_keys(obj) == keys
+
+
+@pytest.mark.parametrize(
+    ("references", "keys"),
+    [
+        pytest.param(
+            [{"kind": "ReplicaSet", "name": "web-1", "uid": "u1", "controller": True}],
+            ["ns/ReplicaSet/web-1/u1"],
+            id="controlled",
+        ),
+        pytest.param([{"kind": "ConfigMap", "name": "c", "uid": "u2"}], [], id="owned-not-controlled"),
+        pytest.param([], [], id="bare"),
+    ],
+)
+def test_controller_index_of_a_pod(references: list[dict[str, Any]], keys: list[str]) -> None:
+    """A Pod is indexed under its namespace and controller, as an eviction record names them."""
+    pod = {"metadata": {"name": "p", "namespace": "ns", "ownerReferences": references}}
+    assert pod_controller_keys(pod) == keys
 
 
 def test_a_node_change_maps_to_the_node_images_of_its_pool_only() -> None:
