@@ -255,7 +255,7 @@ class NodeImageReconciler(NodeReplacement):
         joins, coming = self._finish_scale_outs(obj, claims.scaling_groups, pending)
         pending += joins
         nodes, invalid = self._annotated_nodes(claims, node_image.name)
-        groups = group_nodes(coming.without_their_machines(nodes), pending, desired, invalid=invalid)
+        groups = group_nodes(coming.without_their_machines(nodes, invalid), pending, desired, invalid=invalid)
         for join in settled_joins(groups, pending):
             self._delete_pending_node(join, "delete-settled-join")
             pending.remove(join)

@@ -6,7 +6,7 @@ flight) until their Joins exist. Neighbours: ``grouping``, ``pairing``, ``scale_
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -104,9 +104,13 @@ class StepsInFlight:
     def total(self) -> int:
         return sum(record.count for record in self.steps.values())
 
-    def without_their_machines(self, nodes: Iterable[ClusterNode]) -> list[ClusterNode]:
-        """``nodes`` less those whose machine a step in flight adds."""
-        return [node for node in nodes if not self._adds(node)]
+    def without_their_machines(
+        self, nodes: Iterable[ClusterNode], unknown: Collection[str] = ()
+    ) -> list[ClusterNode]:
+        """``nodes`` less those whose machine a step in flight adds. A node named in ``unknown``
+        (the cloud cannot place its machine) stays: a step's machine exists in the cloud before
+        its Node registers, so a node the cloud does not know is no step's, but invalid."""
+        return [node for node in nodes if node.name in unknown or not self._adds(node)]
 
     def _adds(self, node: ClusterNode) -> bool:
         """Whether ``node``'s machine is one a step adds: in its scale set, not there before it."""

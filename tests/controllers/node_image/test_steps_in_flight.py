@@ -88,3 +88,12 @@ def test_a_step_in_flight_gets_no_second_step_beside_it() -> None:
     )
     assert [(s.scaling_group, s.count) for s in plan.scale_outs] == [("others", 1)]
     assert [b.reason for b in plan.blockers] == ["ScaleOutInProgress"]
+
+
+def test_a_node_the_cloud_cannot_place_is_no_steps_machine() -> None:
+    """A Node naming an instance of the scale set that the cloud does not know stays in the
+    grouping (it is invalid) while a step runs: left out, it would drop from the invalid list and
+    come back after the step, a second InvalidNodes Event for one problem."""
+    ghost = node("99")
+    assert STEP.without_their_machines([ghost], unknown={ghost.name}) == [ghost]
+    assert STEP.without_their_machines([ghost]) == []
