@@ -185,6 +185,17 @@ def _release_finalizers(bench: RolloutBench) -> None:
             )
 
 
+def _donor_with_pods(bench: RolloutBench, pods: int) -> str:
+    """One node of a new scale set (IPAM's ClusterSubnetState CRD installed), holding ``pods``
+    pods; its name."""
+    install_crds(bench.client, SUBNET_RESOURCES, timeout=30)  # IPAM publishes ClusterSubnetStates
+    bench.add_scale_set("n", 1)
+    bench.start_simulator()
+    (donor,) = [n["metadata"]["name"] for n in bench.nodes()]
+    _create_pods(bench, donor, pods)
+    return str(donor)
+
+
 @pytest.mark.parametrize(
     ("pods", "consumer"),
     [pytest.param(10, "crd", id="10-pods-crd"), pytest.param(20, "nodesubnet", id="20-pods-nodesubnet")],
@@ -194,11 +205,7 @@ def test_ipam_sizes_the_heir_for_its_donors_pods(bench: RolloutBench, pods: int,
     holds spare (16 IPs, 8 of them buffer) is cordoned within a bounded time: the heir announces
     the pods, IPAM sizes its pool for them plus the buffer, the gate passes; the announcement is
     gone once the donor is replaced."""
-    install_crds(bench.client, SUBNET_RESOURCES, timeout=30)  # IPAM publishes ClusterSubnetStates
-    bench.add_scale_set("n", 1)
-    bench.start_simulator()
-    (donor,) = [n["metadata"]["name"] for n in bench.nodes()]
-    _create_pods(bench, donor, pods)
+    donor = _donor_with_pods(bench, pods)
     settings = node_network_config.NodeNetworkConfigSettings(
         namespace=bench.namespace,
         node_selector=bench.node_selector,
@@ -259,14 +266,10 @@ def _nic_writes(bench: RolloutBench, node: str, since: float, until: float) -> l
 def test_the_heirs_nic_is_written_once_for_its_donors_pods(bench: RolloutBench) -> None:
     """With IPAM beside the rollout (as the manager wires it when node-image is enabled), a heir
     is sized once, already for its donor's pods: before the donor is cordoned its NIC saw exactly
-    one write, carrying at least the donor's 10 pods plus the buffer (on main: two, 16 then 32,
-    because IPAM sized the new Node for its own pods before the pairing announced the donor's)."""
-    install_crds(bench.client, SUBNET_RESOURCES, timeout=30)
+    one write, carrying at least the donor's 10 pods plus the buffer (before the pairing wait: two,
+    16 then 32, because IPAM sized the new Node for its own pods before the pairing announced the donor's)."""
     pods = 10
-    bench.add_scale_set("n", 1)
-    bench.start_simulator()
-    (donor,) = [n["metadata"]["name"] for n in bench.nodes()]
-    _create_pods(bench, donor, pods)
+    donor = _donor_with_pods(bench, pods)
     settings = node_network_config.NodeNetworkConfigSettings(
         namespace=bench.namespace,
         node_selector=bench.node_selector,
