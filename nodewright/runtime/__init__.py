@@ -37,7 +37,7 @@ from nodewright.runtime.control.predicates import (
 )
 from nodewright.runtime.control.ratelimit import RateLimiter, default_controller_rate_limiter
 from nodewright.runtime.control.reconcile import Reconciler, Request, Result, TerminalError
-from nodewright.runtime.control.sources import PollingSource, Source
+from nodewright.runtime.control.sources import ChannelSource, PollingSource, Source
 from nodewright.runtime.control.workqueue import BatchWindow
 from nodewright.runtime.informers.cache import (
     NAMESPACE_INDEX,
@@ -106,6 +106,7 @@ __all__ = [
     "Builder",
     "Cache",
     "CacheView",
+    "ChannelSource",
     "Client",
     "ConfigError",
     "Controller",

@@ -1,5 +1,6 @@
 """PollingSource with a Controller: polls feed the queue while the controller runs, stop with it,
-and a poll that raises is logged once per run of failures without ending the thread."""
+and a poll that raises is logged once per run of failures without ending the thread.
+ChannelSource: another thread's notifications reach the controller only while it runs."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 from nodewright.runtime.control.controller import Controller
 from nodewright.runtime.control.reconcile import Request, Result
-from nodewright.runtime.control.sources import PollingSource
+from nodewright.runtime.control.sources import ChannelSource, PollingSource
 from nodewright.runtime.observe.metrics import Metrics
 from tests.waiting import wait_for
 
@@ -60,3 +61,36 @@ def test_failing_poll_logs_once_and_goes_on(caplog: pytest.LogCaptureFixture) ->
     wait_for(lambda: len(calls) >= 4)
     source.stop()
     assert [r.getMessage() for r in caplog.records].count("Polling failed") == 1
+
+
+def test_a_channel_feeds_the_controller_only_while_it_runs() -> None:
+    """A notification before start and after stop is dropped; one from another thread while the
+    controller runs is reconciled."""
+    seen: list[Request] = []
+
+    def reconcile(request: Request) -> Result:
+        seen.append(request)
+        return Result()
+
+    controller: Controller[Request] = Controller("channel", reconcile, metrics=Metrics())
+    channel: ChannelSource[Request] = ChannelSource("test-channel")
+    controller.add_source(channel)
+    channel.notify(Request("ns", "before"))
+    controller.start()
+    sender = threading.Thread(target=channel.notify, args=(Request("ns", "during"),))
+    sender.start()
+    sender.join()
+    wait_for(lambda: Request("ns", "during") in seen)
+    controller.stop(timeout=5)
+    assert seen == [Request("ns", "during")]
+
+
+def test_a_stopped_channel_drops_what_it_is_sent() -> None:
+    """After ``stop`` nothing reaches the enqueue the channel was started with."""
+    enqueued: list[Request] = []
+    channel: ChannelSource[Request] = ChannelSource("test-channel")
+    channel.start(enqueued.append)
+    channel.notify(Request("ns", "running"))
+    channel.stop()
+    channel.notify(Request("ns", "stopped"))
+    assert enqueued == [Request("ns", "running")]

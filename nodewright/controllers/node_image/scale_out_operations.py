@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 from nodewright.api.nodewright.v1alpha1 import ScaleOutRecord
 from nodewright.cloud.operations import OperationOutcome
-from nodewright.runtime import Request
+from nodewright.runtime import ChannelSource, Request
 
 __all__ = ["ScaleOutOperation", "ScaleOutOperations", "ScaleOutRecord"]
 
@@ -39,23 +39,13 @@ class ScaleOutOperation:
         return self.outcome is None
 
 
-class ScaleOutOperations:
+class ScaleOutOperations(ChannelSource[Request]):
     """The scale-outs in flight per scale set (see the module docstring)."""
 
-    name = "scale-out-operations"
-
     def __init__(self) -> None:
+        super().__init__("scale-out-operations")
         self._lock = threading.Lock()
         self._operations: dict[str, ScaleOutOperation] = {}
-        self._enqueue: Callable[[Request], None] | None = None
-
-    def start(self, enqueue: Callable[[Request], None]) -> None:
-        with self._lock:
-            self._enqueue = enqueue
-
-    def stop(self) -> None:
-        with self._lock:
-            self._enqueue = None
 
     def begin(self, scale_set: str, node_image: str, count: int) -> Callable[[OperationOutcome], None]:
         """Note a scale-out about to be sent; returns the ``on_done`` its operation ends with."""
@@ -68,9 +58,7 @@ class ScaleOutOperations:
                 operation = self._operations.get(key)
                 if operation is not None:
                     self._operations[key] = replace(operation, outcome=outcome)
-                enqueue = self._enqueue
-            if enqueue is not None:
-                enqueue(Request("", node_image))
+            self.notify(Request("", node_image))
 
         return ended
 

@@ -40,7 +40,6 @@ from nodewright.controllers.node_network_config.cloud import (
 )
 from nodewright.controllers.node_network_config.metrics import IPAM_GAUGES
 from nodewright.controllers.node_network_config.nic_watch import NetworkInterfaceLister, NicWatch
-from nodewright.controllers.node_network_config.operations import CompletionSource
 from nodewright.controllers.node_network_config.options import NodeNetworkConfigSettings, parse_options
 from nodewright.controllers.node_network_config.reconciler import (
     POD_NODE_INDEX,
@@ -61,6 +60,7 @@ from nodewright.runtime import (
     POD,
     RUNTIME_RULES,
     CacheView,
+    ChannelSource,
     Manager,
     PolicyRule,
     PollingSource,
@@ -190,7 +190,7 @@ def install(
     builder = manager.controller(CONTROLLER)
     namespace = settings.namespace
     stores = _stores(builder.cache, settings, rollouts)  # the shared cache, our own writes laid over
-    completions = CompletionSource()
+    completions: ChannelSource[Request] = ChannelSource("nic-operations")  # ended NIC writes
     reconciler = NodeNetworkConfigReconciler(
         client=builder.client,
         stores=stores,

@@ -4,8 +4,8 @@ Owns ``NicOperation`` (what one write in flight on a NIC changes: names added or
 it started, and, once ARM's operation ended, its error or none), ``NicWrites`` (starts a write
 through ``NetworkService``'s ``begin_`` methods, records it in the ``NicBook`` before ARM sees it,
 and on its end records the outcome and wakes the node's pass; the next pass ``absorb``s it into
-the book), ``ended_write_events`` (pure: what an ended write says) and ``CompletionSource`` (the
-controller source that pass comes through).
+the book) and ``ended_write_events`` (pure: what an ended write says). The pass comes through a
+runtime ``ChannelSource`` that ``notify`` feeds.
 
 A pass that starts a write returns at once; the cloud layer's ``OperationTracker`` polls the
 operation (at ARM's ``Retry-After``), and its end enqueues the node. A pass that finds its NIC's
@@ -22,7 +22,6 @@ the book, requests enqueued.
 from __future__ import annotations
 
 import dataclasses
-import threading
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -35,7 +34,6 @@ from nodewright.ipam import AllocationPlan, NicGuard
 from nodewright.runtime import Request, get_logger
 
 __all__ = [
-    "CompletionSource",
     "NicOperation",
     "NicWrites",
     "ended_write_events",
@@ -88,31 +86,6 @@ class NicBookOperations(Protocol):
     def after_removal(
         self, nic_id: str, removed: Collection[str], on_nic: Collection[str], now: float
     ) -> None: ...
-
-
-class CompletionSource:
-    """A controller source fed by ended operations: ``notify(request)`` enqueues while the
-    controller runs, and is dropped otherwise (a new leader reads every NIC afresh anyway)."""
-
-    name = "nic-operations"
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._enqueue: Callable[[Request], None] | None = None
-
-    def start(self, enqueue: Callable[[Request], None]) -> None:
-        with self._lock:
-            self._enqueue = enqueue
-
-    def stop(self) -> None:
-        with self._lock:
-            self._enqueue = None
-
-    def notify(self, request: Request) -> None:
-        with self._lock:
-            enqueue = self._enqueue
-        if enqueue is not None:
-            enqueue(request)
 
 
 class NicWrites:

@@ -2,10 +2,12 @@
 polled in the background): controller-runtime's ``source.Channel`` and ``source.Func``.
 
 Owns ``Source`` (the protocol a controller starts and stops with itself: ``start(enqueue)``,
-``stop()``) and ``PollingSource``, one daemon thread that calls ``poll(enqueue)`` again after the
-seconds each call returns. A controller starts its sources only while it runs (so only while
-leading) and stops them with itself. A ``poll`` that raises is logged once per run of failures and
-called again after ``error_delay`` seconds; the thread never dies of it. Side effects: a thread.
+``stop()``), ``ChannelSource``, which any thread ``notify``s (a request sent while the controller
+does not run is dropped: its successor reads the world afresh), and ``PollingSource``, one daemon
+thread that calls ``poll(enqueue)`` again after the seconds each call returns. A controller
+starts its sources only while it runs (so only while leading) and stops them with itself. A
+``poll`` that raises is logged once per run of failures and called again after ``error_delay``
+seconds; the thread never dies of it. Side effects: a thread (``PollingSource``).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Generic, Protocol, TypeVar
 
 from nodewright.runtime.observe.logs import get_logger
 
-__all__ = ["Enqueue", "PollingSource", "Source"]
+__all__ = ["ChannelSource", "Enqueue", "PollingSource", "Source"]
 
 log = get_logger(__name__)
 
@@ -33,6 +35,31 @@ class Source(Protocol[K_co]):
     def start(self, enqueue: Callable[[K_co], None]) -> None: ...
 
     def stop(self) -> None: ...
+
+
+class ChannelSource(Generic[K]):
+    """A source other threads feed (an operation tracker's ``on_done``): ``notify(request)``
+    enqueues while the controller runs and is dropped otherwise. Thread-safe."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._lock = threading.Lock()
+        self._enqueue: Callable[[K], None] | None = None
+
+    def start(self, enqueue: Callable[[K], None]) -> None:
+        with self._lock:
+            self._enqueue = enqueue
+
+    def stop(self) -> None:
+        with self._lock:
+            self._enqueue = None
+
+    def notify(self, request: K) -> None:
+        """Enqueue ``request`` if the controller runs (outside the lock: enqueue may block)."""
+        with self._lock:
+            enqueue = self._enqueue
+        if enqueue is not None:
+            enqueue(request)
 
 
 class PollingSource(Generic[K]):
