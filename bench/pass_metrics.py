@@ -50,6 +50,9 @@ class PassCounts:
     cpu_count: float = 0.0
     buckets: dict[float, float] = field(default_factory=dict)
     """Cumulative histogram: upper bound (seconds) -> passes at or under it."""
+    wall_sum: float = 0.0
+    """Seconds the nodeimage passes took from start to end, waits on the API server and ARM
+    included (``controller_runtime_reconcile_time_seconds``)."""
 
     def since(self, before: PassCounts) -> PassCounts:
         return PassCounts(
@@ -57,7 +60,13 @@ class PassCounts:
             self.cpu_sum - before.cpu_sum,
             self.cpu_count - before.cpu_count,
             {bound: value - before.buckets.get(bound, 0.0) for bound, value in self.buckets.items()},
+            self.wall_sum - before.wall_sum,
         )
+
+    @property
+    def mean_wall_ms(self) -> float:
+        """A pass's mean wall time: its CPU plus what it waited on."""
+        return 1000 * self.wall_sum / max(self.passes, 1)
 
     @property
     def mean_ms(self) -> float:
@@ -72,12 +81,15 @@ class PassCounts:
 
 def pass_counts(text: str) -> PassCounts:
     """The nodeimage controller's figures in one Prometheus text scrape."""
-    passes = cpu_sum = cpu_count = 0.0
+    passes = cpu_sum = cpu_count = wall_sum = 0.0
     buckets: dict[float, float] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
+            ours = sample.labels.get("controller") == "nodeimage"
             if sample.name == "controller_runtime_reconcile_total":
-                passes += sample.value if sample.labels.get("controller") == "nodeimage" else 0.0
+                passes += sample.value if ours else 0.0
+            elif sample.name == "controller_runtime_reconcile_time_seconds_sum":
+                wall_sum += sample.value if ours else 0.0
             elif sample.name == f"{PASS_CPU}_sum":
                 cpu_sum += sample.value
             elif sample.name == f"{PASS_CPU}_count":
@@ -85,7 +97,7 @@ def pass_counts(text: str) -> PassCounts:
             elif sample.name == f"{PASS_CPU}_bucket":  # one series per NodeImage: summed per bound
                 bound = float(sample.labels["le"])
                 buckets[bound] = buckets.get(bound, 0.0) + sample.value
-    return PassCounts(passes, cpu_sum, cpu_count, buckets)
+    return PassCounts(passes, cpu_sum, cpu_count, buckets, wall_sum)
 
 
 def _reader_token(admin: Client, namespace: str) -> str:

@@ -25,7 +25,7 @@ from nodewright.runtime.kube.client import Client
 from nodewright.runtime.kube.kinds import NODE
 from nodewright.runtime.kube.objects import condition_is_true
 
-__all__ = ["SEGMENTS", "RolloutTimeline", "Segment"]
+__all__ = ["SEGMENTS", "RolloutTimeline", "Segment", "timeline_summary"]
 
 SEGMENTS = (
     ("requested -> registered", "join_created", "registered"),
@@ -157,6 +157,17 @@ class RolloutTimeline:
             f"maxSurge {max_surge}.",
         ]
         return lines
+
+
+def timeline_summary(timeline: RolloutTimeline, join_seconds: float) -> str:
+    """The breakdown in one line (a report's note): each segment's mean, and the slot's cycle."""
+    rows = timeline.segments()
+    means = "; ".join(f"{row.label} {row.mean:.1f} s (p90 {row.p90:.1f})" for row in rows)
+    cycle = sum(row.mean for row in rows)
+    return (
+        f"per replaced node, means: {means}; one surge slot's cycle {cycle:.1f} s "
+        f"({cycle / join_seconds:.1f}x the join time), {len(timeline.pairs())} replacements seen"
+    )
 
 
 _DONOR = {"cordoned", "leave_created", "deleted"}

@@ -73,6 +73,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench.pass_metrics import scrape_manager
 from bench.processes import Contender, RunningProcess, cpu_seconds_of
+from bench.rollout_timeline import RolloutTimeline, timeline_summary
 from bench.scale_cluster import LEASE_SECONDS, ScaleControlPlane
 from bench.scale_config import load_shipped, manager_config
 from bench.scale_figures import (
@@ -99,6 +100,8 @@ DEPLOYMENT = Kind("apps/v1", "Deployment", "deployments")
 BENCH_NAMESPACE = "bench-scale"
 SYSTEM_NAMESPACE = "nodewright-system"
 JOIN_SECONDS = 10.0
+AGENT_POOL_LABEL = "kubernetes.azure.com/agentpool"
+"""The label the node simulator gives each Node: its scale set's name (the rollout's timeline)."""
 """A new machine becomes a Node this long after it was created (boot and kubelet start)."""
 POLL_SECONDS = 2.0
 PER_NODE = {"web": 4, "worker": 2, "api": 2}
@@ -419,16 +422,22 @@ def _rollout(run: Run, timeout: float) -> None:
         spec = {"image": NEW_IMAGE, "maxSurge": surge}
         run.client.create(NODE_IMAGE, {"metadata": {"name": node_image}, "spec": spec})
         group = {"groupID": run.world.info["scale_sets"][0], "nodeImage": node_image}
+        timeline = RolloutTimeline(run.client, f"{AGENT_POOL_LABEL}=pool00")
+        timeline.start()
         run.client.create(SCALING_GROUP, {"metadata": {"name": "pool00"}, "spec": group})
         before = scrape_manager(run.client, run.metrics_ports[-1], BENCH_NAMESPACE)
-        converged, seconds, notes = _converge(run, timeout, extra)()
+        try:
+            converged, seconds, notes = _converge(run, timeout, extra)()
+        finally:
+            timeline.stop()
         passes = scrape_manager(run.client, run.metrics_ports[-1], BENCH_NAMESPACE).since(before)
         decision = (
             f"decision time: {passes.passes:.0f} nodeimage passes, CPU per pass mean "
-            f"{passes.mean_ms:.1f} ms, p99 <= {passes.p99_ms:g} ms (goal per wave <= 100 ms)"
+            f"{passes.mean_ms:.1f} ms, p99 <= {passes.p99_ms:g} ms (goal per wave <= 100 ms); wall time "
+            f"per pass mean {passes.mean_wall_ms:.0f} ms"
         )
-        print(decision, flush=True)
-        return converged, seconds, [decision, *notes]
+        print(decision, *timeline.table(JOIN_SECONDS, surge), sep="\n", flush=True)
+        return converged, seconds, [decision, timeline_summary(timeline, JOIN_SECONDS), *notes]
 
     _measure(run, f"rollout (pool00, {size} nodes, maxSurge {surge})", body)
 
