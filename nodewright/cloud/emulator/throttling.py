@@ -7,7 +7,8 @@ Two layers, as on Azure:
   10/s. An empty bucket answers 429 ``TooManyRequests`` with ``Retry-After`` (the seconds until
   one token is back). Every answer carries ``x-ms-ratelimit-remaining-subscription-<class>``.
 - **Compute resource provider policies**: per subscription, one sliding 3-minute and one
-  30-minute window per operation family (``GetVMScaleSet``, ``PutVMScaleSetVM``, ...). Every
+  30-minute window per operation family (``GetVMScaleSet``, ``PutVMScaleSetVM``, ...), sized from
+  Azure's published per-minute token buckets (``DEFAULT_POLICIES``). Every
   Compute answer carries ``x-ms-ratelimit-remaining-resource`` (``Microsoft.Compute/
   GetVMScaleSet3Min;197,Microsoft.Compute/GetVMScaleSet30Min;1297``). A spent policy answers 429
   ``OperationNotAllowed`` naming the policy in ``details``; every ``omit_retry_after_every``-th
@@ -68,9 +69,8 @@ class PolicyLimit:
     thirty_minutes: int
 
 
-# Operation families of the Compute resource provider, by the emulator's operation names. The
-# numbers are illustrative (Azure does not publish them); GetVMScaleSet matches the 200/1300 that
-# the published header example implies. Operations not listed here count against no policy.
+# Operation families of the Compute resource provider, by the emulator's operation names.
+# Operations not listed here count against no policy.
 COMPUTE_FAMILIES: dict[str, str] = {
     "VirtualMachineScaleSets.get": "GetVMScaleSet",
     "VirtualMachineScaleSets.list": "HighCostGetVMScaleSet",
@@ -90,18 +90,34 @@ COMPUTE_FAMILIES: dict[str, str] = {
     "VirtualMachines.delete": "DeleteVM",
 }
 
+
+def _published(capacity: int, refill_per_minute: int) -> PolicyLimit:
+    """A policy from Azure's published subscription-level token bucket ("Compute throttling
+    limits", learn.microsoft.com/azure/virtual-machines/compute-throttling-limits, 2024-05-27):
+    ``capacity`` in the 3-minute window, the bucket's refill rate over the 30-minute one.
+
+    A sliding window of C requests per C/R minutes has the bucket's burst (C) and its sustained
+    rate (R a minute); it is never more permissive than the bucket, and less between window turns
+    (the bucket gives R back each minute, the window the whole burst at once). For every family
+    below C/R is 3 minutes, so the header's 3Min/30Min names (the form Azure's published header
+    examples use) keep their meaning."""
+    return PolicyLimit(capacity, refill_per_minute * 30)
+
+
 DEFAULT_POLICIES: dict[str, PolicyLimit] = {
-    "GetVMScaleSet": PolicyLimit(200, 1300),
-    "HighCostGetVMScaleSet": PolicyLimit(180, 900),
-    "HighCostGet": PolicyLimit(180, 900),
-    "LowCostGet": PolicyLimit(4000, 32000),
-    "PutVMScaleSet": PolicyLimit(240, 1200),
-    "PutVMScaleSetVM": PolicyLimit(600, 3600),
-    "DeleteVMScaleSet": PolicyLimit(240, 1200),
-    "DeleteVMScaleSetVM": PolicyLimit(600, 3600),
-    "PutVM": PolicyLimit(600, 3600),
-    "DeleteVM": PolicyLimit(600, 3600),
+    "GetVMScaleSet": _published(2_400, 800),  # Low Cost Get VMSS
+    "HighCostGetVMScaleSet": _published(1_080, 360),  # High Cost Get VMSS (its list; instance lists too)
+    "HighCostGet": _published(900, 300),  # High Cost Get VM (lists)
+    "LowCostGet": _published(6_000, 2_000),  # Get VMSS VMs (Low Cost Get VM allows 24,000: the lower)
+    "PutVMScaleSet": _published(1_500, 500),  # Update VMSS (create-or-update included)
+    "PutVMScaleSetVM": _published(1_500, 500),  # Update VMSS VMs
+    "DeleteVMScaleSet": _published(525, 175),  # Delete VMSS
+    "DeleteVMScaleSetVM": _published(1_500, 500),  # Delete VMSS VMs
+    "PutVM": _published(1_500, 500),  # Put VM and Update VM
+    "DeleteVM": _published(1_500, 500),  # Delete VM
 }
+"""Azure's published subscription-level limits. Its resource-level buckets (for example 12
+updates of one VM, refilled at 4 a minute) are not modelled."""
 
 
 def _azure_buckets() -> dict[str, BucketLimit]:
@@ -125,7 +141,7 @@ class RequestLimits:
 def limits_from_json(document: dict[str, Any]) -> RequestLimits:
     """Limits from the admin endpoint's JSON: ``{"enforce": true, "buckets": {"writes":
     {"capacity": 200, "refillPerSecond": 10}}, "policies": {"PutVMScaleSetVM": {"threeMinutes":
-    600, "thirtyMinutes": 3600}}, "omitRetryAfterEvery": 2}``; what is not named keeps Azure's value."""
+    1500, "thirtyMinutes": 15000}}, "omitRetryAfterEvery": 2}``; what is not named keeps Azure's value."""
     limits = RequestLimits(enforce=bool(document.get("enforce", False)))
     for kind, bucket in (document.get("buckets") or {}).items():
         limits.buckets[kind] = BucketLimit(int(bucket["capacity"]), float(bucket["refillPerSecond"]))

@@ -12,6 +12,7 @@ from azure.core.exceptions import HttpResponseError
 from azure.mgmt.compute.models import VirtualMachineScaleSetUpdate
 
 from nodewright.cloud.emulator import ArmEmulator
+from nodewright.cloud.emulator.errors import ArmError
 from nodewright.cloud.emulator.throttling import BucketLimit, PolicyLimit, RequestLimits, Throttling
 from tests.cloud.emulator.conftest import Estate
 from tests.cloud.emulator.sdk_clients import Clients, sdk_clients
@@ -42,10 +43,10 @@ def test_every_answer_reports_what_is_left(arm_emulator: ArmEmulator, estate: Es
     assert first["x-ms-ratelimit-remaining-subscription-reads"] == "249"
     assert second["x-ms-ratelimit-remaining-subscription-reads"] == "248"
     assert first["x-ms-ratelimit-remaining-resource"] == (
-        "Microsoft.Compute/GetVMScaleSet3Min;199,Microsoft.Compute/GetVMScaleSet30Min;1299"
+        "Microsoft.Compute/GetVMScaleSet3Min;2399,Microsoft.Compute/GetVMScaleSet30Min;23999"
     )
     assert second["x-ms-ratelimit-remaining-resource"] == (
-        "Microsoft.Compute/GetVMScaleSet3Min;198,Microsoft.Compute/GetVMScaleSet30Min;1298"
+        "Microsoft.Compute/GetVMScaleSet3Min;2398,Microsoft.Compute/GetVMScaleSet30Min;23998"
     )
     network = clients.network.virtual_networks.get(estate.group, estate.vnet_name, cls=_headers)
     assert "x-ms-ratelimit-remaining-subscription-reads" in network
@@ -147,3 +148,27 @@ def test_an_injected_compute_throttle_has_no_retry_after(arm_emulator: ArmEmulat
     body = json.loads(response.text())
     assert body["error"]["details"][0]["target"] == "GetVMScaleSet30Min"
     assert _scale_set_get(clients, estate)
+
+
+def test_instance_updates_follow_azures_published_bucket() -> None:
+    """Azure publishes "Update VMSS VMs" as a subscription bucket of 1,500 refilled at 500 a
+    minute: 1,500 instance PUTs go at once (one 1,000-node cold start fits), the next is
+    throttled, and 500 a minute are sustained (the window gives the burst back after 3 minutes)."""
+    now = [0.0]
+    unbounded = {kind: BucketLimit(10**6, 10**6) for kind in ("reads", "writes", "deletes")}
+    throttling = Throttling(RequestLimits(enforce=True, buckets=unbounded), clock=lambda: now[0])
+
+    def put() -> None:
+        throttling.admit(
+            method="PUT", operation="VirtualMachineScaleSetVMs.update", subscription="s", principal="p"
+        )
+
+    for _ in range(1_500):
+        put()
+    with pytest.raises(ArmError) as refused:
+        put()
+    assert refused.value.status == 429
+    assert "PutVMScaleSetVM3Min" in json.dumps(refused.value.details)
+    now[0] = 180.0
+    for _ in range(1_500):
+        put()
