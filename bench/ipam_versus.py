@@ -89,7 +89,10 @@ def render_side_by_side(runs: dict[int, dict[str, dict[str, Any]]], notes: list[
     lines = ["# nodewright IPAM vs Cilium's Azure IPAM operator (v1.15.19)", ""]
     lines += [f"- {note}" for note in notes] + [""]
     for nodes, pair in sorted(runs.items()):
-        lines += [f"## {nodes} nodes", "", "| | nodewright | Cilium operator |", "| --- | --- | --- |"]
+        tools = [t for t in ("nodewright", "cilium") if "conditions" in pair.get(t, {})]
+        stamps = [f"- {tool}: {pair[tool]['conditions']}" for tool in tools]
+        lines += [f"## {nodes} nodes", "", *stamps, *([""] if stamps else [])]
+        lines += ["| | nodewright | Cilium operator |", "| --- | --- | --- |"]
         for label, key, form in ROWS:
             lines.append(
                 f"| {label} | {_cell(pair.get('nodewright', {}), key, form)} | "
@@ -166,7 +169,7 @@ def compare(
     for nodes in node_counts:
         scenario = _scenario(nodes, churn_seconds, steady_seconds)
         pair = runs.setdefault(nodes, {})
-        pair["nodewright"] = ipam.measure(scenario, kubeconfig)
+        pair["nodewright"] = _stamped(ipam.measure(scenario, kubeconfig))
         write(runs, churn_seconds)
         pair["cilium"] = run_cilium(
             nodes,
@@ -177,8 +180,17 @@ def compare(
             binary=binary,
             fill_limit=fill_limit or 600.0 + 4 * nodes,
         )
+        _stamped(pair["cilium"])
         write(runs, churn_seconds)
     return runs
+
+
+def _stamped(figures: dict[str, Any]) -> dict[str, Any]:
+    """``figures`` with when they were measured and the load average then (each node count's
+    table keeps its own: a write keeps the node counts it did not run)."""
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    figures["conditions"] = f"measured {when}, load average {os.getloadavg()[0]:.1f}"
+    return figures
 
 
 def earlier_runs() -> dict[int, dict[str, dict[str, Any]]]:
@@ -202,9 +214,9 @@ def write(
         "nodewright: IPAM reconciler, CRD consumer, batch 16, buffer 50 %, mutation budget 10/s burst 20. "
         "Cilium: cilium-operator-azure v1.15.19 as built from upstream's module, its default flags "
         "(IPAM API limit 4 QPS burst 20, 50 allocation workers), pre-allocate 16; a harness plays its agent.",
-        f"Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {os.cpu_count()} cores "
-        f"({platform.python_version()}), load average at write {os.getloadavg()[0]:.1f}: the machine was "
-        "shared with other helpers' test runs.",
+        f"Written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {os.cpu_count()} cores "
+        f"({platform.python_version()}); each node count's table says when its tools were measured and "
+        "the load then (a table without that line is from an earlier run).",
         *extra_notes,
     ]
     RESULTS.mkdir(exist_ok=True)
