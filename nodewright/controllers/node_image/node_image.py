@@ -42,7 +42,8 @@ Writes are merge patches, creates that accept AlreadyExists, deletes that accept
 status updates under ``retry_on_conflict``, so a restart at any checkpoint resumes. The reconcile
 ends only once the cache shows its own writes (``ReadYourWrites``), so the next one never counts
 a surge it already spent. Neighbours: ``pending_node`` (machines leaving and joining),
-``scaling_group`` (the scale set's model image), ``cloud.compute`` through ``NodeImageCloud``.
+``node_placement`` (annotating nodes), ``scaling_group`` (the scale set's model image),
+``cloud.compute`` through ``NodeImageCloud``.
 """
 
 from __future__ import annotations
@@ -63,24 +64,13 @@ from nodewright.api.nodewright.v1alpha1 import (
     ScalingGroup,
     UndrainableNodeBehavior,
 )
-from nodewright.cloud.errors import NotFoundError
 from nodewright.cloud.models import ImageReference
-from nodewright.cloud.resource_ids import (
-    InvalidResourceIdError,
-    ResourceGroupId,
-    ScaleSetInstanceId,
-    VirtualMachineId,
-    parse_provider_id,
-    parse_scale_set_id,
-)
 from nodewright.controllers.node_image.claim_checks import ClaimChecks
 from nodewright.controllers.node_image.collaborators import Collaborators
 from nodewright.controllers.node_image.conditions import ConditionState, node_image_status, rollout_conditions
 from nodewright.controllers.node_image.evicted_pods import EvictedPodsVerdict, EvictionCheck
 from nodewright.controllers.node_image.grouping import (
-    NODE_IMAGE_ANNOTATION,
     OBSOLETE_ANNOTATION,
-    SCALING_GROUP_ANNOTATION,
     ClusterNode,
     InvalidImageError,
     NodeGroups,
@@ -254,7 +244,7 @@ class NodeImageReconciler(NodeReplacement):
         pending = self._pending_nodes(str(obj["metadata"]["uid"]))
         joins, coming = self._finish_scale_outs(obj, claims.scaling_groups, pending)
         pending += joins
-        nodes, invalid = self._annotated_nodes(claims, node_image.name)
+        nodes, invalid = self._annotated_nodes(claims, node_image.name, coming)
         groups = group_nodes(coming.without_their_machines(nodes, invalid), pending, desired, invalid=invalid)
         for join in settled_joins(groups, pending):
             self._delete_pending_node(join, "delete-settled-join")
@@ -506,7 +496,9 @@ class NodeImageReconciler(NodeReplacement):
                 )
         return sorted(found, key=lambda p: p.name)
 
-    def _annotated_nodes(self, claims: Claims, name: str) -> tuple[list[ClusterNode], set[str]]:
+    def _annotated_nodes(
+        self, claims: Claims, name: str, coming: StepsInFlight
+    ) -> tuple[list[ClusterNode], set[str]]:
         """The Nodes of the claimed scale sets (by annotation or providerID), annotated with their
         scale set and image when they were not yet; the names of those the cloud cannot find
         (grouping marks them invalid; the Degraded condition and its one Event name them)."""
@@ -515,7 +507,7 @@ class NodeImageReconciler(NodeReplacement):
         for claimed in self._claimed_nodes(claims, name):
             node = claimed
             if not node.scaling_group_id or not node.image:
-                annotations, problem = self._placement(node)
+                annotations, problem = self._placement(node, step_machine=coming.adds(node))
                 if problem is not None:
                     invalid.add(node.name)
                     log.info("Found node the cloud cannot place", node=node.name, problem=problem)
@@ -544,56 +536,3 @@ class NodeImageReconciler(NodeReplacement):
             found[placed.name] = placed  # kept below only when its pool is claimed
         self._metrics.nodes_read(name, len(found))
         return sorted(nodes_claimed(found.values(), claims), key=lambda n: n.name)
-
-    def known_standalone(self, provider_id: str) -> bool:
-        """Whether the cloud said this VM belongs to no scale set (read by the Node watch too)."""
-        return provider_id in self._standalone_machines
-
-    def _place_member(self, node: ClusterNode) -> ClusterNode:
-        """A VM node without a scale-set annotation annotated with the Flexible scale set its VM is
-        a member of (and its image), read from the cloud once; standalone VMs are remembered so
-        they are not asked for again (side effects: a GET, a Node patch)."""
-        if node.scaling_group_id or node.provider_id in self._standalone_machines:
-            return node
-        try:
-            machine = parse_provider_id(node.provider_id)
-        except InvalidResourceIdError:
-            return node
-        if not isinstance(machine, VirtualMachineId):
-            return node
-        try:
-            instance = self._cloud.get_instance(machine)
-        except NotFoundError:
-            return node
-        if instance.scale_set_id is None:
-            self._standalone_machines.add(node.provider_id)
-            return node
-        annotations = {SCALING_GROUP_ANNOTATION: str(parse_scale_set_id(instance.scale_set_id))}
-        if instance.image is not None and not node.image:
-            annotations[NODE_IMAGE_ANNOTATION] = instance.image.format()
-        body = {"metadata": {"annotations": annotations}}
-        patched = self._patch(NODE, self._stores.nodes, node.name, body, "annotate-node")
-        log.info("Placed node in its Flexible scale set", node=node.name, scale_set=instance.scale_set_id)
-        return ClusterNode.from_object(patched) if patched is not None else node
-
-    def _placement(self, node: ClusterNode) -> tuple[dict[str, str], str | None]:
-        """The annotations a node lacks, read from its providerID and the cloud, or a problem."""
-        try:
-            machine = parse_provider_id(node.provider_id)
-        except InvalidResourceIdError:
-            return {}, f"providerID {node.provider_id!r} is not an Azure machine"
-        if isinstance(machine, ScaleSetInstanceId):
-            annotations = {SCALING_GROUP_ANNOTATION: str(machine.scale_set)}
-        elif node.scaling_group_id:
-            annotations = {}  # a Flexible scale set's member, placed by ``_place_member``
-        else:  # a standalone VM, claimed by a group of its resource group's standalone VMs
-            group = ResourceGroupId(machine.subscription_id, machine.resource_group)
-            annotations = {SCALING_GROUP_ANNOTATION: str(group)}
-        if not node.image:
-            try:
-                image = self._cloud.get_instance(machine).image
-            except NotFoundError:
-                return {}, f"no machine {machine} at the cloud"
-            if image is not None:
-                annotations[NODE_IMAGE_ANNOTATION] = image.format()
-        return {k: v for k, v in annotations.items() if node.annotations.get(k) != v}, None

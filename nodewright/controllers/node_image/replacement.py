@@ -46,6 +46,7 @@ from nodewright.controllers.node_image.evicted_pods import (
     controller_of,
     new_record,
 )
+from nodewright.controllers.node_image.evictions import evict_all
 from nodewright.controllers.node_image.grouping import (
     DONOR_ANNOTATION,
     DRAIN_STARTED_ANNOTATION,
@@ -61,6 +62,7 @@ from nodewright.controllers.node_image.heir_network import (
     incoming_pods,
     pods_needing_addresses,
 )
+from nodewright.controllers.node_image.node_placement import NodePlacement
 from nodewright.controllers.node_image.pairing import (
     PairingPlan,
     ReplacementPair,
@@ -76,7 +78,6 @@ from nodewright.controllers.node_image.pools import (
     POD_NODE_INDEX,
 )
 from nodewright.controllers.node_image.rollout_state import READY_SEEN_ANNOTATION
-from nodewright.controllers.node_image.rollout_writes import RolloutWrites
 from nodewright.runtime import (
     NODE,
     POD,
@@ -132,7 +133,7 @@ class RemovalContext:
     NodeImage's heirReadyTimeout)."""
 
 
-class NodeReplacement(RolloutWrites):
+class NodeReplacement(NodePlacement):
     """Pairing and the per-pair steps (see the module docstring)."""
 
     def _apply_pairing(self, pairing: PairingPlan, current: dict[str, ClusterNode]) -> None:
@@ -542,16 +543,7 @@ class NodeReplacement(RolloutWrites):
         plan = self._plan_drain(node, pods, timeout)
         if heir is not None and plan.evict:
             self._record_evictions(node, heir, pods, plan.evict)
-        for key in plan.evict:
-            self._checkpoint("evict")
-            try:
-                self._client.evict(key.name, key.namespace)
-            except errors.TooManyRequests:
-                plan.blocked[key] = "the API server refused the eviction (disruption budget)"
-                continue
-            except errors.NotFound:
-                continue
-            log.info("Evicted pod", node=node.name, pod=str(key))
+        plan.blocked.update(evict_all(self._client.evict, node.name, plan.evict, self._checkpoint))
         if plan.evict:
             plan.terminating.extend(k for k in plan.evict if k not in plan.blocked)
             plan.evict = []

@@ -3,7 +3,9 @@ read-your-writes, PendingNode creates and deletes, the status, autoscaling kept 
 rollout runs, and scale-outs (a standalone group's new VM, see ``standalone``, or a scale set's
 capacity step by any count, whose operation no worker waits for: ``scale_out_operations``),
 recorded on their ScalingGroup first; the pass after the step ended (or after a restart) finds
-the new machines by difference with the record and tracks each with a Join PendingNode. Each
+the new machines by difference with the record, reads them side by side and tracks each with a
+Join PendingNode; a new machine is read once, by whichever of its Join and its Node's annotation
+comes first (``remember_machine``, ``recall_machine``). Each
 write passes the checkpoint hook with its step's name. Side effects: Kubernetes and ARM writes.
 Neighbour: ``node_image`` (``NodeImageReconciler`` builds on ``RolloutWrites``).
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -32,6 +35,7 @@ from nodewright.cloud.operations import OperationOutcome
 from nodewright.cloud.resource_ids import (
     MachineId,
     ScaleSetId,
+    ScaleSetInstanceId,
     parse_resource_group_id,
     parse_scale_set_id,
 )
@@ -69,6 +73,10 @@ from nodewright.runtime import (
 __all__ = ["SCALE_OUT_ANNOTATION", "NodeImageCloud", "NodeImageStores", "RolloutWrites"]
 
 log = get_logger(__name__)
+
+INSTANCE_READS_AT_ONCE = 8
+"""A wave's new instances are read this many at a time (each read is one ARM GET either way)."""
+MACHINES_KEPT = 1_000
 
 
 class NodeImageCloud(Protocol):
@@ -121,6 +129,10 @@ class RolloutWrites(WithCollaborators[NodeImageCloud]):
         """providerIDs of VM nodes the cloud says belong to no scale set (not asked again)."""
         self.scale_out_operations = ScaleOutOperations()
         """The scale-outs in flight; the ``nodeimage`` controller's source of their ends."""
+        self._read_once: dict[str, InstanceInfo] = {}
+        """A new machine read by one of the two passes that need it (its Join's, its Node's
+        annotation), by lowercased providerID, for the other: the entry goes once used, and after
+        a restart the read is made again. At most ``MACHINES_KEPT``, the oldest dropped first."""
 
     def _annotate(
         self, current: dict[str, ClusterNode], name: str, annotations: Mapping[str, str | None], step: str
@@ -251,8 +263,13 @@ class RolloutWrites(WithCollaborators[NodeImageCloud]):
         and not tracked yet; ``ours``: this process saw the scale-out end (else a restart did)."""
         scale_set = parse_scale_set_id(scaling_group.spec.group_id)
         joins: list[PendingNode] = []
-        for instance_id in sorted(set(self._cloud.list_instance_ids(scale_set)) - record.before):
-            instance = self._cloud.get_instance(scale_set.instance(instance_id))
+        new_ids = sorted(set(self._cloud.list_instance_ids(scale_set)) - record.before)
+        machines = [scale_set.instance(instance_id) for instance_id in new_ids]
+        recalled = {m: self.recall_machine(m.provider_id) for m in machines}
+        fetched = self._instances([m for m, instance in recalled.items() if instance is None])
+        for instance in fetched:
+            self.remember_machine(instance)  # for its Node's annotation
+        for instance in [*(i for i in recalled.values() if i is not None), *fetched]:
             if instance.provider_id.lower() in known:
                 continue
             joins.append(
@@ -266,6 +283,23 @@ class RolloutWrites(WithCollaborators[NodeImageCloud]):
                 message = f"Tracking {instance.name} created before a restart"
                 self._events.event(owner, "Normal", "AdoptedMachine", message)
         return joins
+
+    def _instances(self, machines: Sequence[ScaleSetInstanceId]) -> list[InstanceInfo]:
+        """The machines read side by side (a wave's new instances: one round trip, not ten)."""
+        if len(machines) <= 1:
+            return [self._cloud.get_instance(machine) for machine in machines]
+        with ThreadPoolExecutor(max_workers=min(INSTANCE_READS_AT_ONCE, len(machines))) as pool:
+            return list(pool.map(self._cloud.get_instance, machines))
+
+    def remember_machine(self, instance: InstanceInfo) -> None:
+        """Keep a new machine's read for the other pass that needs it (``_read_once``)."""
+        self._read_once[instance.provider_id.lower()] = instance
+        while len(self._read_once) > MACHINES_KEPT:
+            del self._read_once[next(iter(self._read_once))]
+
+    def recall_machine(self, provider_id: str) -> InstanceInfo | None:
+        """A new machine's read kept by the other pass, once (``None``: ask the cloud)."""
+        return self._read_once.pop(provider_id.lower(), None)
 
     def _create_standalone_machine(
         self, owner: dict[str, Any], scaling_group: ScalingGroup, image: ImageReference

@@ -110,9 +110,9 @@ class StepsInFlight:
         """``nodes`` less those whose machine a step in flight adds. A node named in ``unknown``
         (the cloud cannot place its machine) stays: a step's machine exists in the cloud before
         its Node registers, so a node the cloud does not know is no step's, but invalid."""
-        return [node for node in nodes if node.name in unknown or not self._adds(node)]
+        return [node for node in nodes if node.name in unknown or not self.adds(node)]
 
-    def _adds(self, node: ClusterNode) -> bool:
+    def adds(self, node: ClusterNode) -> bool:
         """Whether ``node``'s machine is one a step adds: in its scale set, not there before it."""
         try:
             machine = parse_provider_id(node.provider_id)

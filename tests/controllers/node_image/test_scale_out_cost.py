@@ -47,3 +47,27 @@ def test_each_scale_out_is_one_capacity_patch_and_two_instance_lists(bench: Roll
     assert lists <= LISTS_PER_SCALE_OUT * len(scale_outs), (
         f"{lists} instance lists for {len(scale_outs)} capacity PATCHes"
     )
+
+
+def test_each_new_machine_is_read_once(bench: RolloutBench) -> None:
+    """The pass that makes a new machine's Join reads it (its provider ID and image), and its Node
+    is then annotated from that read: one instance GET per new machine, where it was two (the
+    Join's, then the Node's for its image)."""
+    scale_set = bench.add_scale_set("reads", NODES)
+    name = scale_set.rsplit("/", 1)[-1]
+    bench.start_simulator()
+    since = time.monotonic()
+    bench.create_node_image(max_surge=2, canary=0)
+    bench.create_scaling_group(scale_set)
+    bench.start()
+    bench.wait_for(
+        lambda: bench.condition() == ("True", "AllNodesUpToDate") and not bench.pending_nodes(),
+        90,
+        "the rollout to finish",
+    )
+    bench.stop()
+
+    gets = bench.emulator.requests.entries("VirtualMachineScaleSetVMs.get", path_contains=name, since=since)
+    new_machines = {f"/virtualMachines/{index}" for index in range(NODES, 2 * NODES)}
+    reads = {machine: sum(1 for e in gets if e.path.endswith(machine)) for machine in new_machines}
+    assert reads == dict.fromkeys(new_machines, 1), f"instance GETs per new machine: {reads}"
