@@ -19,6 +19,7 @@ enqueues nothing. Side effects: ARM reads, log lines, requests in the controller
 
 from __future__ import annotations
 
+import functools
 import random
 import time
 from collections.abc import Callable
@@ -38,6 +39,8 @@ __all__ = ["NetworkInterfaceLister", "NicScope", "NicWatch", "list_pace", "scope
 log = get_logger(__name__)
 
 JITTER = 0.1
+SCOPES_REMEMBERED = 65_536
+"""NIC IDs whose scope ``scope_of`` keeps (more than the NICs of the largest cluster)."""
 IDLE_CHECK_SECONDS = 5.0
 """How soon to look again for NICs to watch when none is tracked yet (no I/O)."""
 
@@ -62,8 +65,11 @@ class NicScope:
         return f"{self.resource_group}/{self.scale_set}" if self.scale_set else self.resource_group
 
 
+@functools.lru_cache(maxsize=SCOPES_REMEMBERED)
 def scope_of(nic_id: str) -> NicScope | None:
-    """The list that shows this NIC (lowercased names), None for an ID that is not a NIC's. Pure."""
+    """The list that shows this NIC (lowercased names), None for an ID that is not a NIC's. Pure,
+    and remembered: every list's comparison asks it of every tracked NIC (a thousand NICs and ten
+    scale sets made it 7 % of the manager's CPU at rest, parsing the same IDs each minute)."""
     try:
         parsed = parse_network_interface_id(nic_id)
     except InvalidResourceIdError:
