@@ -5,8 +5,8 @@ capacity step by any count, whose operation no worker waits for: ``scale_out_ope
 recorded on their ScalingGroup first; the pass after the step ended (or after a restart) finds
 the new machines by difference with the record, reads them side by side and tracks each with a
 Join PendingNode; a new machine is read once, by whichever of its Join and its Node's annotation
-comes first (``remember_machine``, ``recall_machine``). Each
-write passes the checkpoint hook with its step's name. Side effects: Kubernetes and ARM writes.
+comes first (``remember_machine``, ``recall_machine``). Each write passes the checkpoint hook with
+its step's name. Side effects: Kubernetes and ARM writes.
 Neighbour: ``node_image`` (``NodeImageReconciler`` builds on ``RolloutWrites``).
 """
 
@@ -77,6 +77,8 @@ log = get_logger(__name__)
 INSTANCE_READS_AT_ONCE = 8
 """A wave's new instances are read this many at a time (each read is one ARM GET either way)."""
 MACHINES_KEPT = 1_000
+"""New machines' reads kept for their other pass at most (machines that never register a Node
+would otherwise be kept for ever)."""
 
 
 class NodeImageCloud(Protocol):
