@@ -19,6 +19,7 @@ from nodewright.cloud.errors import (
     NotFoundError,
     PreconditionFailedError,
     SubnetFullError,
+    ThrottledError,
 )
 from nodewright.cloud.factory import Cloud
 from nodewright.cloud.network import NetworkService
@@ -352,3 +353,18 @@ def test_list_of_a_missing_scale_set_is_not_found(estate: Estate) -> None:
     """A scale set that is gone: NotFoundError, no empty listing."""
     with pytest.raises(NotFoundError):
         estate.cloud.network.list_scale_set_network_interfaces(GROUP, "vmss-gone")
+
+
+def test_a_refused_list_page_is_the_error_arm_sent(estate: Estate) -> None:
+    """Pages are read as streams (decoded once, by us): a page ARM refuses still becomes the
+    error its body names, a 429 a ``ThrottledError`` and a 500 a ``CloudError`` with ARM's
+    message, never an unread-body error."""
+    for name in ("vmss-a", "vmss-b"):  # one each: a failed call backs its target off
+        estate.emulator.estate.add_scale_set(GROUP, name, subnet_id=estate.subnet_id, capacity=2)
+    operation = "NetworkInterfaces.list_virtual_machine_scale_set_network_interfaces"
+    estate.emulator.faults.server_error(operation, times=1)
+    with pytest.raises(CloudError, match="An injected server error occurred"):
+        estate.cloud.network.list_scale_set_network_interfaces(GROUP, "vmss-a")
+    estate.emulator.faults.throttle(operation, retry_after=0.5, times=1)
+    with pytest.raises(ThrottledError, match="throttled"):
+        estate.cloud.network.list_scale_set_network_interfaces(GROUP, "vmss-b")
