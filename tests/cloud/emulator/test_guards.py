@@ -105,7 +105,7 @@ def test_what_comes_before_the_limits_is_not_counted(arm_emulator: ArmEmulator, 
     throttled = call(arm_emulator, "GET", estate.vm_id + API_VERSION, token="token")
     assert (throttled.status, throttled.headers["retry-after"]) == (429, "3")
     assert throttled.headers["x-ms-ratelimit-remaining-subscription-reads"] == "249"
-    assert "Microsoft.Compute/LowCostGet3Min;3999" in throttled.headers["x-ms-ratelimit-remaining-resource"]
+    assert "Microsoft.Compute/LowCostGet3Min;5999" in throttled.headers["x-ms-ratelimit-remaining-resource"]
     served = call(arm_emulator, "GET", estate.vm_id + API_VERSION, token="token")
     assert served.status == 200
     assert served.headers["x-ms-ratelimit-remaining-subscription-reads"] == "248"
