@@ -471,17 +471,24 @@ class ComputeService:
         return node_state_from_status_codes(_status_codes(view))
 
     def delete_instance(self, machine: MachineId) -> None:
-        """Delete a scale-set instance or a VM and wait; one already gone counts as deleted."""
+        """Delete a scale-set instance or a VM and wait; one already gone counts as deleted.
+
+        ARM lowers a scale set's capacity when it accepts an instance's delete, so the delete is
+        sent under the scale set's lock, which ``scale_out`` holds from its read of the capacity
+        to its PATCH: a delete accepted between the two would make that PATCH (the capacity read
+        plus the step) add one machine more than the step. The wait is outside the lock."""
         try:
             if isinstance(machine, ScaleSetInstanceId):
-                self._call(
-                    "compute.delete_scale_set_instance",
-                    lambda: self._compute.virtual_machine_scale_set_vms.begin_delete(
-                        machine.resource_group, machine.scale_set_name, machine.instance_id
-                    ).result(),
-                    machine,
-                    write=True,
-                )
+                with self._scale_set_locks.hold(str(machine.scale_set)):
+                    poller = self._call(
+                        "compute.delete_scale_set_instance",
+                        lambda: self._compute.virtual_machine_scale_set_vms.begin_delete(
+                            machine.resource_group, machine.scale_set_name, machine.instance_id
+                        ),
+                        machine,
+                        write=True,
+                    )
+                self._call("compute.delete_scale_set_instance", poller.result, machine, write=True)
             else:
                 self._call(
                     "compute.delete_virtual_machine",

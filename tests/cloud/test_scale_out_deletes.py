@@ -1,0 +1,42 @@
+"""A scale-out and an instance delete of the same scale set, racing: ARM lowers the capacity when
+it accepts the delete, so a delete accepted between the scale-out's read of the capacity and its
+PATCH would make that PATCH add one machine too many (a rollout's surge overshot by one). Real
+SDK clients against the ARM emulator over HTTPS; the PATCH is held in flight by added latency."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from nodewright.cloud.operations import OperationOutcome
+from nodewright.cloud.resource_ids import parse_scale_set_id
+from tests.cloud.test_compute import GROUP, Estate, estate
+
+__all__ = ["estate"]  # the fixture, imported for this module
+
+
+def test_a_delete_never_lands_between_a_scale_outs_read_and_its_patch(estate: Estate) -> None:
+    """Capacity 3, one instance deleted while a scale-out by one is in flight: 3 instances at the
+    end (2 kept and 1 new), not 4."""
+    scale_set_id = estate.emulator.estate.add_scale_set(
+        GROUP, "vmss-a", subnet_id=estate.subnet_id, capacity=3
+    )
+    scale_set = parse_scale_set_id(scale_set_id)
+    estate.emulator.faults.add_latency(1.0, "VirtualMachineScaleSets.update", times=1)
+    ended = threading.Event()
+
+    def on_done(_outcome: OperationOutcome) -> None:
+        ended.set()
+
+    scale_out = threading.Thread(
+        target=estate.cloud.compute.scale_out, args=(scale_set, 1, lambda _before: None, on_done)
+    )
+    scale_out.start()
+    time.sleep(0.5)  # its list and GET are answered; its PATCH sleeps in the emulator
+    estate.cloud.compute.delete_instance(scale_set.instance("0"))
+    scale_out.join(30)
+    assert ended.wait(30), "the scale-out's operation never ended"
+
+    instances = estate.cloud.compute.list_instance_ids(scale_set)
+    assert "0" not in instances
+    assert len(instances) == 3, f"one machine too many: {instances}"
