@@ -71,6 +71,25 @@ class HoldNewNodes(threading.Thread):
         self.join(5)
 
 
+def _pair_only_held_heirs(bench: RolloutBench, hold: HoldNewNodes, originals: set[str]) -> None:
+    """While ``hold`` holds, each pairing waits until every new Node is NotReady. The hold stops a
+    machine once its Node exists, and the Node turns NotReady a moment later: a pass in between
+    would see a Ready heir and rightly cordon its donor, which this test must not race with. The
+    pairing's own patch then reads the heir NotReady, and so does the rest of that pass."""
+
+    def wait_for_held_heirs() -> None:
+        if not hold.holding:
+            return
+        bench.wait_for(
+            lambda: all(not node_ready(n) for n in bench.nodes() if n["metadata"]["name"] not in originals),
+            30,
+            "new nodes held NotReady",
+        )
+        bench.switch.pauses["pair-heir"] = wait_for_held_heirs  # a pause runs once: the next pairing
+
+    bench.switch.pauses["pair-heir"] = wait_for_held_heirs
+
+
 def _on_new(machine: dict[str, Any]) -> bool:
     return bool(machine["image"].get("communityGalleryImageId") == NEW_IMAGE)
 
@@ -97,6 +116,7 @@ def test_one_donor_drains_ahead_of_its_heir_and_leaves_only_after_it(bench: Roll
         )
     hold = HoldNewNodes(bench, originals)
     hold.start()
+    _pair_only_held_heirs(bench, hold, originals)
     bench.create_node_image(max_surge=3, canary=0, maxUnavailable=1)
     bench.create_scaling_group(bench.scale_sets[0])
     bench.start()
