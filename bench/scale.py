@@ -90,6 +90,7 @@ from bench.scale_tracker import BINDING_LABEL, Tracker
 from bench.scale_world import NEW_IMAGE, EstatePlan, World, plan_estate
 from nodewright.controllers.identity.options import AZURE_IDENTITY, AZURE_IDENTITY_BINDING
 from nodewright.controllers.node_image.resources import NODE_IMAGE, SCALING_GROUP
+from nodewright.controllers.status import POOL_LABEL
 from nodewright.devenv.controlplane import ControlPlane, free_port
 from nodewright.runtime.kube.client import Client
 from nodewright.runtime.kube.kinds import LEASE, NAMESPACE, Kind
@@ -100,8 +101,6 @@ DEPLOYMENT = Kind("apps/v1", "Deployment", "deployments")
 BENCH_NAMESPACE = "bench-scale"
 SYSTEM_NAMESPACE = "nodewright-system"
 JOIN_SECONDS = 10.0
-AGENT_POOL_LABEL = "kubernetes.azure.com/agentpool"
-"""The label the node simulator gives each Node: its scale set's name (the rollout's timeline)."""
 """A new machine becomes a Node this long after it was created (boot and kubelet start)."""
 POLL_SECONDS = 2.0
 PER_NODE = {"web": 4, "worker": 2, "api": 2}
@@ -243,7 +242,7 @@ def _deployment(name: str, replicas: int, *, pool: str | None, binding: str | No
         "terminationGracePeriodSeconds": 0,
     }
     if pool:
-        spec["nodeSelector"] = {"kubernetes.azure.com/agentpool": pool}
+        spec["nodeSelector"] = {POOL_LABEL: pool}
     return {
         "metadata": {"name": name, "namespace": BENCH_NAMESPACE},
         "spec": {
@@ -422,7 +421,7 @@ def _rollout(run: Run, timeout: float) -> None:
         spec = {"image": NEW_IMAGE, "maxSurge": surge}
         run.client.create(NODE_IMAGE, {"metadata": {"name": node_image}, "spec": spec})
         group = {"groupID": run.world.info["scale_sets"][0], "nodeImage": node_image}
-        timeline = RolloutTimeline(run.client, f"{AGENT_POOL_LABEL}=pool00")
+        timeline = RolloutTimeline(run.client, f"{POOL_LABEL}=pool00")
         timeline.start()
         run.client.create(SCALING_GROUP, {"metadata": {"name": "pool00"}, "spec": group})
         before = scrape_manager(run.client, run.metrics_ports[-1], BENCH_NAMESPACE)

@@ -479,16 +479,15 @@ class ComputeService:
         plus the step) add one machine more than the step. The wait is outside the lock."""
         try:
             if isinstance(machine, ScaleSetInstanceId):
-                with self._scale_set_locks.hold(str(machine.scale_set)):
-                    poller = self._call(
-                        "compute.delete_scale_set_instance",
-                        lambda: self._compute.virtual_machine_scale_set_vms.begin_delete(
+
+                def delete() -> None:
+                    with self._scale_set_locks.hold(str(machine.scale_set)):
+                        poller = self._compute.virtual_machine_scale_set_vms.begin_delete(
                             machine.resource_group, machine.scale_set_name, machine.instance_id
-                        ),
-                        machine,
-                        write=True,
-                    )
-                self._call("compute.delete_scale_set_instance", poller.result, machine, write=True)
+                        )
+                    poller.result()
+
+                self._call("compute.delete_scale_set_instance", delete, machine, write=True)
             else:
                 self._call(
                     "compute.delete_virtual_machine",
