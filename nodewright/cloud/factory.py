@@ -13,7 +13,8 @@ clients in the services the rest of nodewright uses (``ComputeService``, ``Netwo
 long-running operations of their ``begin_`` calls, polled at ``polling_interval`` or ARM's
 ``Retry-After``).
 
-Side effect: azure-core's per-request HTTP logger is set to WARNING unless
+Side effects: the SDK models' first-use setup is guarded across threads (``sdk_models``);
+azure-core's per-request HTTP logger is set to WARNING unless
 ``settings.http_logging`` is on (then INFO): at INFO it is most of a manager's log at idle.
 """
 
@@ -36,6 +37,7 @@ from nodewright.cloud.config import CloudSettings, build_credential
 from nodewright.cloud.msi import IdentityService
 from nodewright.cloud.network import NetworkService
 from nodewright.cloud.operations import OperationTracker
+from nodewright.cloud.sdk_models import guard_model_setup
 from nodewright.cloud.standalone_machines import StandaloneMachineService
 from nodewright.cloud.throttle import (
     CallObserver,
@@ -166,6 +168,7 @@ def build_clients(
     holds the request budget the clients draw on (shared with every cloud built with the same
     ``budgets``); ``tracer`` returns the tracer each attempt's span goes to (None: no span).
     """
+    guard_model_setup()  # before any thread builds an SDK model (sdk_models.py)
     credential = credential if credential is not None else build_credential(settings.credential)
     observer = observer if observer is not None else NullObserver()
     bucket = mutation_bucket or TokenBucket(settings.mutation_qps, settings.mutation_burst)
