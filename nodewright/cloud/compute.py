@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, TypeVar
 
 from azure.core import MatchConditions
@@ -470,33 +470,34 @@ class ComputeService:
             return NodeState.TERMINATED
         return node_state_from_status_codes(_status_codes(view))
 
-    def delete_instance(self, machine: MachineId) -> None:
+    def delete_instance(self, machine: MachineId, member_of: ScaleSetId | None = None) -> None:
         """Delete a scale-set instance or a VM and wait; one already gone counts as deleted.
 
-        ARM lowers a scale set's capacity when it accepts an instance's delete, so the delete is
-        sent under the scale set's lock, which ``scale_out`` holds from its read of the capacity
-        to its PATCH: a delete accepted between the two would make that PATCH (the capacity read
-        plus the step) add one machine more than the step. The wait is outside the lock."""
-        try:
+        ARM lowers a scale set's capacity when it accepts the delete of a Uniform instance or of a
+        Flexible member (a VM whose scale set is ``member_of``), so that delete is sent under the
+        scale set's lock, which ``scale_out`` holds from its read of the capacity to its PATCH: a
+        delete accepted between the two would make that PATCH (the capacity read plus the step)
+        add one machine more than the step. The wait is outside the lock."""
+        if isinstance(machine, ScaleSetInstanceId):
+            scale_set: ScaleSetId | None = machine.scale_set
+            operation = "compute.delete_scale_set_instance"
+        else:
+            scale_set, operation = member_of, "compute.delete_virtual_machine"
+
+        def begin() -> Any:
             if isinstance(machine, ScaleSetInstanceId):
-
-                def delete() -> None:
-                    with self._scale_set_locks.hold(str(machine.scale_set)):
-                        poller = self._compute.virtual_machine_scale_set_vms.begin_delete(
-                            machine.resource_group, machine.scale_set_name, machine.instance_id
-                        )
-                    poller.result()
-
-                self._call("compute.delete_scale_set_instance", delete, machine, write=True)
-            else:
-                self._call(
-                    "compute.delete_virtual_machine",
-                    lambda: self._compute.virtual_machines.begin_delete(
-                        machine.resource_group, machine.name
-                    ).result(),
-                    machine,
-                    write=True,
+                return self._compute.virtual_machine_scale_set_vms.begin_delete(
+                    machine.resource_group, machine.scale_set_name, machine.instance_id
                 )
+            return self._compute.virtual_machines.begin_delete(machine.resource_group, machine.name)
+
+        def delete() -> None:
+            with self._scale_set_locks.hold(str(scale_set)) if scale_set is not None else nullcontext():
+                poller = begin()
+            poller.result()
+
+        try:
+            self._call(operation, delete, machine, write=True)
         except NotFoundError:
             log.info("Instance already deleted: machine=%s", machine)
             return

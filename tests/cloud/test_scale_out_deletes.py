@@ -9,7 +9,7 @@ import threading
 import time
 
 from nodewright.cloud.operations import OperationOutcome
-from nodewright.cloud.resource_ids import parse_scale_set_id
+from nodewright.cloud.resource_ids import VirtualMachineId, parse_scale_set_id
 from tests.cloud.test_compute import GROUP, Estate, estate
 
 __all__ = ["estate"]  # the fixture, imported for this module
@@ -40,3 +40,34 @@ def test_a_delete_never_lands_between_a_scale_outs_read_and_its_patch(estate: Es
     instances = estate.cloud.compute.list_instance_ids(scale_set)
     assert "0" not in instances
     assert len(instances) == 3, f"one machine too many: {instances}"
+
+
+def test_a_flexible_members_delete_never_lands_between_a_scale_outs_read_and_its_patch(
+    estate: Estate,
+) -> None:
+    """The same race on a Flexible scale set, whose member is deleted through the VM API (ARM
+    lowers the set's capacity then too): 3 members at the end, not 4."""
+    scale_set_id = estate.emulator.estate.add_scale_set(
+        GROUP, "vmss-f", subnet_id=estate.subnet_id, capacity=3, orchestration_mode="Flexible"
+    )
+    scale_set = parse_scale_set_id(scale_set_id)
+    members = estate.cloud.compute.list_instance_ids(scale_set)
+    estate.emulator.faults.add_latency(1.0, "VirtualMachineScaleSets.update", times=1)
+    ended = threading.Event()
+
+    def on_done(_outcome: OperationOutcome) -> None:
+        ended.set()
+
+    scale_out = threading.Thread(
+        target=estate.cloud.compute.scale_out, args=(scale_set, 1, lambda _before: None, on_done)
+    )
+    scale_out.start()
+    time.sleep(0.5)  # its list and GET are answered; its PATCH sleeps in the emulator
+    member = VirtualMachineId(scale_set.subscription_id, scale_set.resource_group, members[0])
+    estate.cloud.compute.delete_instance(member, member_of=scale_set)
+    scale_out.join(30)
+    assert ended.wait(30), "the scale-out's operation never ended"
+
+    after = estate.cloud.compute.list_instance_ids(scale_set)
+    assert members[0] not in after
+    assert len(after) == 3, f"one machine too many: {after}"

@@ -25,8 +25,10 @@ from nodewright.cloud.models import NodeState
 from nodewright.cloud.resource_ids import (
     InvalidResourceIdError,
     MachineId,
+    ScaleSetId,
     VirtualMachineId,
     parse_provider_id,
+    parse_scale_set_id,
 )
 from nodewright.controllers.node_image.collaborators import Collaborators, WithCollaborators
 from nodewright.controllers.node_image.grouping import ClusterNode
@@ -68,7 +70,7 @@ class PendingNodeCloud(Protocol):
 
     def get_node_state(self, machine: MachineId) -> NodeState: ...
 
-    def delete_instance(self, machine: MachineId) -> None: ...
+    def delete_instance(self, machine: MachineId, member_of: ScaleSetId | None = None) -> None: ...
 
 
 class PendingNodeReconciler(WithCollaborators[PendingNodeCloud]):
@@ -173,13 +175,14 @@ class PendingNodeReconciler(WithCollaborators[PendingNodeCloud]):
         return Result()
 
     def _delete_machine(self, pending: PendingNode, machine: MachineId) -> None:
-        """Delete the machine; a standalone group's VM goes with its NIC and OS disk."""
+        """Delete the machine; a standalone group's VM goes with its NIC and OS disk; a Flexible
+        member's delete names its scale set (it lowers the capacity: ``delete_instance``)."""
         if isinstance(machine, VirtualMachineId) and RESOURCE_GROUP_ID_PATTERN.fullmatch(
             pending.spec.group_id
         ):
             self._standalone.release_machine(machine)
         else:
-            self._cloud.delete_instance(machine)
+            self._cloud.delete_instance(machine, member_of=_scale_set_of(pending.spec.group_id))
 
     def _node_of(self, pending: PendingNode) -> dict[str, Any] | None:
         """The Node of the record's machine: named as the record says and naming the same machine."""
@@ -213,3 +216,11 @@ class PendingNodeReconciler(WithCollaborators[PendingNodeCloud]):
         self._checkpoint("pending-node-status")
 
         replace_status(self._client, PENDING_NODE, obj, desired)
+
+
+def _scale_set_of(group_id: str) -> ScaleSetId | None:
+    """The scale set a PendingNode's group names (None for any other group)."""
+    try:
+        return parse_scale_set_id(group_id)
+    except InvalidResourceIdError:
+        return None
