@@ -53,6 +53,7 @@ from nodewright.cloud.models import (
     NicListing,
     NodeState,
     ResourceIdentities,
+    ScaleOutAccepted,
     SubnetInfo,
     node_state_from_status_codes,
 )
@@ -133,6 +134,7 @@ __all__ = [
     "ResourceId",
     "ResourceIdentities",
     "RetryAfterGate",
+    "ScaleOutAccepted",
     "ScaleSetId",
     "ScaleSetInstanceId",
     "StandaloneMachineService",

@@ -5,11 +5,9 @@ Owns: user-assigned identities of a VM or scale set (read; delta PATCH planned b
 retried, what landed re-read on failure; a PATCH's result is its own answer once its operation
 Succeeded, with no final GET: ``lro.py``); a scale set's model image (get and set); scale out by
 any count in one capacity PATCH whose operation the ``operations.OperationTracker`` follows;
-delete an instance; instance view to ``NodeState``; an instance's image; and secondary IP
-configurations of a uniform scale-set instance (GET the instance, edit its
-``networkInterfaceConfigurations``, clear ``storageProfile.imageReference``, PUT it back:
-waiting for the operation, or, given ``on_done``, handing it to the shared
-``operations.OperationTracker`` so the caller's thread is free at once). Every method does I/O
+delete an instance; instance view to ``NodeState``; an instance's image; and, through
+``instance_ip_configurations.InstanceIpConfigurations``, the secondary IP configurations of a
+uniform scale-set instance. Every method does I/O
 and may raise a ``CloudError``; each call goes through ``calls.GuardedCalls`` (counted on
 the ``CallObserver``, held back while its target backs off), as ``network``'s do. ``network``
 uses the scale-set instance path; ``factory`` builds this service.
@@ -19,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import nullcontext
 from typing import Any, TypeVar
 
 from azure.core import MatchConditions
@@ -37,7 +35,7 @@ from nodewright.cloud.identity_updates import (
     plan_identity_patches,
 )
 from nodewright.cloud.instance_ids import list_scale_set_instance_ids
-from nodewright.cloud.ip_configurations import changed
+from nodewright.cloud.instance_ip_configurations import InstanceIpConfigurations
 from nodewright.cloud.locks import KeyedLocks
 from nodewright.cloud.lro import AnswerKeepingPolling
 from nodewright.cloud.models import (
@@ -47,6 +45,7 @@ from nodewright.cloud.models import (
     InstanceInfo,
     NodeState,
     ResourceIdentities,
+    ScaleOutAccepted,
     node_state_from_status_codes,
 )
 from nodewright.cloud.operations import OperationOutcome, OperationTracker
@@ -64,8 +63,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 CONFLICT_RETRIES = 3
-INSTANCE_PUT = "PUT Microsoft.Compute/virtualMachineScaleSets/virtualMachines"
-"""A scale-set instance's PUT, named as the budget names requests (``throttle.operation_name``)."""
 """Fresh reads after a 412 (the target changed under a PATCH) before giving up for this pass."""
 
 IdentityTarget = VirtualMachineId | ScaleSetId
@@ -127,7 +124,7 @@ def _status_codes(instance_view: Any) -> list[str]:
     return [status.code for status in (instance_view.statuses or []) if status.code]
 
 
-class ComputeService:
+class ComputeService(InstanceIpConfigurations):
     """Compute operations for nodewright (see the module docstring)."""
 
     def __init__(
@@ -338,30 +335,26 @@ class ComputeService:
         count: int,
         record_before: Callable[[list[str]], None],
         on_done: Callable[[OperationOutcome], None],
-    ) -> int:
-        """Raise the scale set's capacity by ``count`` in one PATCH and return the capacity asked
-        for, once ARM accepted it; the operation tracker follows the operation and calls
-        ``on_done`` when it ends (the caller's thread never waits for it).
+    ) -> ScaleOutAccepted:
+        """Raise the scale set's capacity by ``count`` in one PATCH; once ARM accepted it, list the
+        instances again and return the capacity asked for with the instances that are new. The
+        operation tracker follows the operation and calls ``on_done`` when it ends (the caller's
+        thread never waits for it).
 
-        Side effects: list the instance IDs once, hand them (sorted) to ``record_before`` (the
-        caller records them, so it can find the new instances by difference after the operation
-        or a restart; an exception there stops the scale-out before it starts), GET, PATCH
-        ``sku.capacity``. ARM takes any capacity step in one PATCH. Serialised per scale set
-        within this process up to ARM's answer, so two callers never raise the same capacity.
+        Side effects: list the instance IDs, hand them (sorted) to ``record_before`` (the caller
+        records them, so it can find the new instances by difference after a restart; an
+        exception there stops the scale-out before it starts), GET, PATCH ``sku.capacity``, list
+        again. ARM takes any capacity step in one PATCH. Serialised per scale set within this
+        process up to the second list, so two callers never raise the same capacity and no delete
+        lands between a read of the capacity and the PATCH (``delete_instance``).
         """
         if count < 1:
             raise ValueError(f"scale-out of {scale_set.name} by {count}")
         self._call.check_write(scale_set)
         with self._scale_set_locks.hold(str(scale_set)):
-            record_before(sorted(self.list_instance_ids(scale_set), key=_instance_sort_key))
-            model = self._call(
-                "compute.get_scale_set",
-                lambda: self._compute.virtual_machine_scale_sets.get(
-                    scale_set.resource_group, scale_set.name
-                ),
-                scale_set,
-            )
-            capacity = (int(model.sku.capacity or 0) if model.sku is not None else 0) + count
+            before = self.list_instance_ids(scale_set)
+            record_before(sorted(before, key=_instance_sort_key))
+            capacity = self._capacity(scale_set) + count
             body = {"sku": {"capacity": capacity}}
             polling = self.operations.polling()
             self._call(
@@ -376,8 +369,21 @@ class ComputeService:
                 write=True,
             )
             self._call.track(self.operations, "compute.scale_out", scale_set, polling, on_done)
-        log.info("Scaling out scale set: scale_set=%s capacity=%d added=%d", scale_set, capacity, count)
-        return capacity
+            log.info("Scaling out scale set: scale_set=%s capacity=%d added=%d", scale_set, capacity, count)
+            try:
+                after = self.list_instance_ids(scale_set)
+            except CloudError:  # accepted all the same: the caller finds them when it ends
+                after = before
+        added = sorted(set(after) - set(before), key=_instance_sort_key)
+        return ScaleOutAccepted(capacity, tuple(added))
+
+    def _capacity(self, scale_set: ScaleSetId) -> int:
+        model = self._call(
+            "compute.get_scale_set",
+            lambda: self._compute.virtual_machine_scale_sets.get(scale_set.resource_group, scale_set.name),
+            scale_set,
+        )
+        return int(model.sku.capacity or 0) if model.sku is not None else 0
 
     def get_primary_network_interface(self, machine: MachineId) -> str:
         """The ARM ID of a machine's primary NIC (the one marked primary, else the first), read
@@ -502,97 +508,6 @@ class ComputeService:
             log.info("Instance already deleted: machine=%s", machine)
             return
         log.info("Deleted instance: machine=%s", machine)
-
-    # Uniform scale-set instance IP configurations ---------------------------------------------
-
-    def reserved_instance_write(self) -> AbstractContextManager[float]:
-        """``GuardedCalls.reserved_write`` of a scale-set instance's PUT."""
-        return self._call.reserved_write(INSTANCE_PUT)
-
-    def edit_scale_set_instance_ip_configurations(
-        self,
-        instance: ScaleSetInstanceId,
-        nic_name: str,
-        edit: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
-        on_done: Callable[[OperationOutcome], None] | None = None,
-    ) -> bool:
-        """Apply ``edit`` to the instance model's IP configurations of NIC ``nic_name`` and PUT the
-        instance (with its etag, image reference cleared). Without ``on_done``, waits for the
-        operation; with it, returns once ARM accepted the PUT and the operation tracker calls
-        ``on_done`` when the operation ends. Returns whether anything changed (nothing sent, and
-        ``on_done`` never called, otherwise). Serialised per instance. Raises ``NotFoundError``
-        when the NIC is not in the model."""
-
-        def send(body: dict[str, Any], etag: str | None) -> None:
-            polling = self.operations.polling() if on_done is not None else None
-
-            def put() -> Any:
-                poller = self._compute.virtual_machine_scale_set_vms.begin_update(
-                    instance.resource_group,
-                    instance.scale_set_name,
-                    instance.instance_id,
-                    compute_models.VirtualMachineScaleSetVM(body),
-                    etag=etag,
-                    match_condition=MatchConditions.IfNotModified if etag else None,
-                    polling=polling if polling is not None else True,
-                )
-                return poller if polling is not None else poller.result()
-
-            self._call("compute.put_scale_set_instance", put, instance, write=True)
-            if polling is not None and on_done is not None:
-                self._call.track(
-                    self.operations, "compute.put_scale_set_instance", instance, polling, on_done
-                )
-
-        return self._edit_instance_ip_configurations(instance, nic_name, edit, send)
-
-    def _edit_instance_ip_configurations(
-        self,
-        instance: ScaleSetInstanceId,
-        nic_name: str,
-        edit: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
-        send: Callable[[dict[str, Any], str | None], None],
-    ) -> bool:
-        """GET the instance, edit its NIC's IP configurations, ``send`` the model when changed."""
-        self._call.check_write(instance)
-        with (
-            self._call.prepaid_write("compute.put_scale_set_instance", INSTANCE_PUT, instance),
-            self._machine_locks.hold(str(instance)),
-        ):
-            model = self._call(
-                "compute.get_scale_set_instance",
-                lambda: self._compute.virtual_machine_scale_set_vms.get(
-                    instance.resource_group, instance.scale_set_name, instance.instance_id
-                ),
-                instance,
-            )
-            body = model.as_dict()
-            properties = body.setdefault("properties", {})
-            network_profile = properties.get("networkProfileConfiguration") or {}
-            nic_configurations: list[dict[str, Any]] = (
-                network_profile.get("networkInterfaceConfigurations") or []
-            )
-            nic = next(
-                (
-                    entry
-                    for entry in nic_configurations
-                    if str(entry.get("name", "")).lower() == nic_name.lower()
-                ),
-                None,
-            )
-            if nic is None:
-                raise NotFoundError(f"Scale-set instance {instance} has no NIC configuration {nic_name!r}")
-            nic_properties = nic.setdefault("properties", {})
-            before: list[dict[str, Any]] = nic_properties.get("ipConfigurations") or []
-            after = edit(before)
-            if not changed(before, after):
-                return False
-            nic_properties["ipConfigurations"] = after
-            storage = properties.get("storageProfile")
-            if isinstance(storage, dict):
-                storage.pop("imageReference", None)
-            send(body, model.etag)
-            return True
 
 
 def _instance_sort_key(instance_id: str) -> tuple[int, str]:

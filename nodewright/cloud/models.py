@@ -189,6 +189,16 @@ class InstanceInfo:
 
 
 @dataclass(frozen=True)
+class ScaleOutAccepted:
+    """A capacity step ARM accepted: the capacity asked for, and the instance IDs listed right
+    after that were not there before (ARM lists a step's instances, ``Creating``, once it has
+    accepted it; fewer than the step when it has not listed them all yet)."""
+
+    capacity: int
+    added: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class IpConfigurationInfo:
     """One IP configuration of a NIC."""
 

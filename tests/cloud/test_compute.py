@@ -17,7 +17,7 @@ from nodewright.cloud.compute import IdentityUpdateIncompleteError
 from nodewright.cloud.emulator import DEFAULT_SUBSCRIPTION, ArmEmulator
 from nodewright.cloud.errors import CloudError, NotFoundError, PreconditionFailedError
 from nodewright.cloud.factory import Cloud
-from nodewright.cloud.models import ImageReference, NodeState
+from nodewright.cloud.models import ImageReference, NodeState, ScaleOutAccepted
 from nodewright.cloud.operations import OperationOutcome
 from nodewright.cloud.resource_ids import (
     ScaleSetId,
@@ -375,7 +375,7 @@ def test_scale_set_image_switches_between_forms(estate: Estate) -> None:
 
 
 def test_scale_out_adds_count_instances_in_one_capacity_patch(estate: Estate) -> None:
-    """Capacity 2 + 3: one PATCH of ``sku.capacity`` to 5, one instance list, the operation's
+    """Capacity 2 + 3: one PATCH of ``sku.capacity`` to 5, two instance lists, the operation's
     success reported to ``on_done``; the three new instances are named after their lowercased
     computer names, with providerID azure:// + their IDs, and Ready."""
     scale_set_id = estate.emulator.estate.add_scale_set(
@@ -396,8 +396,8 @@ def test_scale_out_adds_count_instances_in_one_capacity_patch(estate: Estate) ->
         assert instance.state is NodeState.READY
     updates = estate.emulator.requests.entries("VirtualMachineScaleSets.update", since=since)
     assert [entry.body for entry in updates] == [{"sku": {"capacity": 5}}]
-    # scale_out's list, then the helper's own list after the operation
-    assert estate.emulator.requests.count("VirtualMachineScaleSetVMs.list", since=since) == 2
+    # scale_out's lists before its PATCH and once ARM accepted it, then the helper's own list
+    assert estate.emulator.requests.count("VirtualMachineScaleSetVMs.list", since=since) == 3
     document = estate.emulator.state.render(scale_set_id)
     assert document is not None
     assert document["sku"]["capacity"] == 5
@@ -418,10 +418,12 @@ def test_scale_out_returns_before_its_operation_ends(estate: Estate) -> None:
         ended.set()
 
     started = time.monotonic()
-    capacity = estate.cloud.compute.scale_out(scale_set, 2, lambda _before: None, on_done)
+    accepted = estate.cloud.compute.scale_out(scale_set, 2, lambda _before: None, on_done)
     returned = time.monotonic() - started
 
-    assert capacity == 3
+    assert accepted.capacity == 3
+    assert len(accepted.added) == 2  # listed while Creating
+    assert "0" not in accepted.added
     assert not ended.is_set()
     assert returned < 3.0, f"scale_out waited {returned:.1f} s"
     assert len(estate.cloud.compute.list_instance_ids(scale_set)) == 3
@@ -457,7 +459,7 @@ def test_concurrent_scale_outs_each_raise_the_capacity(estate: Estate) -> None:
     )
     scale_set = parse_scale_set_id(scale_set_id)
     estate.emulator.faults.slow_operations(0.2, "VirtualMachineScaleSets.update")
-    results: list[int] = []
+    results: list[ScaleOutAccepted] = []
     errors: list[BaseException] = []
     ended = threading.Semaphore(0)
 
@@ -475,7 +477,8 @@ def test_concurrent_scale_outs_each_raise_the_capacity(estate: Estate) -> None:
     for thread in threads:
         thread.join(timeout=30)
     assert errors == []
-    assert sorted(results) == [2, 3, 4]
+    assert sorted(result.capacity for result in results) == [2, 3, 4]
+    assert sorted(added for result in results for added in result.added) == ["1", "2", "3"]
     for _ in range(3):
         assert ended.acquire(timeout=30)
     assert sorted(estate.cloud.compute.list_instance_ids(scale_set), key=int) == ["0", "1", "2", "3"]
@@ -643,10 +646,10 @@ def test_primary_network_interface_of_a_vm_and_a_scale_set_instance(estate: Esta
         )
 
 
-def test_scale_out_lists_once_and_records_before_the_patch(estate: Estate) -> None:
+def test_scale_out_records_before_the_patch_and_lists_again_once_accepted(estate: Estate) -> None:
     """The caller's ``record_before`` gets the instance IDs the scale-out listed, before the
-    capacity PATCH; the scale-out sends one VM list (issue 32: it listed before and after, and
-    the caller once more before that)."""
+    capacity PATCH; the scale-out sends one more VM list once ARM accepted it, and returns the
+    instance that list shows new (the caller needs no list of its own, before or after)."""
     scale_set_id = estate.emulator.estate.add_scale_set(
         GROUP, "vmss-a", subnet_id=estate.subnet_id, capacity=2
     )
@@ -658,10 +661,11 @@ def test_scale_out_lists_once_and_records_before_the_patch(estate: Estate) -> No
         recorded.append((before, estate.emulator.requests.count("VirtualMachineScaleSets.update")))
 
     ended = threading.Event()
-    estate.cloud.compute.scale_out(scale_set, 1, record, lambda _outcome: ended.set())
+    accepted = estate.cloud.compute.scale_out(scale_set, 1, record, lambda _outcome: ended.set())
 
     assert recorded == [(["0", "1"], 0)]
-    assert estate.emulator.requests.count("VirtualMachineScaleSetVMs.list", since=since) == 1
+    assert accepted.added == ("2",)
+    assert estate.emulator.requests.count("VirtualMachineScaleSetVMs.list", since=since) == 2
     assert ended.wait(30)
 
 

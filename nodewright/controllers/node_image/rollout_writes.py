@@ -2,11 +2,13 @@
 read-your-writes, PendingNode creates and deletes, the status, autoscaling kept off while any
 rollout runs, and scale-outs (a standalone group's new VM, see ``standalone``, or a scale set's
 capacity step by any count, whose operation no worker waits for: ``scale_out_operations``),
-recorded on their ScalingGroup first; the pass after the step ended (or after a restart) finds
-the new machines by difference with the record, reads them side by side and tracks each with a
-Join PendingNode; a new machine is read once, by whichever of its Join and its Node's annotation
-comes first (``remember_machine``, ``recall_machine``). Each write passes the checkpoint hook with
-its step's name. Side effects: Kubernetes and ARM writes.
+recorded on their ScalingGroup first. The step's new machines, read side by side, are each
+tracked by a Join PendingNode: at once when ARM lists them as it accepts the step (the record
+is then cleared and the scale set is free for its next step while the operation runs), else in
+the pass after the step ended (or after a restart), found by difference with the record. A new
+machine is read once, by whichever of its Join and its Node's annotation comes first
+(``remember_machine``, ``recall_machine``). Each write passes the checkpoint hook with its step's
+name. Side effects: Kubernetes and ARM writes.
 Neighbour: ``node_image`` (``NodeImageReconciler`` builds on ``RolloutWrites``).
 """
 
@@ -30,7 +32,7 @@ from nodewright.api.nodewright.v1alpha1 import (
     ScalingGroup,
 )
 from nodewright.cloud.errors import NotFoundError
-from nodewright.cloud.models import ImageReference, InstanceInfo
+from nodewright.cloud.models import ImageReference, InstanceInfo, ScaleOutAccepted
 from nodewright.cloud.operations import OperationOutcome
 from nodewright.cloud.resource_ids import (
     MachineId,
@@ -94,7 +96,7 @@ class NodeImageCloud(Protocol):
         count: int,
         record_before: Callable[[list[str]], None],
         on_done: Callable[[OperationOutcome], None],
-    ) -> int: ...
+    ) -> ScaleOutAccepted: ...
 
 
 @dataclass(frozen=True)
@@ -206,11 +208,15 @@ class RolloutWrites(WithCollaborators[NodeImageCloud]):
 
         on_done = self.scale_out_operations.begin(group_id, str(owner["metadata"]["name"]), count)
         try:
-            self._cloud.scale_out(parse_scale_set_id(group_id), count, record, on_done)
+            accepted = self._cloud.scale_out(parse_scale_set_id(group_id), count, record, on_done)
         except BaseException:
             self.scale_out_operations.forget(group_id)  # not sent: the record alone decides
             raise
         self._checkpoint("scale-out-sent")  # ARM accepted it; the record finds its machines
+        if len(accepted.added) >= count:  # listed already: tracked now, not after the operation
+            self._join_new_instances(owner, scaling_group, accepted.added, set(), ours=True)
+            self._clear_scale_out_record(scaling_group)
+            self.scale_out_operations.joined(group_id)
 
     def _finish_scale_outs(
         self, owner: dict[str, Any], scaling_groups: Sequence[ScalingGroup], pending: Sequence[PendingNode]
@@ -240,33 +246,37 @@ class RolloutWrites(WithCollaborators[NodeImageCloud]):
                 message = f"Adding {record.count} machines to {scaling_group.name} failed: {error}"
                 self._events.event(owner, "Warning", "ScaleOutFailed", message)
             ours = operation is not None
-            adopted += self._join_new_instances(owner, scaling_group, record, known, ours=ours)
-            clear = {"metadata": {"annotations": {SCALE_OUT_ANNOTATION: None}}}
-            self._patch(
-                SCALING_GROUP,
-                self._stores.scaling_groups,
-                scaling_group.name,
-                clear,
-                "clear-scale-out-record",
-            )
+            new_ids = self._cloud.list_instance_ids(parse_scale_set_id(group_id))
+            added = [instance_id for instance_id in new_ids if instance_id not in record.before]
+            adopted += self._join_new_instances(owner, scaling_group, added, known, ours=ours)
+            self._clear_scale_out_record(scaling_group)
             self.scale_out_operations.forget(group_id)
+        for scale_set, ended in self.scale_out_operations.take_ended_joined():
+            if ended.outcome is not None and ended.outcome.error is not None:
+                message = f"Adding {ended.count} machines to {scale_set} failed: {ended.outcome.error}"
+                self._events.event(owner, "Warning", "ScaleOutFailed", message)
         return adopted, StepsInFlight(coming)
+
+    def _clear_scale_out_record(self, scaling_group: ScalingGroup) -> None:
+        clear = {"metadata": {"annotations": {SCALE_OUT_ANNOTATION: None}}}
+        self._patch(
+            SCALING_GROUP, self._stores.scaling_groups, scaling_group.name, clear, "clear-scale-out-record"
+        )
 
     def _join_new_instances(
         self,
         owner: dict[str, Any],
         scaling_group: ScalingGroup,
-        record: ScaleOutRecord,
+        new_ids: Sequence[str],
         known: set[str],
         *,
         ours: bool,
     ) -> list[PendingNode]:
-        """A Join PendingNode (and an Event) for each instance of the scale set not in the record
-        and not tracked yet; ``ours``: this process saw the scale-out end (else a restart did)."""
+        """A Join PendingNode (and an Event) for each new instance of the scale set not tracked
+        yet; ``ours``: this process sent the scale-out (else a restart found it)."""
         scale_set = parse_scale_set_id(scaling_group.spec.group_id)
         joins: list[PendingNode] = []
-        new_ids = sorted(set(self._cloud.list_instance_ids(scale_set)) - record.before)
-        machines = [scale_set.instance(instance_id) for instance_id in new_ids]
+        machines = [scale_set.instance(instance_id) for instance_id in sorted(new_ids)]
         recalled = {m: self.recall_machine(m.provider_id) for m in machines}
         fetched = self._instances([m for m, instance in recalled.items() if instance is None])
         for instance in fetched:

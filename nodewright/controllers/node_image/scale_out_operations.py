@@ -8,13 +8,17 @@ ARM accepted it; the cloud layer's operation tracker follows the operation and, 
 tracker thread). The pass that comes of it reads ``operation`` for the scale set: still running
 (leave the record, count its machines as coming), ended (turn the new instances into Joins, report
 a failure, clear the record), or unknown (a restart, or a PATCH never sent: the record alone
-decides, level-based). Nothing survives a restart. ``ScaleOutOperations`` is the ``Source`` of
+decides, level-based). A step whose machines ARM listed as soon as it accepted it is ``joined``:
+its Joins are made and its record cleared at once, and it is kept apart only until its end, so
+that a failure is still reported (``take_ended_joined``) while the next step may already run.
+Nothing survives a restart. ``ScaleOutOperations`` is the ``Source`` of
 the ``nodeimage`` controller: an end is dropped while the controller does not run (its
 successor reads the record afresh). Thread-safe; no I/O.
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -33,6 +37,8 @@ class ScaleOutOperation:
     node_image: str
     count: int
     outcome: OperationOutcome | None = None
+    serial: int = 0
+    """Which ``begin`` it came from (a joined step and its successor share a scale set)."""
 
     @property
     def running(self) -> bool:
@@ -46,18 +52,24 @@ class ScaleOutOperations(ChannelSource[Request]):
         super().__init__("scale-out-operations")
         self._lock = threading.Lock()
         self._operations: dict[str, ScaleOutOperation] = {}
+        self._joined: dict[int, tuple[str, ScaleOutOperation]] = {}
+        self._serials = itertools.count(1)
 
     def begin(self, scale_set: str, node_image: str, count: int) -> Callable[[OperationOutcome], None]:
         """Note a scale-out about to be sent; returns the ``on_done`` its operation ends with."""
         key = scale_set.lower()
         with self._lock:
-            self._operations[key] = ScaleOutOperation(node_image, count)
+            serial = next(self._serials)
+            self._operations[key] = ScaleOutOperation(node_image, count, serial=serial)
 
         def ended(outcome: OperationOutcome) -> None:
             with self._lock:
                 operation = self._operations.get(key)
-                if operation is not None:
+                if operation is not None and operation.serial == serial:
                     self._operations[key] = replace(operation, outcome=outcome)
+                elif serial in self._joined:
+                    name, joined = self._joined[serial]
+                    self._joined[serial] = (name, replace(joined, outcome=outcome))
             self.notify(Request("", node_image))
 
         return ended
@@ -71,3 +83,17 @@ class ScaleOutOperations(ChannelSource[Request]):
         """Done with the scale set's scale-out (its record cleared, or its PATCH never sent)."""
         with self._lock:
             self._operations.pop(scale_set.lower(), None)
+
+    def joined(self, scale_set: str) -> None:
+        """The scale-out's machines are tracked by Joins already (its record cleared while it
+        runs): the scale set is free for the next step, and this one is kept only for its end."""
+        with self._lock:
+            operation = self._operations.pop(scale_set.lower(), None)
+            if operation is not None:
+                self._joined[operation.serial] = (scale_set, operation)
+
+    def take_ended_joined(self) -> list[tuple[str, ScaleOutOperation]]:
+        """The joined scale-outs that ended since asked last (scale set, operation); forgotten."""
+        with self._lock:
+            ended = [serial for serial, (_, operation) in self._joined.items() if not operation.running]
+            return [self._joined.pop(serial) for serial in ended]

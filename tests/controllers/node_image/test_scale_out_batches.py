@@ -1,5 +1,6 @@
 """A wave's scale-out is one capacity step per scale set, and no reconcile worker waits for its
-operation (issue 32): one PATCH for a wave of three, passes that run while the operation does,
+operation (issue 32): one PATCH for a wave of three, its machines joined as ARM accepts it (or,
+when ARM did not list them then, once it ended, with passes that run while the operation does),
 a canary whose Node registers before its step ends and stays the canary, a failed operation
 reported once and tried again, and a kill between the PATCH and the Joins that still ends with
 one Join per machine and no extra machine. Real API server, kwok, the ARM emulator and the node
@@ -11,6 +12,8 @@ import time
 
 import pytest
 
+from nodewright.api.nodewright.v1alpha1 import SCALE_OUT_ANNOTATION
+from nodewright.controllers.node_image.resources import SCALING_GROUP
 from nodewright.controllers.node_image.rollout_state import READY_SEEN_ANNOTATION
 from nodewright.runtime.control.reconcile import Request
 from tests.controllers.node_image.support import NEW_IMAGE, RolloutBench
@@ -76,16 +79,61 @@ def test_a_wave_of_three_is_one_capacity_patch_and_three_joins(bench: RolloutBen
     _assert_replaced(bench, NODES)
 
 
-def test_the_reconcile_worker_is_free_while_the_scale_out_runs(bench: RolloutBench) -> None:
-    """With a capacity operation of 10 s, the NodeImage's own requests are reconciled while it
-    runs (the pass that sent the PATCH returned at once): the scale set still Updating, no Join
-    yet, Progressing says ScaleOutInProgress, no second PATCH; the Joins come once it ended."""
+def _unlisted_after_the_patch(bench: RolloutBench) -> None:
+    """The scale-out's list right after ARM accepted its PATCH fails (a 500), so the process does
+    not learn the step's machines then: it finds them once the operation ended."""
+    bench.emulator.faults.server_error("VirtualMachineScaleSetVMs.list", times=1)
+
+
+def test_a_steps_machines_are_joined_as_arm_accepts_it(bench: RolloutBench) -> None:
+    """With a capacity operation of 10 s, the pass that sends the PATCH tracks the three new
+    machines, which ARM lists at once (Creating), with their Joins and clears the record: while
+    the operation still runs (the scale set Updating) the Joins exist, the NodeImage's requests
+    are reconciled and no second PATCH is sent (issue 32: a step's Joins waited for its end, and
+    the scale set's next step for that)."""
     scale_set, node_image, since = _start_wave(bench)
 
     # Slow only the capacity step (the model image PATCH before it stays quick): armed when the
     # pass records its scale-out, just before the PATCH.
     def slow_capacity_step() -> None:
         bench.emulator.faults.slow_operations(OPERATION_SECONDS, "VirtualMachineScaleSets.update", times=1)
+
+    bench.switch.pauses["record-scale-out"] = slow_capacity_step
+    bench.start()
+    bench.wait_for(lambda: _capacity_patches(bench, scale_set, since), 60, "the capacity PATCH")
+    sent = time.monotonic()
+    bench.wait_for(lambda: len(bench.pending_nodes()) == NODES, OPERATION_SECONDS, "the step's Joins")
+    assert bench.running is not None
+    requested_passes(bench.running.manager, "nodeimage", [Request("", node_image)], rounds=3)
+    during = time.monotonic() - sent
+    document = bench.emulator.state.render(scale_set)
+    assert document is not None
+    state_during = document["properties"]["provisioningState"]
+    group = bench.client.get(SCALING_GROUP, scale_set.rsplit("/", 1)[-1].lower())
+    record_during = (group["metadata"].get("annotations") or {}).get(SCALE_OUT_ANNOTATION)
+    patches_during = _capacity_patches(bench, scale_set, since)
+    bench.wait_for(lambda: _done(bench), 90, "the rollout to finish")
+    bench.wait_for(lambda: len(bench.machines()) == NODES, 30, "donor machines deleted")
+    bench.stop()
+
+    assert state_during == "Updating", f"the operation ended before the passes ({during:.1f} s)"
+    assert record_during is None, "the record outlived the Joins"
+    assert patches_during == [2 * NODES]
+    assert bench.switch.seen.count("create-join") == NODES
+    assert _capacity_patches(bench, scale_set, since) == [2 * NODES]
+    assert len(bench.events(node_image, "ScaledOut")) == NODES
+    _assert_replaced(bench, NODES)
+
+
+def test_machines_arm_did_not_list_at_once_are_joined_once_the_step_ended(bench: RolloutBench) -> None:
+    """The same 10 s step, but the list after its PATCH fails: the worker is free all the same
+    (passes run while the operation does, the scale set still Updating, no Join yet, Progressing
+    says ScaleOutInProgress, no second PATCH), and the Joins come once it ended."""
+    scale_set, node_image, since = _start_wave(bench)
+
+    def slow_capacity_step() -> None:
+        bench.emulator.faults.slow_operations(OPERATION_SECONDS, "VirtualMachineScaleSets.update", times=1)
+        _unlisted_after_the_patch(bench)
 
     bench.switch.pauses["record-scale-out"] = slow_capacity_step
     bench.start()
@@ -118,7 +166,8 @@ def test_the_reconcile_worker_is_free_while_the_scale_out_runs(bench: RolloutBen
 
 def test_a_canary_whose_node_registers_before_its_step_ends_stays_the_canary(bench: RolloutBench) -> None:
     """Canary 1, maxSurge 2; the canary's capacity step takes 2 s but ARM answers its PATCH with a
-    Retry-After of 20 s, so the operation tracker hears of its end that long after: meanwhile the new
+    Retry-After of 20 s and the list after it fails, so the process learns the machine only when
+    the operation tracker hears of its end that long after: meanwhile the new
     machine's Node registers, Ready. Until this process saw the step end and the Join exists, that
     node is the step's: passes that run meanwhile keep the rollout in Canary, give the node no
     Ready-seen mark, and ask for no other machine (before the fix it passed for an up-to-date
@@ -133,6 +182,7 @@ def test_a_canary_whose_node_registers_before_its_step_ends_stays_the_canary(ben
     def late_news_of_the_step() -> None:  # a step of 2 s, its first poll 20 s after the PATCH
         bench.emulator.faults.slow_operations(2.0, "VirtualMachineScaleSets.update", times=1)
         bench.emulator.state.operation_retry_after = int(LATE_NEWS_SECONDS)
+        _unlisted_after_the_patch(bench)  # only the step's end tells its machines
 
     bench.switch.pauses["record-scale-out"] = late_news_of_the_step
     bench.start()
