@@ -37,6 +37,8 @@ __all__ = [
     "EvictedPodsVerdict",
     "EvictionCheck",
     "EvictionRecord",
+    "PodFacts",
+    "PodFactsCache",
     "check_evictions",
     "controller_of",
     "new_record",
@@ -136,6 +138,66 @@ def _key(pod: Mapping[str, Any]) -> str:
 
 
 @dataclass(frozen=True)
+class PodFacts:
+    """What the gate reads of one pod: its key, node, whether it is being deleted, its
+    namespace-qualified controller, creation time and readiness."""
+
+    key: str
+    node: str
+    deleting: bool
+    owner: str | None
+    created: datetime | None
+    ready: bool
+
+    @staticmethod
+    def of(pod: Mapping[str, Any]) -> PodFacts:
+        metadata = pod.get("metadata") or {}
+        owner = controller_of(pod)
+        return PodFacts(
+            key=_key(pod),
+            node=str((pod.get("spec") or {}).get("nodeName") or ""),
+            deleting=bool(metadata.get("deletionTimestamp")),
+            owner=None if owner is None else f"{metadata.get('namespace', '')}/{owner}",
+            created=parse_time(metadata.get("creationTimestamp")),
+            ready=_pod_ready(pod),
+        )
+
+
+class PodFactsCache:
+    """``PodFacts`` kept per pod while its resourceVersion stays: a rollout's passes read the same
+    pods of the recorded controllers again and again (thousands in a large cluster), and parse
+    each one only when it changed. Holds at most the pods of the last passes (entries not read
+    in a pass are dropped once they outnumber those read). Not thread-safe: one per reconciler,
+    whose passes run one at a time."""
+
+    def __init__(self, keep_at_least: int = 4096) -> None:
+        self._facts: dict[str, tuple[str, PodFacts]] = {}
+        self._keep_at_least = keep_at_least
+
+    def facts(self, pods: Iterable[Mapping[str, Any]]) -> list[PodFacts]:
+        out: list[PodFacts] = []
+        seen: set[str] = set()
+        for pod in pods:
+            metadata = pod.get("metadata") or {}
+            uid, version = metadata.get("uid"), metadata.get("resourceVersion")
+            if not uid or not version:
+                out.append(PodFacts.of(pod))
+                continue
+            kept = self._facts.get(uid)
+            if kept is None or kept[0] != version:
+                kept = (str(version), PodFacts.of(pod))
+                self._facts[uid] = kept
+            seen.add(uid)
+            out.append(kept[1])
+        if len(self._facts) > max(self._keep_at_least, 2 * len(seen)):
+            self._facts = {uid: entry for uid, entry in self._facts.items() if uid in seen}
+        return out
+
+    def __len__(self) -> int:
+        return len(self._facts)
+
+
+@dataclass(frozen=True)
 class _Replacements:
     """The pods that may stand in for evicted ones, read once per pass: per namespace-qualified
     controller, the creation time and node of each Ready pod not being deleted, oldest first (a
@@ -145,19 +207,15 @@ class _Replacements:
     on_node: Mapping[str, set[str]]
 
     @staticmethod
-    def of(pods: Iterable[Mapping[str, Any]]) -> _Replacements:
+    def of(pods: Iterable[PodFacts]) -> _Replacements:
         ready: dict[str, list[tuple[datetime, str]]] = {}
         on_node: dict[str, set[str]] = {}
         for pod in pods:
-            metadata = pod.get("metadata") or {}
-            if metadata.get("deletionTimestamp"):
+            if pod.deleting:
                 continue
-            node = str((pod.get("spec") or {}).get("nodeName") or "")
-            on_node.setdefault(node, set()).add(_key(pod))
-            owner = controller_of(pod)
-            created = parse_time(metadata.get("creationTimestamp"))
-            if owner is not None and created is not None and _pod_ready(pod):
-                ready.setdefault(f"{metadata.get('namespace', '')}/{owner}", []).append((created, node))
+            on_node.setdefault(pod.node, set()).add(pod.key)
+            if pod.owner is not None and pod.created is not None and pod.ready:
+                ready.setdefault(pod.owner, []).append((pod.created, pod.node))
         for entries in ready.values():
             entries.sort(key=lambda entry: entry[0])
         return _Replacements(ready, on_node)
@@ -186,10 +244,12 @@ def check_evictions(
     *,
     now: datetime,
     timeout: timedelta,
+    facts: PodFactsCache | None = None,
 ) -> list[EvictionCheck]:
     """Each heir's record (by heir name) checked against ``pods`` (those of the records'
-    namespaces), in heir order (see the module docstring)."""
-    replacements = _Replacements.of(pods)
+    namespaces), in heir order (see the module docstring); ``facts`` keeps what each pod said
+    for the next pass."""
+    replacements = _Replacements.of(facts.facts(pods) if facts is not None else map(PodFacts.of, pods))
     checks: list[EvictionCheck] = []
     for heir, record in sorted(records.items()):
         missing = _missing(record, replacements)

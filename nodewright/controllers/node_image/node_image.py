@@ -68,7 +68,7 @@ from nodewright.cloud.models import ImageReference
 from nodewright.controllers.node_image.claim_checks import ClaimChecks
 from nodewright.controllers.node_image.collaborators import Collaborators
 from nodewright.controllers.node_image.conditions import ConditionState, node_image_status, rollout_conditions
-from nodewright.controllers.node_image.evicted_pods import EvictedPodsVerdict, EvictionCheck
+from nodewright.controllers.node_image.evicted_pods import EvictedPodsVerdict, EvictionCheck, PodFactsCache
 from nodewright.controllers.node_image.grouping import (
     OBSOLETE_ANNOTATION,
     ClusterNode,
@@ -195,6 +195,7 @@ class NodeImageReconciler(NodeReplacement):
     def __init__(self, collaborators: Collaborators[NodeImageCloud], *, stores: NodeImageStores) -> None:
         super().__init__(collaborators, stores=stores)
         self._claim_checks = ClaimChecks(collaborators.client, collaborators.events, collaborators.clock)
+        self._pod_facts = PodFactsCache()
 
     # ---- the reconcile ------------------------------------------------------------------------
 

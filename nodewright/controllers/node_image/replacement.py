@@ -42,6 +42,7 @@ from nodewright.controllers.node_image.evicted_pods import (
     EvictedPodsVerdict,
     EvictionCheck,
     EvictionRecord,
+    PodFactsCache,
     check_evictions,
     controller_of,
     new_record,
@@ -135,6 +136,9 @@ class RemovalContext:
 
 class NodeReplacement(NodePlacement):
     """Pairing and the per-pair steps (see the module docstring)."""
+
+    _pod_facts: PodFactsCache
+    """What the eviction gate read of each pod, kept while the pod is unchanged."""
 
     def _apply_pairing(self, pairing: PairingPlan, current: dict[str, ClusterNode]) -> None:
         for pair in pairing.to_annotate:
@@ -482,7 +486,11 @@ class NodeReplacement(NodePlacement):
             if (record := EvictionRecord.parse(node.annotations.get(EVICTED_PODS_ANNOTATION))) is not None
         }
         return check_evictions(
-            records, self._recorded_pods(records.values()), now=self._clock(), timeout=timeout
+            records,
+            self._recorded_pods(records.values()),
+            now=self._clock(),
+            timeout=timeout,
+            facts=self._pod_facts,
         )
 
     def _recorded_pods(self, records: Iterable[EvictionRecord]) -> list[dict[str, Any]]:
