@@ -251,7 +251,7 @@ class RolloutWrites(WithCollaborators[NodeImageCloud]):
             adopted += self._join_new_instances(owner, scaling_group, added, known, ours=ours)
             self._clear_scale_out_record(scaling_group)
             self.scale_out_operations.forget(group_id)
-        for scale_set, ended in self.scale_out_operations.take_ended_joined():
+        for scale_set, ended in self.scale_out_operations.take_ended_joined(str(owner["metadata"]["name"])):
             if ended.outcome is not None and ended.outcome.error is not None:
                 message = f"Adding {ended.count} machines to {scale_set} failed: {ended.outcome.error}"
                 self._events.event(owner, "Warning", "ScaleOutFailed", message)

@@ -92,8 +92,13 @@ class ScaleOutOperations(ChannelSource[Request]):
             if operation is not None:
                 self._joined[operation.serial] = (scale_set, operation)
 
-    def take_ended_joined(self) -> list[tuple[str, ScaleOutOperation]]:
-        """The joined scale-outs that ended since asked last (scale set, operation); forgotten."""
+    def take_ended_joined(self, node_image: str) -> list[tuple[str, ScaleOutOperation]]:
+        """The NodeImage's joined scale-outs that ended since asked last (scale set, operation);
+        forgotten once taken."""
         with self._lock:
-            ended = [serial for serial, (_, operation) in self._joined.items() if not operation.running]
+            ended = [
+                serial
+                for serial, (_, operation) in self._joined.items()
+                if operation.node_image == node_image and not operation.running
+            ]
             return [self._joined.pop(serial) for serial in ended]
