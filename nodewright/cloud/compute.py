@@ -7,10 +7,10 @@ Succeeded, with no final GET: ``lro.py``); a scale set's model image (get and se
 any count in one capacity PATCH whose operation the ``operations.OperationTracker`` follows;
 delete an instance; instance view to ``NodeState``; an instance's image; and, through
 ``instance_ip_configurations.InstanceIpConfigurations``, the secondary IP configurations of a
-uniform scale-set instance. Every method does I/O
-and may raise a ``CloudError``; each call goes through ``calls.GuardedCalls`` (counted on
-the ``CallObserver``, held back while its target backs off), as ``network``'s do. ``network``
-uses the scale-set instance path; ``factory`` builds this service.
+uniform scale-set instance. Every method does I/O and may raise a ``CloudError``; each call goes
+through ``calls.GuardedCalls`` (counted on the ``CallObserver``, held back while its target backs
+off), as ``network``'s do. ``network`` uses the scale-set instance path; ``factory`` builds this
+service.
 """
 
 from __future__ import annotations
