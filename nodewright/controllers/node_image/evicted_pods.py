@@ -24,7 +24,7 @@ import bisect
 import enum
 import json
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -39,6 +39,7 @@ __all__ = [
     "EvictionRecord",
     "PodFacts",
     "PodFactsCache",
+    "check_eviction_facts",
     "check_evictions",
     "controller_of",
     "new_record",
@@ -164,15 +165,34 @@ class PodFacts:
 
 
 class PodFactsCache:
-    """``PodFacts`` kept per pod while its resourceVersion stays: a rollout's passes read the same
-    pods of the recorded controllers again and again (thousands in a large cluster), and parse
-    each one only when it changed. Holds at most the pods of the last passes (entries not read
-    in a pass are dropped once they outnumber those read). Not thread-safe: one per reconciler,
-    whose passes run one at a time."""
+    """``PodFacts`` kept per pod while it is unchanged: a rollout's passes read the same pods of
+    the recorded controllers again and again (thousands in a large cluster), and decode and parse
+    each one only when it changed. Pods come either decoded (``facts``: kept per uid while the
+    resourceVersion stays) or as an informer store's stored forms (``of_stored``: kept per key
+    while the store holds the same form, so an unchanged pod is not even decoded). Holds at most
+    the pods of the last passes (entries not read in a pass are dropped once they outnumber those
+    read). Not thread-safe: one per reconciler, whose passes run one at a time."""
 
     def __init__(self, keep_at_least: int = 4096) -> None:
         self._facts: dict[str, tuple[str, PodFacts]] = {}
+        self._stored: dict[str, tuple[object, PodFacts]] = {}
         self._keep_at_least = keep_at_least
+
+    def of_stored(
+        self, entries: Iterable[tuple[str, object]], decode: Callable[[Any], Mapping[str, Any]]
+    ) -> list[PodFacts]:
+        """The facts of (key, stored form) pairs; ``decode`` only for forms not seen before."""
+        out: list[PodFacts] = []
+        for key, stored in entries:
+            kept = self._stored.get(key)
+            if kept is None or kept[0] is not stored:
+                kept = (stored, PodFacts.of(decode(stored)))
+                self._stored[key] = kept
+            out.append(kept[1])
+        if len(self._stored) > max(self._keep_at_least, 2 * len(out)):
+            seen = {pod.key for pod in out}
+            self._stored = {key: entry for key, entry in self._stored.items() if key in seen}
+        return out
 
     def facts(self, pods: Iterable[Mapping[str, Any]]) -> list[PodFacts]:
         out: list[PodFacts] = []
@@ -194,7 +214,7 @@ class PodFactsCache:
         return out
 
     def __len__(self) -> int:
-        return len(self._facts)
+        return len(self._facts) + len(self._stored)
 
 
 @dataclass(frozen=True)
@@ -249,7 +269,15 @@ def check_evictions(
     """Each heir's record (by heir name) checked against ``pods`` (those of the records'
     namespaces), in heir order (see the module docstring); ``facts`` keeps what each pod said
     for the next pass."""
-    replacements = _Replacements.of(facts.facts(pods) if facts is not None else map(PodFacts.of, pods))
+    read = facts.facts(pods) if facts is not None else [PodFacts.of(pod) for pod in pods]
+    return check_eviction_facts(records, read, now=now, timeout=timeout)
+
+
+def check_eviction_facts(
+    records: Mapping[str, EvictionRecord], pods: Iterable[PodFacts], *, now: datetime, timeout: timedelta
+) -> list[EvictionCheck]:
+    """``check_evictions`` of pods already read (``PodFactsCache.of_stored``)."""
+    replacements = _Replacements.of(pods)
     checks: list[EvictionCheck] = []
     for heir, record in sorted(records.items()):
         missing = _missing(record, replacements)

@@ -168,6 +168,16 @@ class Store:
             stored = [self._items[key] for key in keys]
         return stored if self._codec is None else [self.decode(item) for item in stored]
 
+    def by_index_stored(self, index_name: str, value: str) -> builtins.list[tuple[str, Any]]:
+        """``by_index`` without decoding: (key, stored form) pairs. A stored form is replaced,
+        never changed, when its object changes, so a caller may keep what it derived from one
+        for as long as the store hands back the same form (``is``), and decode only new ones."""
+        with self._lock:
+            if index_name not in self._indexers:
+                raise KeyError(f"no index named {index_name!r}")
+            keys = self._indices[index_name].get(value, ())
+            return [(key, self._items[key]) for key in keys]
+
     def index_names(self) -> builtins.list[str]:
         with self._lock:
             return list(self._indexers)

@@ -13,11 +13,14 @@ from nodewright.controllers.node_image.evicted_pods import (
     EvictionRecord,
     PodFacts,
     PodFactsCache,
+    check_eviction_facts,
     check_evictions,
     controller_of,
     new_record,
 )
 from nodewright.controllers.node_image.rollout_state import gate_failure
+from nodewright.runtime.informers.informer import Store
+from nodewright.runtime.informers.transforms import CompressedJson
 
 NOW = datetime(2026, 11, 30, 12, 0, 30, tzinfo=UTC)
 SINCE = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
@@ -189,3 +192,37 @@ def test_the_facts_cache_keeps_only_what_recent_passes_read() -> None:
     assert len(cache) == 4
     cache.facts([_versioned(pod("new", "heir"), "new", "1")])
     assert len(cache) == 1
+
+
+def test_a_stored_pod_is_decoded_again_only_once_it_changed() -> None:
+    """Through a compressed informer store (the manager's pod cache): the first pass decodes
+    each pod, the next decodes none, and after one pod's update only that one; the verdict
+    follows the update (a replacement turning Ready)."""
+    store = Store(CompressedJson())
+    store.ensure_indexer("owner", lambda obj: [controller_of(obj) or ""])
+    for name, ready in (("web-c", False), ("web-d", True), ("db-1", True)):
+        owner = DB if name.startswith("db") else WEB
+        store.put(f"apps/{name}", _versioned(pod(name, "heir", owner, ready=ready), name, "1"))
+    decoded: list[str] = []
+
+    def decode(stored: Any) -> dict[str, Any]:
+        obj = store.decode(stored)
+        decoded.append(obj["metadata"]["name"])
+        return obj
+
+    cache = PodFactsCache()
+
+    def check() -> EvictedPodsVerdict:
+        entries = [*store.by_index_stored("owner", WEB), *store.by_index_stored("owner", DB)]
+        facts = cache.of_stored(entries, decode)
+        (result,) = check_eviction_facts({"heir": RECORD}, facts, now=NOW, timeout=timedelta(seconds=60))
+        return result.verdict
+
+    assert check() is EvictedPodsVerdict.WAITING
+    assert sorted(decoded) == ["db-1", "web-c", "web-d"]
+    decoded.clear()
+    assert check() is EvictedPodsVerdict.WAITING
+    assert decoded == []
+    store.put("apps/web-c", _versioned(pod("web-c", "heir"), "web-c", "2"))
+    assert check() is EvictedPodsVerdict.SATISFIED
+    assert decoded == ["web-c"]
