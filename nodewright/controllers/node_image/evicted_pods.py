@@ -167,14 +167,12 @@ class PodFacts:
 class PodFactsCache:
     """``PodFacts`` kept per pod while it is unchanged: a rollout's passes read the same pods of
     the recorded controllers again and again (thousands in a large cluster), and decode and parse
-    each one only when it changed. Pods come either decoded (``facts``: kept per uid while the
-    resourceVersion stays) or as an informer store's stored forms (``of_stored``: kept per key
-    while the store holds the same form, so an unchanged pod is not even decoded). Holds at most
-    the pods of the last passes (entries not read in a pass are dropped once they outnumber those
-    read). Not thread-safe: one per reconciler, whose passes run one at a time."""
+    each one only when it changed. The pods come as an informer store's stored forms, each kept
+    per key while the store holds the same form, so an unchanged pod is not even decoded. Holds
+    at most the pods of the last passes (entries not read in a pass are dropped once they
+    outnumber those read). Not thread-safe: one per reconciler, whose passes run one at a time."""
 
     def __init__(self, keep_at_least: int = 4096) -> None:
-        self._facts: dict[str, tuple[str, PodFacts]] = {}
         self._stored: dict[str, tuple[object, PodFacts]] = {}
         self._keep_at_least = keep_at_least
 
@@ -194,27 +192,8 @@ class PodFactsCache:
             self._stored = {key: entry for key, entry in self._stored.items() if key in seen}
         return out
 
-    def facts(self, pods: Iterable[Mapping[str, Any]]) -> list[PodFacts]:
-        out: list[PodFacts] = []
-        seen: set[str] = set()
-        for pod in pods:
-            metadata = pod.get("metadata") or {}
-            uid, version = metadata.get("uid"), metadata.get("resourceVersion")
-            if not uid or not version:
-                out.append(PodFacts.of(pod))
-                continue
-            kept = self._facts.get(uid)
-            if kept is None or kept[0] != version:
-                kept = (str(version), PodFacts.of(pod))
-                self._facts[uid] = kept
-            seen.add(uid)
-            out.append(kept[1])
-        if len(self._facts) > max(self._keep_at_least, 2 * len(seen)):
-            self._facts = {uid: entry for uid, entry in self._facts.items() if uid in seen}
-        return out
-
     def __len__(self) -> int:
-        return len(self._facts) + len(self._stored)
+        return len(self._stored)
 
 
 @dataclass(frozen=True)
@@ -264,13 +243,10 @@ def check_evictions(
     *,
     now: datetime,
     timeout: timedelta,
-    facts: PodFactsCache | None = None,
 ) -> list[EvictionCheck]:
     """Each heir's record (by heir name) checked against ``pods`` (those of the records'
-    namespaces), in heir order (see the module docstring); ``facts`` keeps what each pod said
-    for the next pass."""
-    read = facts.facts(pods) if facts is not None else [PodFacts.of(pod) for pod in pods]
-    return check_eviction_facts(records, read, now=now, timeout=timeout)
+    namespaces), in heir order (see the module docstring)."""
+    return check_eviction_facts(records, [PodFacts.of(pod) for pod in pods], now=now, timeout=timeout)
 
 
 def check_eviction_facts(

@@ -162,35 +162,14 @@ def _versioned(document: dict[str, Any], uid: str, version: str) -> dict[str, An
     return document
 
 
-def test_the_facts_cache_reads_a_pod_again_only_when_it_changed() -> None:
-    """Kept per uid while the resourceVersion stays (the same object back, nothing parsed); a new
-    version is read afresh, so a replacement turning Ready turns the verdict the same pass."""
-    cache = PodFactsCache()
-    waiting = [
-        _versioned(pod("web-c", "heir", ready=False), "c", "1"),
-        _versioned(pod("web-d", "heir"), "d", "1"),
-        _versioned(pod("db-1", "heir", DB), "db", "1"),
-    ]
-    first = cache.facts(waiting)
-    assert [f.key for f in first] == ["apps/web-c", "apps/web-d", "apps/db-1"]
-    assert all(a is b for a, b in zip(first, cache.facts(waiting), strict=True))
-    (check,) = check_evictions({"heir": RECORD}, waiting, now=NOW, timeout=timedelta(seconds=60), facts=cache)
-    assert check.verdict is EvictedPodsVerdict.WAITING
-
-    ready = [_versioned(pod("web-c", "heir"), "c", "2"), *waiting[1:]]
-    (check,) = check_evictions({"heir": RECORD}, ready, now=NOW, timeout=timedelta(seconds=60), facts=cache)
-    assert check.verdict is EvictedPodsVerdict.SATISFIED
-    assert cache.facts(ready)[0].ready
-    unversioned = pod("web-e", "heir")
-    assert cache.facts([unversioned])[0] == PodFacts.of(unversioned)
-
-
 def test_the_facts_cache_keeps_only_what_recent_passes_read() -> None:
     """Entries not read in a pass are dropped once they outnumber the pods read (and the floor)."""
     cache = PodFactsCache(keep_at_least=4)
-    cache.facts([_versioned(pod(f"old-{i}", "heir"), f"old-{i}", "1") for i in range(4)])
+    old = [(f"apps/old-{i}", pod(f"old-{i}", "heir")) for i in range(4)]
+    cache.of_stored(old, dict)
     assert len(cache) == 4
-    cache.facts([_versioned(pod("new", "heir"), "new", "1")])
+    (facts,) = cache.of_stored([("apps/new", pod("new", "heir"))], dict)
+    assert facts == PodFacts.of(pod("new", "heir"))
     assert len(cache) == 1
 
 
