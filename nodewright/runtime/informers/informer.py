@@ -161,11 +161,7 @@ class Store:
     def by_index(self, index_name: str, value: str) -> builtins.list[dict[str, Any]]:
         """Objects whose ``index_name`` function returned ``value``. Raises KeyError for an
         unknown index."""
-        with self._lock:
-            if index_name not in self._indexers:
-                raise KeyError(f"no index named {index_name!r}")
-            keys = self._indices[index_name].get(value, ())
-            stored = [self._items[key] for key in keys]
+        stored = [item for _, item in self.by_index_stored(index_name, value)]
         return stored if self._codec is None else [self.decode(item) for item in stored]
 
     def by_index_stored(self, index_name: str, value: str) -> builtins.list[tuple[str, Any]]:
