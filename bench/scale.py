@@ -80,6 +80,7 @@ from bench.scale_figures import (
     ArmCall,
     PhaseFigures,
     api_counts,
+    arm_operations,
     arm_rates,
     item_latencies,
     name_bottleneck,
@@ -227,6 +228,7 @@ def _measure(run: Run, name: str, body: Callable[[], tuple[bool, float, list[str
         cpu_seconds=cpu,
         manager_peak_rss_bytes=max((m.sample_peak_rss() for m in run.managers), default=0),
         bottleneck=name_bottleneck(cpu, rates),
+        operations=arm_operations(calls),
         notes=([] if ready else [f"not Ready before the phase: {problems[:3]}"]) + notes,
         tool=tool,
     )

@@ -24,6 +24,7 @@ __all__ = [
     "Latencies",
     "PhaseFigures",
     "api_counts",
+    "arm_operations",
     "arm_rates",
     "item_latencies",
     "name_bottleneck",
@@ -87,6 +88,8 @@ class ArmCall:
     kind: str
     """``reads`` (GET/HEAD), ``writes`` (PUT/PATCH/POST) or ``deletes``."""
     status: int
+    operation: str = ""
+    """The emulator's SDK-style name of the route (``VirtualMachineScaleSetVMs.update``)."""
 
 
 @dataclass(frozen=True)
@@ -133,6 +136,16 @@ def arm_rates(calls: Iterable[ArmCall], seconds: float) -> ArmRates:
     )
 
 
+def arm_operations(calls: Iterable[ArmCall]) -> dict[str, int]:
+    """Pure: requests per ``"<class> <operation>"`` (``reads VirtualMachineScaleSetVMs.get``),
+    most first: what a phase spent its ARM budget on."""
+    counts: dict[str, int] = {}
+    for call in calls:
+        key = f"{call.kind} {call.operation or '?'}"
+        counts[key] = counts.get(key, 0) + 1
+    return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+
+
 def api_counts(before: Mapping[str, float], after: Mapping[str, float]) -> tuple[int, int]:
     """Pure: (requests, writes) between two readings of ``apiserver_request_total`` summed by
     verb (``{"GET": n, "LIST": n, "PATCH": n, ...}``)."""
@@ -170,6 +183,8 @@ class PhaseFigures:
     manager_peak_rss_bytes: int
     bottleneck: str
     notes: list[str] = field(default_factory=list)
+    operations: dict[str, int] = field(default_factory=dict)
+    """ARM requests per operation in the phase (``arm_operations``), most first."""
     tool: dict[str, Any] = field(default_factory=dict)
     """The identity tool's own figures (``bench.scale_peer.tool_figures``): which tool, its ARM
     requests (all, and identity assignment's alone) and its API writes by resource."""
@@ -189,5 +204,6 @@ class PhaseFigures:
             "manager_peak_rss_bytes": self.manager_peak_rss_bytes,
             "bottleneck": self.bottleneck,
             "notes": self.notes,
+            "arm_operations": self.operations,
             "identity_tool": self.tool,
         }

@@ -68,6 +68,7 @@ def render_markdown(meta: Mapping[str, Any], phases: Sequence[PhaseFigures]) -> 
         cells = " | ".join(f"{phase.cpu_seconds.get(name, 0.0):.1f}" for name in CPU_COLUMNS)
         lines.append(f"| {phase.name} | {cells} |")
     lines += _tool_table(meta, phases)
+    lines += _operations_table(phases)
     notes = [f"- {phase.name}: {note}" for phase in phases for note in phase.notes]
     if notes:
         lines += ["", "Notes:", "", *notes]
@@ -108,6 +109,19 @@ def _tool_table(meta: Mapping[str, Any], phases: Sequence[PhaseFigures]) -> list
             f"| {phase.tool['arm']['requests']} | {sum(phase.tool['api_writes'].values())} "
             f"({phase.tool['api_writes_identity']}) | {phase.tool.get('cpu_seconds', 0.0):.1f} |"
         )
+    return lines
+
+
+def _operations_table(phases: Sequence[PhaseFigures], top: int = 8) -> list[str]:
+    """Pure: each phase's most frequent ARM requests (what its budget went on)."""
+    rows = [phase for phase in phases if phase.operations]
+    if not rows:
+        return []
+    lines = ["", f"ARM requests by operation, the {top} most frequent per phase:", ""]
+    lines += ["| phase | requests by operation |", "|---|---|"]
+    for phase in rows:
+        cells = ", ".join(f"{name} {count:,}" for name, count in list(phase.operations.items())[:top])
+        lines.append(f"| {phase.name} | {cells} |")
     return lines
 
 

@@ -208,9 +208,9 @@ class _Estate:
                     on_image += 1
             return len(live), on_image
 
-    def arm_calls(self, since: float) -> list[tuple[float, str, int]]:
+    def arm_calls(self, since: float) -> list[tuple[float, str, int, str]]:
         return [
-            (entry.monotonic, request_class(entry.method), entry.status)
+            (entry.monotonic, request_class(entry.method), entry.status, entry.operation)
             for entry in self.emulator.requests.entries(since=since)
         ]
 

@@ -17,7 +17,15 @@ from bench.scale_config import (
     manager_config,
     undeclared_differences,
 )
-from bench.scale_figures import ArmCall, ArmRates, api_counts, arm_rates, item_latencies, name_bottleneck
+from bench.scale_figures import (
+    ArmCall,
+    ArmRates,
+    api_counts,
+    arm_operations,
+    arm_rates,
+    item_latencies,
+    name_bottleneck,
+)
 from bench.scale_world import plan_estate
 from nodewright.controllers.main import REGISTRY
 from nodewright.runtime.process.config import parse_config
@@ -125,6 +133,20 @@ def test_arm_rates_per_minute_and_busiest_minute() -> None:
     assert rates.throttled_per_minute == pytest.approx(0.5)
     assert rates.peak_reads_minute == 60
     assert rates.peak_writes_minute == 3
+
+
+def test_arm_operations_count_each_class_and_operation_most_first() -> None:
+    """A GET and a PUT of the same operation name are two rows; ties are ordered by name."""
+    calls = [ArmCall(0.0, "reads", 200, "NetworkInterfaces.get") for _ in range(3)]
+    calls += [ArmCall(0.0, "writes", 200, "VirtualMachineScaleSetVMs.update")]
+    calls += [ArmCall(0.0, "reads", 200, "VirtualMachineScaleSetVMs.get")]
+    calls += [ArmCall(0.0, "reads", 429, "")]
+    assert list(arm_operations(calls).items()) == [
+        ("reads NetworkInterfaces.get", 3),
+        ("reads ?", 1),
+        ("reads VirtualMachineScaleSetVMs.get", 1),
+        ("writes VirtualMachineScaleSetVMs.update", 1),
+    ]
 
 
 def test_api_counts_sum_requests_and_writes_by_verb() -> None:
