@@ -7,7 +7,8 @@ Succeeded, with no final GET: ``lro.py``); a scale set's model image (get and se
 any count in one capacity PATCH whose operation the ``operations.OperationTracker`` follows;
 delete an instance; instance view to ``NodeState``; an instance's image; and, through
 ``instance_ip_configurations.InstanceIpConfigurations``, the secondary IP configurations of a
-uniform scale-set instance. Every method does I/O and may raise a ``CloudError``; each call goes
+uniform scale-set instance (its model listed a scale set at a time during a burst of writes:
+``instance_models``). Every method does I/O and may raise a ``CloudError``; each call goes
 through ``calls.GuardedCalls`` (counted on the ``CallObserver``, held back while its target backs
 off), as ``network``'s do. ``network`` uses the scale-set instance path; ``factory`` builds this
 service.
@@ -34,8 +35,9 @@ from nodewright.cloud.identity_updates import (
     apply_patch,
     plan_identity_patches,
 )
-from nodewright.cloud.instance_ids import list_scale_set_instance_ids
+from nodewright.cloud.instance_ids import list_scale_set_instance_documents, list_scale_set_instance_ids
 from nodewright.cloud.instance_ip_configurations import InstanceIpConfigurations
+from nodewright.cloud.instance_models import InstanceModels
 from nodewright.cloud.locks import KeyedLocks
 from nodewright.cloud.lro import AnswerKeepingPolling
 from nodewright.cloud.models import (
@@ -147,6 +149,7 @@ class ComputeService(InstanceIpConfigurations):
         self.max_identities_per_request = max_identities_per_request
         self._scale_set_locks = KeyedLocks()
         self._machine_locks = KeyedLocks()
+        self.instance_models = InstanceModels(self._list_instance_documents)
 
     # Identities -------------------------------------------------------------------------------
 
@@ -314,6 +317,14 @@ class ComputeService(InstanceIpConfigurations):
         return self._call(
             "compute.list_scale_set_instances",
             lambda: list_scale_set_instance_ids(self._compute, scale_set),
+        )
+
+    def _list_instance_documents(self, scale_set: ScaleSetId) -> list[dict[str, Any]]:
+        """Every instance's model as listed, for ``instance_models`` (no target: a failed list
+        holds nothing else of the scale set back; its callers read with GETs)."""
+        return self._call(
+            "compute.list_scale_set_instance_models",
+            lambda: list_scale_set_instance_documents(self._compute, scale_set),
         )
 
     def list_instances(self, scale_set: ScaleSetId) -> list[InstanceInfo]:

@@ -1,14 +1,17 @@
-"""A scale set's instance IDs read from the raw list answer, without SDK models.
+"""A scale set's instances read from the raw list answer, without SDK models.
 
-Owns ``list_scale_set_instance_ids``: the same paged GET of
-``.../virtualMachineScaleSets/{name}/virtualMachines`` that
+Owns ``list_scale_set_instance_documents`` and ``list_scale_set_instance_ids``: the same paged GET
+of ``.../virtualMachineScaleSets/{name}/virtualMachines`` that
 ``ComputeManagementClient.virtual_machine_scale_set_vms.list`` sends (its request builder, so the
-path and ``api-version`` stay the SDK's), read page by page by ``raw_pages``; only
-``instanceId`` is read from each entry. Building a full ``VirtualMachineScaleSetVM`` model per
-instance is what made a listing expensive (issue 32). Does I/O.
+path and ``api-version`` stay the SDK's), read page by page by ``raw_pages``: each instance's
+JSON document as ARM sent it, or only its ``instanceId``. Building a full
+``VirtualMachineScaleSetVM`` model per instance is what made a listing expensive (issue 32).
+Does I/O.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from azure.mgmt.compute import ComputeManagementClient
 from azure.mgmt.compute.operations._operations import (
@@ -18,20 +21,28 @@ from azure.mgmt.compute.operations._operations import (
 from nodewright.cloud.raw_pages import raw_pages
 from nodewright.cloud.resource_ids import ScaleSetId
 
-__all__ = ["list_scale_set_instance_ids"]
+__all__ = ["list_scale_set_instance_documents", "list_scale_set_instance_ids"]
 
 
-def list_scale_set_instance_ids(compute: ComputeManagementClient, scale_set: ScaleSetId) -> list[str]:
-    """Every instance ID of the scale set, in the order listed (all pages)."""
+def list_scale_set_instance_documents(
+    compute: ComputeManagementClient, scale_set: ScaleSetId
+) -> list[dict[str, Any]]:
+    """Every instance's document (its model, with ``instanceId`` and ``etag``), in the order
+    listed (all pages)."""
     request = build_virtual_machine_scale_set_vms_list_request(
         resource_group_name=scale_set.resource_group,
         virtual_machine_scale_set_name=scale_set.name,
         subscription_id=scale_set.subscription_id,
     )
-    ids: list[str] = []
-    for body in raw_pages(compute, request):
-        for entry in body.get("value") or []:
-            instance_id = entry.get("instanceId") if isinstance(entry, dict) else None
-            if instance_id is not None:
-                ids.append(str(instance_id))
-    return ids
+    return [
+        entry
+        for body in raw_pages(compute, request)
+        for entry in body.get("value") or []
+        if isinstance(entry, dict)
+    ]
+
+
+def list_scale_set_instance_ids(compute: ComputeManagementClient, scale_set: ScaleSetId) -> list[str]:
+    """Every instance ID of the scale set, in the order listed (all pages)."""
+    documents = list_scale_set_instance_documents(compute, scale_set)
+    return [str(entry["instanceId"]) for entry in documents if entry.get("instanceId") is not None]
