@@ -80,9 +80,12 @@ class InstanceIpConfigurations:
 
             self._call("compute.put_scale_set_instance", put, instance, write=True)
             if polling is not None and on_done is not None:
-                self._call.track(
-                    self.operations, "compute.put_scale_set_instance", instance, polling, on_done
-                )
+                self._call.track(self.operations, "compute.put_scale_set_instance", instance, polling, ended)
+
+        def ended(outcome: OperationOutcome) -> None:
+            self.instance_models.forget(instance)  # a listing sent while it ran shows it unfinished
+            if on_done is not None:
+                on_done(outcome)
 
         return self._edit_instance_ip_configurations(instance, nic_name, edit, send)
 

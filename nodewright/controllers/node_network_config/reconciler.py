@@ -233,7 +233,8 @@ class NodeNetworkConfigReconciler:
         before any release, against a fresh (uncached) list of the node's pods. The fresh read
         is for the write alone, so the write's share of ARM's budget is taken first, held in
         ``reserved`` until the write leaves; when it cannot be taken now, nothing is read and the
-        seconds until it could be are returned (else 0)."""
+        seconds until it could be are returned (else 0). The fresh read is a scale-set listing
+        sent within that age when a burst of such reads shares one (``PassReader.nic``)."""
         nic, in_use = view.nic, set(view.in_use)
 
         def plan_on(nic: NicInfo) -> AllocationPlan:
@@ -245,7 +246,8 @@ class NodeNetworkConfigReconciler:
         if plan.changes_nic and view.now - view.memory.read_at > young:
             if view.ended is None and (wait := reserved.enter_context(self._reserved_write(view.nic_id))) > 0:
                 return plan, nic, wait
-            nic = self._read.nic(view.nic_id, view.now, fresh=True)
+            newer_than = max(view.memory.read_at, view.now - young)  # as young as a plan may write from
+            nic = self._read.nic(view.nic_id, view.now, fresh=True, newer_than=newer_than)
             plan = plan_on(nic)
         if plan.removals:
             in_use |= self._read.fresh_pod_addresses(view.name)

@@ -14,6 +14,10 @@ by every pass that needs it:
   set costs about one list per ``max_age``, not two GETs per node. A failed list (``CloudError``)
   answers None, backs the scale set off (``backoffBaseSeconds`` doubling up to
   ``backoffCapSeconds``) and logs one line per run of failures; callers fall back to GETs.
+- ``ScaleSetListings.newer_nic`` serves a pass that must read its NIC again before a write (its
+  snapshot is older than a plan may write from; at cold start, a write our budget kept back):
+  from a listing sent since, while young, and, during a burst of such reads in one scale set,
+  from a new list shared by the burst; a read alone is left to a GET.
 - ``ScaleSetListing`` keeps the listed NICs by ID and, per instance, its primary NIC: the one
   whose ``primary`` property is true, else its only NIC. An instance with several NICs none of
   them marked, or one the list does not show (a brand-new instance), is not answered here.
@@ -111,6 +115,7 @@ class _Scope:
     listing: ScaleSetListing | None = None
     failures: int = 0
     retry_at: float = float("-inf")
+    asked_newer_at: float = float("-inf")
 
 
 class ScaleSetListings:
@@ -173,6 +178,31 @@ class ScaleSetListings:
             return None
         listing = self.current(instance.resource_group, instance.scale_set_name)
         nic = listing.nic(nic_id) if listing is not None else None
+        return (nic, listing.listed_at) if nic is not None and listing is not None else None
+
+    def newer_nic(self, nic_id: str, newer_than: float) -> tuple[NicInfo, float] | None:
+        """For a NIC read again before a write (its snapshot too old to write from): the NIC as a
+        listing sent after ``newer_than`` and younger than ``max_age`` shows it. While its scale
+        set's NICs are read again in a burst (another within ``max_age``), an old listing is
+        replaced by a new list, shared as ``current``'s are; a read alone answers None and the
+        caller GETs (one read either way, and a listing's pages grow with the scale set)."""
+        try:
+            instance = parse_network_interface_id(nic_id).scale_set_instance
+        except InvalidResourceIdError:
+            return None
+        if instance is None:
+            return None
+        key = (instance.resource_group.lower(), instance.scale_set_name.lower())
+        with self._lock:
+            scope = self._scopes.setdefault(key, _Scope())
+            now = self._clock()
+            asked_before, scope.asked_newer_at = scope.asked_newer_at, now
+            listing = scope.listing
+        if listing is None or now - listing.listed_at >= self._max_age:
+            if now - asked_before >= self._max_age:
+                return None
+            listing = self.current(instance.resource_group, instance.scale_set_name)
+        nic = listing.nic(nic_id) if listing is not None and listing.listed_at > newer_than else None
         return (nic, listing.listed_at) if nic is not None and listing is not None else None
 
 

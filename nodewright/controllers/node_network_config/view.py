@@ -183,15 +183,18 @@ class PassReader:
             ended=ended,
         )
 
-    def nic(self, nic_id: str, now: float, *, fresh: bool) -> NicInfo:
+    def nic(self, nic_id: str, now: float, *, fresh: bool, newer_than: float | None = None) -> NicInfo:
         """The NIC: the book's snapshot while young enough; with none (a node's first pass),
         its scale set's listing when that shows it (remembered with the listing's time, so a
-        plan may write from it while young: ``reconciler._plan_nic``); else a GET. Remembered in
-        the book."""
+        plan may write from it while young: ``reconciler._plan_nic``); ``fresh`` with
+        ``newer_than`` (a re-read before a write), a listing sent after that while young
+        (``ScaleSetListings.newer_nic``); else a GET. Remembered in the book."""
         snapshot, read_at = self._book.snapshot(nic_id)
         if not fresh and snapshot is not None and now - read_at < self._settings.nic_refresh_seconds:
             return snapshot
         listed = self._listings.nic(nic_id) if not fresh and snapshot is None and self._listings else None
+        if fresh and newer_than is not None and self._listings is not None:
+            listed = self._listings.newer_nic(nic_id, max(newer_than, read_at))
         if listed is not None and listed[1] > read_at:  # newer than anything the book knew
             self._book.remember(nic_id, *listed)
             return listed[0]

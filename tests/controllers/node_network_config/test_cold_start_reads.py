@@ -218,3 +218,38 @@ def test_a_write_the_budget_would_keep_back_is_not_read_for(
         if entry.monotonic < first_put.get(_instance_of(entry.path), float("inf"))
     )
     assert max(before_write.values(), default=0) <= 1, (before_write, kept_back)
+
+
+def test_nics_read_again_in_a_burst_share_one_list(arm_emulator: ArmEmulator) -> None:
+    """NICs read again before their writes (snapshots too old to write from): one alone is left to
+    a GET (None here, no list); a second in the same scale set within the reuse age lists it once,
+    and that listing serves the burst's next reads while young and newer than their snapshots."""
+    arm_emulator.estate.add_resource_group(RESOURCE_GROUP)
+    vnet = arm_emulator.estate.add_virtual_network(RESOURCE_GROUP, "vnet", subnets={"pods": "10.240.0.0/22"})
+    scale_set = arm_emulator.estate.add_scale_set(
+        RESOURCE_GROUP, "vmss-burst", subnet_id=vnet + "/subnets/pods", capacity=4
+    )
+    cloud = cloud_for(arm_emulator)
+    clock = [100.0]
+    listings = ScaleSetListings(cloud.network, max_age=10.0, backoff=(2.0, 60.0), clock=lambda: clock[0])
+    nics = [f"{scale_set}/virtualMachines/{i}/networkInterfaces/vmss-burst-nic" for i in range(4)]
+
+    assert listings.newer_nic(nics[0], newer_than=90.0) is None  # alone: the caller GETs
+    assert arm_emulator.requests.count(SCALE_SET_LIST) == 0
+    clock[0] = 103.0
+    second = listings.newer_nic(nics[1], newer_than=90.0)
+    assert second is not None
+    assert second[0] == cloud.network.get_network_interface(nics[1])
+    assert second[1] == 103.0
+    clock[0] = 108.0
+    third = listings.newer_nic(nics[2], newer_than=95.0)
+    assert third is not None
+    assert third[1] == 103.0
+    assert listings.newer_nic(nics[3], newer_than=104.0) is None  # its snapshot is newer
+    assert arm_emulator.requests.count(SCALE_SET_LIST) == 1
+    clock[0] = 114.0  # the listing aged out; the burst goes on: listed again
+    fourth = listings.newer_nic(nics[3], newer_than=104.0)
+    assert fourth is not None
+    assert fourth[1] == 114.0
+    assert arm_emulator.requests.count(SCALE_SET_LIST) == 2
+    cloud.close()
