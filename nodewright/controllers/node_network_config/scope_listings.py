@@ -170,15 +170,10 @@ class ScaleSetListings:
     def nic(self, nic_id: str) -> tuple[NicInfo, float] | None:
         """A Uniform instance's NIC as its scale set's listing shows it, and when that was
         listed; None for other NICs, a failed list, or a NIC the listing does not show."""
-        try:
-            instance = parse_network_interface_id(nic_id).scale_set_instance
-        except InvalidResourceIdError:
-            return None
+        instance = _scale_set_instance(nic_id)
         if instance is None:
             return None
-        listing = self.current(instance.resource_group, instance.scale_set_name)
-        nic = listing.nic(nic_id) if listing is not None else None
-        return (nic, listing.listed_at) if nic is not None and listing is not None else None
+        return _shown(self.current(instance.resource_group, instance.scale_set_name), nic_id)
 
     def newer_nic(self, nic_id: str, newer_than: float) -> tuple[NicInfo, float] | None:
         """For a NIC read again before a write (its snapshot too old to write from): the NIC as a
@@ -186,10 +181,7 @@ class ScaleSetListings:
         set's NICs are read again in a burst (another within ``max_age``), an old listing is
         replaced by a new list, shared as ``current``'s are; a read alone answers None and the
         caller GETs (one read either way, and a listing's pages grow with the scale set)."""
-        try:
-            instance = parse_network_interface_id(nic_id).scale_set_instance
-        except InvalidResourceIdError:
-            return None
+        instance = _scale_set_instance(nic_id)
         if instance is None:
             return None
         key = (instance.resource_group.lower(), instance.scale_set_name.lower())
@@ -202,8 +194,19 @@ class ScaleSetListings:
             if now - asked_before >= self._max_age:
                 return None
             listing = self.current(instance.resource_group, instance.scale_set_name)
-        nic = listing.nic(nic_id) if listing is not None and listing.listed_at > newer_than else None
-        return (nic, listing.listed_at) if nic is not None and listing is not None else None
+        return _shown(listing, nic_id) if listing is not None and listing.listed_at > newer_than else None
+
+
+def _scale_set_instance(nic_id: str) -> ScaleSetInstanceId | None:
+    try:
+        return parse_network_interface_id(nic_id).scale_set_instance
+    except InvalidResourceIdError:
+        return None
+
+
+def _shown(listing: ScaleSetListing | None, nic_id: str) -> tuple[NicInfo, float] | None:
+    nic = listing.nic(nic_id) if listing is not None else None
+    return (nic, listing.listed_at) if nic is not None and listing is not None else None
 
 
 class MachineNicLocator:

@@ -14,6 +14,7 @@ import pytest
 from azure.mgmt.compute import models as compute_models
 
 from nodewright.cloud.emulator import ArmEmulator
+from nodewright.cloud.factory import Cloud
 from nodewright.cloud.resource_ids import parse_provider_id
 from nodewright.controllers.node_network_config import reconciler as reconciler_module
 from nodewright.controllers.node_network_config.scope_listings import MachineNicLocator, ScaleSetListings
@@ -65,6 +66,22 @@ def _wait_until_every_pool_updated(ipam: IpamHarness, nodes: int) -> None:
     wait_for(settled, timeout=90, interval=0.5)
 
 
+def _listed_scale_set(
+    arm_emulator: ArmEmulator, name: str, *, capacity: int
+) -> tuple[str, Cloud, list[float], ScaleSetListings]:
+    """A Uniform scale set of ``capacity`` instances, our services, a settable clock at 100 s and
+    listings of 10 s on it."""
+    arm_emulator.estate.add_resource_group(RESOURCE_GROUP)
+    vnet = arm_emulator.estate.add_virtual_network(RESOURCE_GROUP, "vnet", subnets={"pods": "10.240.0.0/22"})
+    scale_set = arm_emulator.estate.add_scale_set(
+        RESOURCE_GROUP, name, subnet_id=vnet + "/subnets/pods", capacity=capacity
+    )
+    cloud = cloud_for(arm_emulator)
+    clock = [100.0]
+    listings = ScaleSetListings(cloud.network, max_age=10.0, backoff=(2.0, 60.0), clock=lambda: clock[0])
+    return scale_set, cloud, clock, listings
+
+
 def test_cold_start_lists_the_scale_set_instead_of_two_gets_per_node(ipam: IpamHarness) -> None:
     """12 cold nodes in one Uniform scale set: their NIC IDs and first NIC snapshots come from
     about one list, not a model GET and a NIC GET per node (24 reads before), and so do the
@@ -90,14 +107,7 @@ def test_cold_start_lists_the_scale_set_instead_of_two_gets_per_node(ipam: IpamH
 def test_machine_missing_from_listing_is_read_with_gets(arm_emulator: ArmEmulator) -> None:
     """An instance added after the scale set was listed: its NIC ID and NIC come from GETs (the
     young listing is not listed again for it); the listed instance costs no GET at all."""
-    arm_emulator.estate.add_resource_group(RESOURCE_GROUP)
-    vnet = arm_emulator.estate.add_virtual_network(RESOURCE_GROUP, "vnet", subnets={"pods": "10.240.0.0/22"})
-    scale_set = arm_emulator.estate.add_scale_set(
-        RESOURCE_GROUP, "vmss-late", subnet_id=vnet + "/subnets/pods", capacity=1
-    )
-    cloud = cloud_for(arm_emulator)
-    clock = [100.0]
-    listings = ScaleSetListings(cloud.network, max_age=10.0, backoff=(2.0, 60.0), clock=lambda: clock[0])
+    scale_set, cloud, _clock, listings = _listed_scale_set(arm_emulator, "vmss-late", capacity=1)
     locator = MachineNicLocator(cloud.compute, listings)
     listed = parse_provider_id(f"azure://{scale_set}/virtualMachines/0")
     nic_id = locator.primary_network_interface(listed)
@@ -224,14 +234,7 @@ def test_nics_read_again_in_a_burst_share_one_list(arm_emulator: ArmEmulator) ->
     """NICs read again before their writes (snapshots too old to write from): one alone is left to
     a GET (None here, no list); a second in the same scale set within the reuse age lists it once,
     and that listing serves the burst's next reads while young and newer than their snapshots."""
-    arm_emulator.estate.add_resource_group(RESOURCE_GROUP)
-    vnet = arm_emulator.estate.add_virtual_network(RESOURCE_GROUP, "vnet", subnets={"pods": "10.240.0.0/22"})
-    scale_set = arm_emulator.estate.add_scale_set(
-        RESOURCE_GROUP, "vmss-burst", subnet_id=vnet + "/subnets/pods", capacity=4
-    )
-    cloud = cloud_for(arm_emulator)
-    clock = [100.0]
-    listings = ScaleSetListings(cloud.network, max_age=10.0, backoff=(2.0, 60.0), clock=lambda: clock[0])
+    scale_set, cloud, clock, listings = _listed_scale_set(arm_emulator, "vmss-burst", capacity=4)
     nics = [f"{scale_set}/virtualMachines/{i}/networkInterfaces/vmss-burst-nic" for i in range(4)]
 
     assert listings.newer_nic(nics[0], newer_than=90.0) is None  # alone: the caller GETs
