@@ -74,9 +74,11 @@ class PodAddressAgent:
         self._loop.stop()  # a failed pass does not end the loop; the test reads self.errors
 
     def sync_once(self) -> int:
-        """One pass; returns how many pods got an address."""
-        configs = self._client.list(NODE_NETWORK_CONFIG, self._config_namespace).items
+        """One pass; returns how many pods got an address. The pods are read before the pools:
+        a pool read first could predate a pod created, by someone who saw the pool grow, between
+        the two reads (the pass would find that pod no address in the older pool)."""
         pods = self._client.list(POD, self._pod_namespace).items
+        configs = self._client.list(NODE_NETWORK_CONFIG, self._config_namespace).items
         free_by_node: dict[str, list[str]] = {}
         for config in configs:
             status = config.get("status") or {}
