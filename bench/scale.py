@@ -47,8 +47,9 @@ and ``.md``, and ``scale.png`` (each cost against node count, over every ``scale
 
 A manager that exits while a phase converges (it does when it loses its lease, as on a starved
 machine) is started again, as the kubelet restarts its container; the phase's notes say so.
-``--skip steady|restart|rollout`` (repeatable) leaves a phase out, for a comparison that needs
-only the cold start and churn on a busy machine.
+``--skip steady|churn|restart|rollout`` (repeatable) leaves a phase out: a comparison that needs
+only the cold start and churn on a busy machine, or the cold start and steady state of a size
+whose other phases this machine cannot hold.
 
 Side effects: processes, loopback ports, a temporary directory, files under bench/results/.
 """
@@ -443,8 +444,8 @@ def _rollout(run: Run, timeout: float) -> None:
     _measure(run, f"rollout (pool00, {size} nodes, maxSurge {surge})", body)
 
 
-SKIPPABLE = ("steady", "restart", "rollout")
-"""Phases ``--skip`` may leave out (cold start and churn are what every comparison needs)."""
+SKIPPABLE = ("steady", "churn", "restart", "rollout")
+"""Phases ``--skip`` may leave out (the cold start is what every other phase stands on)."""
 
 
 def _phases(
@@ -454,8 +455,9 @@ def _phases(
     if "steady" not in skip:
         _steady(run, steady)
     base = run.pool_sizes
-    _churn(run, tuple(math.ceil(size * 1.2) for size in base), "churn +20 %", timeout)
-    _churn(run, base, "churn -20 %", timeout)
+    if "churn" not in skip:
+        _churn(run, tuple(math.ceil(size * 1.2) for size in base), "churn +20 %", timeout)
+        _churn(run, base, "churn -20 %", timeout)
     if "restart" not in skip:
         _restart(run, restart_window, timeout)
     if "rollout" not in skip:
