@@ -149,7 +149,7 @@ class ComputeService(InstanceIpConfigurations):
         self.max_identities_per_request = max_identities_per_request
         self._scale_set_locks = KeyedLocks()
         self._machine_locks = KeyedLocks()
-        self.instance_models = InstanceModels(self._list_instance_documents)
+        self.instance_models = InstanceModels(self.list_instance_documents)
 
     # Identities -------------------------------------------------------------------------------
 
@@ -319,9 +319,9 @@ class ComputeService(InstanceIpConfigurations):
             lambda: list_scale_set_instance_ids(self._compute, scale_set),
         )
 
-    def _list_instance_documents(self, scale_set: ScaleSetId) -> list[dict[str, Any]]:
-        """Every instance's model as listed, for ``instance_models`` (no target: a failed list
-        holds nothing else of the scale set back; its callers read with GETs)."""
+    def list_instance_documents(self, scale_set: ScaleSetId) -> tuple[list[dict[str, Any]], int]:
+        """Every instance's model as listed, and the pages read, for ``instance_models`` (no
+        target: a failed list holds nothing else of the scale set back; its callers GET)."""
         return self._call(
             "compute.list_scale_set_instance_models",
             lambda: list_scale_set_instance_documents(self._compute, scale_set),

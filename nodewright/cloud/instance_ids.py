@@ -26,23 +26,23 @@ __all__ = ["list_scale_set_instance_documents", "list_scale_set_instance_ids"]
 
 def list_scale_set_instance_documents(
     compute: ComputeManagementClient, scale_set: ScaleSetId
-) -> list[dict[str, Any]]:
+) -> tuple[list[dict[str, Any]], int]:
     """Every instance's document (its model, with ``instanceId`` and ``etag``), in the order
-    listed (all pages)."""
+    listed, and the number of pages read."""
     request = build_virtual_machine_scale_set_vms_list_request(
         resource_group_name=scale_set.resource_group,
         virtual_machine_scale_set_name=scale_set.name,
         subscription_id=scale_set.subscription_id,
     )
-    return [
-        entry
-        for body in raw_pages(compute, request)
-        for entry in body.get("value") or []
-        if isinstance(entry, dict)
-    ]
+    documents: list[dict[str, Any]] = []
+    pages = 0
+    for body in raw_pages(compute, request):
+        pages += 1
+        documents.extend(entry for entry in body.get("value") or [] if isinstance(entry, dict))
+    return documents, pages
 
 
 def list_scale_set_instance_ids(compute: ComputeManagementClient, scale_set: ScaleSetId) -> list[str]:
     """Every instance ID of the scale set, in the order listed (all pages)."""
-    documents = list_scale_set_instance_documents(compute, scale_set)
+    documents, _ = list_scale_set_instance_documents(compute, scale_set)
     return [str(entry["instanceId"]) for entry in documents if entry.get("instanceId") is not None]

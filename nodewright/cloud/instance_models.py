@@ -11,8 +11,10 @@ holds the same documents with their etags:
   a time (the other callers wait for its answer), but only while the scale set is being written
   in a burst: another of its instances was asked for within ``max_age``. An instance written
   alone is read with a GET (``None`` here): it costs one read either way, and a listing's pages
-  grow with the scale set. A failed list answers None (the caller GETs), is not tried again for
-  ``max_age``, and logs one line per run of failures.
+  grow with the scale set. A listing that answered no more models than it had pages saved no
+  read (a rollout's new machines are written soon after they appear, so a listing seldom shows
+  them): the scale set is not listed again for a minute. A failed list answers None (the caller
+  GETs), counts as such a listing, and logs one line per run of failures.
 - ``forget(instance)``: the caller wrote the instance, or its listed etag no longer matched: the
   listing answers None for it from then on.
 
@@ -34,15 +36,21 @@ from typing import Any
 from nodewright.cloud.errors import CloudError
 from nodewright.cloud.resource_ids import ScaleSetId, ScaleSetInstanceId
 
-__all__ = ["DEFAULT_MAX_AGE_SECONDS", "InstanceModels", "ListInstances"]
+__all__ = ["DEFAULT_MAX_AGE_SECONDS", "UNPAID_HOLD_FACTOR", "InstanceModels", "ListInstances"]
 
 DEFAULT_MAX_AGE_SECONDS = 10.0
 """How long a listing answers, and how close two asks must be to count as a burst."""
 
+UNPAID_HOLD_FACTOR = 6
+"""After a listing that answered no more models than it had pages (it saved no read: the burst's
+instances were new since, as a rollout's new machines are), the scale set is not listed again for
+this many ``max_age`` (a minute by default)."""
+
 log = logging.getLogger(__name__)
 
-ListInstances = Callable[[ScaleSetId], list[dict[str, Any]]]
-"""Every instance document of a scale set (``ComputeService`` lists them raw, through its calls)."""
+ListInstances = Callable[[ScaleSetId], tuple[list[dict[str, Any]], int]]
+"""Every instance document of a scale set and the pages read (``ComputeService`` lists them raw,
+through its calls)."""
 
 
 @dataclass
@@ -52,6 +60,9 @@ class _Scope:
     listed_at: float = float("-inf")
     documents: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Instance ID (lowercase) -> its listed document."""
+    pages: int = 0
+    served: int = 0
+    """The last listing's pages (its reads), and the models it answered."""
     failing: bool = False
 
 
@@ -81,10 +92,13 @@ class InstanceModels:
             if now - scope.listed_at >= self._max_age:
                 if now - asked_before >= self._max_age:
                     return None  # written alone: a GET costs no more
+                if scope.served <= scope.pages and now - scope.listed_at < UNPAID_HOLD_FACTOR * self._max_age:
+                    return None  # the last listing saved no read
                 self._list(instance.scale_set, scope, now)
             document = scope.documents.get(instance.instance_id.lower())
             if document is None:
                 return None
+            scope.served += 1
             etag = document.get("etag")
             return copy.deepcopy(document), str(etag) if etag else None
 
@@ -100,10 +114,10 @@ class InstanceModels:
 
     def _list(self, scale_set: ScaleSetId, scope: _Scope, now: float) -> None:
         """List the scale set into ``scope`` (held); a failure leaves it empty until ``max_age``."""
-        scope.documents, scope.listed_at = {}, now
+        scope.documents, scope.listed_at, scope.pages, scope.served = {}, now, 0, 0
         self.lists += 1
         try:
-            listed = self._lister(scale_set)
+            listed, scope.pages = self._lister(scale_set)
         except CloudError as error:
             if not scope.failing:
                 log.warning(

@@ -14,6 +14,7 @@ from azure.mgmt.compute import models as compute_models
 
 from nodewright.cloud.emulator import ArmEmulator
 from nodewright.cloud.factory import Cloud
+from nodewright.cloud.instance_models import InstanceModels
 from nodewright.cloud.models import NicInfo
 from nodewright.cloud.operations import OperationOutcome
 from nodewright.cloud.resource_ids import ScaleSetId, parse_scale_set_id
@@ -130,3 +131,32 @@ def test_a_failed_listing_falls_back_to_gets_and_logs_once(
     assert set(_statuses(emulator, INSTANCE_LIST)) == {500}
     failed = [r for r in caplog.records if "failed" in r.getMessage()]
     assert len(failed) == 1, [r.getMessage() for r in failed]
+
+
+def test_a_listing_that_saved_no_read_is_not_repeated_for_a_minute(
+    estate: tuple[ArmEmulator, Cloud, ScaleSetId],
+) -> None:
+    """A rollout's case: new machines are written soon after they appear, so the burst's listing
+    was sent before they existed and answers none of them. Having saved no read, the scale set is
+    not listed again for a minute (each write GETs meanwhile); then it is, and shows them."""
+    emulator, cloud, scale_set = estate
+    clock = [100.0]
+    models = InstanceModels(cloud.compute.list_instance_documents, clock=lambda: clock[0])
+    assert models.model(scale_set.instance("0")) is None  # alone: the caller GETs
+    assert models.lists == 0
+    clock[0] = 103.0
+    assert models.model(scale_set.instance("12")) is None  # not there yet: listed, not shown
+    assert models.lists == 1
+    wider = compute_models.VirtualMachineScaleSetUpdate(sku=compute_models.Sku(capacity=14))
+    scale_sets = sdk_clients(emulator).compute.virtual_machine_scale_sets
+    scale_sets.begin_update(GROUP, scale_set.name, wider).result()
+    for moment in range(111, 163, 8):  # a burst: an ask every 8 s, for the new machines
+        clock[0] = float(moment)
+        assert models.model(scale_set.instance(str(12 + moment % 2))) is None
+    assert models.lists == 1
+    clock[0] = 164.0  # a minute after the unpaid listing
+    listed = models.model(scale_set.instance("13"))
+    assert listed is not None
+    assert listed[0]["instanceId"] == "13"
+    assert models.lists == 2
+    assert emulator.requests.count(INSTANCE_LIST) == 2
