@@ -17,6 +17,8 @@ holds the same documents with their etags:
   GETs), counts as such a listing, and logs one line per run of failures.
 - ``forget(instance)``: the caller wrote the instance, or its listed etag no longer matched: the
   listing answers None for it from then on.
+- Memory: a listing's documents are kept encoded (orjson bytes; each answer decodes its own
+  copy), and dropped at the scale set's first ask after they aged out.
 
 No stale decision can follow: the PUT carries the listed etag as If-Match, so an instance that
 another writer changed after the listing gets 412, and the caller reads it again with a GET and
@@ -25,13 +27,14 @@ decides again (``instance_ip_configurations``). Thread-safe; the lister does the
 
 from __future__ import annotations
 
-import copy
 import logging
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 from nodewright.cloud.errors import CloudError
 from nodewright.cloud.resource_ids import ScaleSetId, ScaleSetInstanceId
@@ -58,8 +61,8 @@ class _Scope:
     lock: threading.Lock = field(default_factory=threading.Lock)
     asked_at: float = float("-inf")
     listed_at: float = float("-inf")
-    documents: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Instance ID (lowercase) -> its listed document."""
+    documents: dict[str, bytes] = field(default_factory=dict)
+    """Instance ID (lowercase) -> its listed document, encoded (each answer decodes a copy)."""
     pages: int = 0
     served: int = 0
     """The last listing's pages (its reads), and the models it answered."""
@@ -90,17 +93,19 @@ class InstanceModels:
         with scope.lock:  # one list per scale set at a time: the others wait for its answer
             now = self._clock()
             if now - scope.listed_at >= self._max_age:
+                scope.documents = {}  # stale: not kept in memory
                 if now - asked_before >= self._max_age:
                     return None  # written alone: a GET costs no more
                 if scope.served <= scope.pages and now - scope.listed_at < UNPAID_HOLD_FACTOR * self._max_age:
                     return None  # the last listing saved no read
                 self._list(instance.scale_set, scope, now)
-            document = scope.documents.get(instance.instance_id.lower())
-            if document is None:
+            encoded = scope.documents.get(instance.instance_id.lower())
+            if encoded is None:
                 return None
             scope.served += 1
-            etag = document.get("etag")
-            return copy.deepcopy(document), str(etag) if etag else None
+        document: dict[str, Any] = orjson.loads(encoded)
+        etag = document.get("etag")
+        return document, str(etag) if etag else None
 
     def forget(self, instance: ScaleSetInstanceId) -> None:
         """The listed document of ``instance`` is no longer its model (written, or 412)."""
@@ -113,7 +118,7 @@ class InstanceModels:
             return self._scopes.setdefault(str(scale_set).lower(), _Scope())
 
     def _list(self, scale_set: ScaleSetId, scope: _Scope, now: float) -> None:
-        """List the scale set into ``scope`` (held); a failure leaves it empty until ``max_age``."""
+        """List the scale set into ``scope`` (held); a failure leaves it empty (and unpaid)."""
         scope.documents, scope.listed_at, scope.pages, scope.served = {}, now, 0, 0
         self.lists += 1
         try:
@@ -131,5 +136,7 @@ class InstanceModels:
             log.info("Listed a scale set's instances again: scale_set=%s", scale_set)
         scope.failing = False
         scope.documents = {
-            str(entry["instanceId"]).lower(): entry for entry in listed if entry.get("instanceId") is not None
+            str(entry["instanceId"]).lower(): orjson.dumps(entry)
+            for entry in listed
+            if entry.get("instanceId") is not None
         }
