@@ -138,10 +138,11 @@ def arm_rates(calls: Iterable[ArmCall], seconds: float) -> ArmRates:
 
 def arm_operations(calls: Iterable[ArmCall]) -> dict[str, int]:
     """Pure: requests per ``"<class> <operation>"`` (``reads VirtualMachineScaleSetVMs.get``),
-    most first: what a phase spent its ARM budget on."""
+    with the status appended when it was an error (``writes VirtualMachineScaleSetVMs.update
+    412``), most first: what a phase spent its ARM budget on."""
     counts: dict[str, int] = {}
     for call in calls:
-        key = f"{call.kind} {call.operation or '?'}"
+        key = f"{call.kind} {call.operation or '?'}" + (f" {call.status}" if call.status >= 400 else "")
         counts[key] = counts.get(key, 0) + 1
     return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
 

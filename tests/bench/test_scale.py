@@ -136,16 +136,19 @@ def test_arm_rates_per_minute_and_busiest_minute() -> None:
 
 
 def test_arm_operations_count_each_class_and_operation_most_first() -> None:
-    """A GET and a PUT of the same operation name are two rows; ties are ordered by name."""
+    """A GET and a PUT of the same operation name are two rows, and so are its successes and its
+    errors (by status); ties are ordered by name."""
     calls = [ArmCall(0.0, "reads", 200, "NetworkInterfaces.get") for _ in range(3)]
     calls += [ArmCall(0.0, "writes", 200, "VirtualMachineScaleSetVMs.update")]
     calls += [ArmCall(0.0, "reads", 200, "VirtualMachineScaleSetVMs.get")]
     calls += [ArmCall(0.0, "reads", 429, "")]
+    calls += [ArmCall(0.0, "writes", 412, "VirtualMachineScaleSetVMs.update")]
     assert list(arm_operations(calls).items()) == [
         ("reads NetworkInterfaces.get", 3),
-        ("reads ?", 1),
+        ("reads ? 429", 1),
         ("reads VirtualMachineScaleSetVMs.get", 1),
         ("writes VirtualMachineScaleSetVMs.update", 1),
+        ("writes VirtualMachineScaleSetVMs.update 412", 1),
     ]
 
 
