@@ -246,8 +246,8 @@ class NodeNetworkConfigReconciler:
         if plan.changes_nic and view.now - view.memory.read_at > young:
             if view.ended is None and (wait := reserved.enter_context(self._reserved_write(view.nic_id))) > 0:
                 return plan, nic, wait
-            newer_than = max(view.memory.read_at, view.now - young)  # as young as a plan may write from
-            nic = self._read.nic(view.nic_id, view.now, fresh=True, newer_than=newer_than)
+            # a listing as young as a plan may write from (the reader takes none older than the book's)
+            nic = self._read.nic(view.nic_id, view.now, fresh=True, newer_than=view.now - young)
             plan = plan_on(nic)
         if plan.removals:
             in_use |= self._read.fresh_pod_addresses(view.name)

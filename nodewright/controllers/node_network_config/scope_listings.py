@@ -137,9 +137,7 @@ class ScaleSetListings:
     def current(self, resource_group: str, scale_set: str) -> ScaleSetListing | None:
         """The scale set's listing: a young one, the one in flight, or a new list; None while
         listing it fails (the caller reads what it needs with GETs)."""
-        key = (resource_group.lower(), scale_set.lower())
-        with self._lock:
-            scope = self._scopes.setdefault(key, _Scope())
+        scope = self._scope(resource_group, scale_set)
         with scope.lock:  # one list per scale set at a time: the others wait for its answer
             now = self._clock()
             if scope.listing is not None and now - scope.listing.listed_at < self._max_age:
@@ -167,6 +165,10 @@ class ScaleSetListings:
             scope.listing = ScaleSetListing.of(listing, now)
             return scope.listing
 
+    def _scope(self, resource_group: str, scale_set: str) -> _Scope:
+        with self._lock:
+            return self._scopes.setdefault((resource_group.lower(), scale_set.lower()), _Scope())
+
     def nic(self, nic_id: str) -> tuple[NicInfo, float] | None:
         """A Uniform instance's NIC as its scale set's listing shows it, and when that was
         listed; None for other NICs, a failed list, or a NIC the listing does not show."""
@@ -184,9 +186,8 @@ class ScaleSetListings:
         instance = _scale_set_instance(nic_id)
         if instance is None:
             return None
-        key = (instance.resource_group.lower(), instance.scale_set_name.lower())
+        scope = self._scope(instance.resource_group, instance.scale_set_name)
         with self._lock:
-            scope = self._scopes.setdefault(key, _Scope())
             now = self._clock()
             asked_before, scope.asked_newer_at = scope.asked_newer_at, now
             listing = scope.listing

@@ -194,7 +194,7 @@ class PassReader:
             return snapshot
         listed = self._listings.nic(nic_id) if not fresh and snapshot is None and self._listings else None
         if fresh and newer_than is not None and self._listings is not None:
-            listed = self._listings.newer_nic(nic_id, max(newer_than, read_at))
+            listed = self._listings.newer_nic(nic_id, newer_than)
         if listed is not None and listed[1] > read_at:  # newer than anything the book knew
             self._book.remember(nic_id, *listed)
             return listed[0]
