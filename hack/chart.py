@@ -6,7 +6,8 @@ metrics' RBAC, one template per reconciler's roles (rendered only when ``config.
 the values enables that reconciler, as config/default includes only the enabled ones' components),
 the Deployment, the metrics Service and the manager's ConfigMap, whose ``config.yaml`` is
 ``.Values.config``, and the server-side write fence (config/fence), its binding's Lease taken from
-``.Values.config.leaderElection``, and the PrometheusRule of config/prometheus (off unless
+``.Values.config.leaderElection``, the FlowSchema of config/flowcontrol (the Lease's requests in
+the ``leader-election`` priority level), and the PrometheusRule of config/prometheus (off unless
 ``prometheusRule.enabled``). The transformation is the one config/default makes with
 kustomize: names prefixed ``nodewright-``, objects without a namespace (and the bindings'
 ServiceAccount subjects) in the release namespace, objects that name one (the kube-system Role)
@@ -39,6 +40,7 @@ CLUSTER_SCOPED = {
     "CustomResourceDefinition",
     "ValidatingAdmissionPolicy",
     "ValidatingAdmissionPolicyBinding",
+    "FlowSchema",
 }
 TEMPLATE = re.compile(r"'(\{\{[^']*\}\})'")
 
@@ -110,6 +112,18 @@ def _fence(document: Document) -> Document:
     return document
 
 
+def _flow_schema(document: Document) -> Document:
+    """The leader-election FlowSchema names the release's ServiceAccount and the Lease's namespace
+    (config/flowcontrol writes config/default's out in full: kustomize does not reach them)."""
+    lease_namespace = "{{ .Values.config.leaderElection.namespace | default .Release.Namespace }}"
+    for rule in document["spec"]["rules"]:
+        for subject in rule["subjects"]:
+            subject["serviceAccount"] = {"name": f"{PREFIX}manager", "namespace": NAMESPACE}
+        for resource_rule in rule["resourceRules"]:
+            resource_rule["namespaces"] = [lease_namespace]
+    return document
+
+
 def _config_map() -> str:
     return (
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n"
@@ -176,6 +190,11 @@ def chart_files(pending: dict[Path, str]) -> dict[Path, str]:
     files[CHART / "templates" / "manager.yaml"] = HEADER + _dump([_deployment(d) for d in manager])
     fence = [_fence(_kustomize_like(d)) for d in _load(CONFIG / "fence" / "leader_fence.yaml")]
     files[CHART / "templates" / "leader-fence.yaml"] = HEADER + _dump(fence, width=120)
+    flow = [
+        _flow_schema(_kustomize_like(d))
+        for d in _load(CONFIG / "flowcontrol" / "leader_election_flowschema.yaml")
+    ]
+    files[CHART / "templates" / "leader-election-flowschema.yaml"] = HEADER + _dump(flow, width=120)
     service = [_kustomize_like(d) for d in _load(CONFIG / "default" / "metrics_service.yaml")]
     files[CHART / "templates" / "metrics-service.yaml"] = HEADER + _dump(service)
     files[CHART / "templates" / "manager-config.yaml"] = HEADER + _config_map()

@@ -22,6 +22,7 @@ from nodewright.runtime.process.server_fence import (
     VALIDATING_ADMISSION_POLICY,
     VALIDATING_ADMISSION_POLICY_BINDING,
 )
+from tests.config.test_flowcontrol import FLOW_SCHEMA
 from tests.config.test_rbac import ALL_RECONCILERS, RBAC_KINDS, SYSTEM_NAMESPACE, rendered
 from tests.conftest import Cluster
 
@@ -126,6 +127,7 @@ def test_helm_install_creates_the_objects_of_config_default(cluster: Cluster) ->
             resource = (
                 RBAC_KINDS.get(kind)
                 or FENCE_KINDS.get(kind)
+                or (FLOW_SCHEMA if kind == "FlowSchema" else None)
                 or Kind(document["apiVersion"], kind, plural[kind])
             )
             live = admin.get(resource, name, where or None)  # raises NotFound if missing
