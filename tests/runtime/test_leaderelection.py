@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -13,7 +15,7 @@ import pytest
 from nodewright.runtime.kube.client import Client
 from nodewright.runtime.kube.kinds import LEASE
 from nodewright.runtime.observe.metrics import Metrics
-from nodewright.runtime.process.leaderelection import LeaderElector
+from nodewright.runtime.process.leaderelection import JITTER, LeaderElector
 
 LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD = 2.0, 1.5, 0.25
 
@@ -179,3 +181,44 @@ def test_renew_that_hangs_is_abandoned_at_the_renew_deadline(cluster: object, na
     assert RENEW_DEADLINE <= lost_at - last_sent <= RENEW_DEADLINE + 0.25
     assert status_zero_at - last_sent <= fence.validity + 0.25
     assert not fence.is_open()
+    reason = re.fullmatch(
+        r"renew deadline passed: last renew sent ([0-9.]+) s ago, a round out for ([0-9.]+) s",
+        candidate.elector.lost_reason or "",
+    )
+    assert reason is not None, candidate.elector.lost_reason
+    since_sent, round_out = float(reason[1]), float(reason[2])
+    assert since_sent == pytest.approx(lost_at - last_sent, abs=0.06)
+    assert 0 < round_out <= since_sent
+
+
+def test_a_slow_renew_is_logged_and_leadership_holds(
+    cluster: object, namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A renew the network holds back longer than the retry period, but not past the renew
+    deadline, keeps leadership and is logged once as slow, with its seconds."""
+    from tests.controllers.leadership_harness import TcpProxy  # noqa: PLC0415 - shared rig
+
+    config = pykube.KubeConfig.from_file(str(cluster.kubeconfig))  # type: ignore[attr-defined]
+    upstream = int(config.cluster["server"].rsplit(":", 1)[1])
+    proxy = TcpProxy(upstream)
+    config.cluster["server"] = f"https://127.0.0.1:{proxy.port}"
+    candidate = Candidate(Client.from_config(config), namespace, "slowed")
+    held = RETRY_PERIOD * 3
+    try:
+        with caplog.at_level(logging.INFO, logger="nodewright.runtime.process.leaderelection"):
+            candidate.elector.start()
+            wait_any(candidate.started, timeout=10)
+            time.sleep(RETRY_PERIOD * 3)
+            proxy.hold()
+            time.sleep(held)
+            proxy.release()
+            time.sleep(RENEW_DEADLINE)  # past the deadline the held round would have missed
+        assert not candidate.stopped.is_set()
+        assert candidate.elector.is_leader()
+    finally:
+        candidate.elector.stop()
+        proxy.close()
+    slow = [r.nodewright_pairs for r in caplog.records if r.getMessage() == "Slow lease renew"]  # type: ignore[attr-defined]
+    assert slow, [record.getMessage() for record in caplog.records]
+    assert all(pairs["seconds"] > RETRY_PERIOD and pairs["outcome"] == "held" for pairs in slow), slow
+    assert max(pairs["seconds"] for pairs in slow) >= held - RETRY_PERIOD * JITTER - 0.05, slow

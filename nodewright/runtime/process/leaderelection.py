@@ -135,6 +135,8 @@ class LeaderElector:
         self._status: bool | None = None
         self.lost_at: float | None = None
         """Monotonic time at which leadership was lost (None while never lost)."""
+        self.lost_reason: str | None = None
+        """Why leadership was lost, as logged (None while never lost)."""
         self._set_status(False)
 
     # -- public --------------------------------------------------------------------------
@@ -221,7 +223,7 @@ class LeaderElector:
             now = time.monotonic()
             deadline = last_sent + self.renew_deadline
             if now >= deadline:
-                return "renew deadline passed"
+                return self._overdue(now, last_sent, attempt)
             if not self.fence.is_open():
                 self._set_status(False)  # in doubt: writes are refused from now on
             if attempt is None and now >= next_attempt:
@@ -238,12 +240,28 @@ class LeaderElector:
                 continue
             if attempt.outcome == "taken":
                 return "another candidate holds the lease"
+            self._note_slow(attempt)
             if attempt.outcome == "held" and attempt.finished_at < deadline:
                 last_sent = attempt.sent_at
                 self.fence.renewed(last_sent)
                 self._set_status(True)
             attempt, next_attempt = None, time.monotonic() + self.retry_period
         return None
+
+    def _overdue(self, now: float, last_sent: float, attempt: _Attempt | None) -> str:
+        """Why the renew deadline passed: how long since the last renew that held was sent,
+        and how long the round still out has been waiting (none: no round could start)."""
+        waiting = f"a round out for {now - attempt.sent_at:.1f} s" if attempt else "no round out"
+        return f"renew deadline passed: last renew sent {now - last_sent:.1f} s ago, {waiting}"
+
+    def _note_slow(self, attempt: _Attempt) -> None:
+        """One log line for a round that took longer than the retry period: the first sign of
+        a starved API server or process, seconds before the deadline."""
+        took = attempt.finished_at - attempt.sent_at
+        if took > self.retry_period:
+            log.info(
+                "Slow lease renew", lease=self._lease_name, seconds=round(took, 2), outcome=attempt.outcome
+            )
 
     def _start_attempt(self, budget: float) -> _Attempt:
         """Run one round on its own thread, its requests bounded by ``budget`` seconds."""
@@ -261,6 +279,7 @@ class LeaderElector:
         self.fence.revoke()  # first: no write passes from here on
         self._leading.clear()
         self.lost_at = time.monotonic()
+        self.lost_reason = reason
         self._set_status(False)
         log.warning("Lost lease", lease=self._lease_name, identity=self.identity, reason=reason)
         self.on_stopped_leading()
