@@ -7,14 +7,12 @@ the FlowSchema and priority level that admitted each request in the response hea
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from nodewright.runtime import errors
 from nodewright.runtime.kube.client import Client
 from nodewright.runtime.kube.kinds import LEASE, Kind
 from tests.config.test_rbac import SYSTEM_NAMESPACE, apply_rbac, rendered, service_account_kubeconfig
@@ -71,8 +69,7 @@ def manager_account(cluster: Cluster, tmp_path: Path) -> Iterator[tuple[Client, 
     admin = Client.from_kubeconfig(cluster.kubeconfig)
     apply_rbac(admin)
     schema = shipped_flow_schema()
-    with contextlib.suppress(errors.NotFound):
-        admin.delete(FLOW_SCHEMA, schema["metadata"]["name"])
+    admin.delete(FLOW_SCHEMA, schema["metadata"]["name"], ignore_not_found=True)  # a failed run's
     created = admin.create(FLOW_SCHEMA, schema)
     try:
         yield Client.from_kubeconfig(service_account_kubeconfig(admin, cluster, tmp_path)), created

@@ -203,7 +203,7 @@ def test_a_slow_renew_is_logged_and_leadership_holds(
     proxy = TcpProxy(upstream)
     config.cluster["server"] = f"https://127.0.0.1:{proxy.port}"
     candidate = Candidate(Client.from_config(config), namespace, "slowed")
-    held = RETRY_PERIOD * 3
+    held = RETRY_PERIOD * 2.4  # past the retry period, with 0.6 s of the renew deadline to spare
     try:
         with caplog.at_level(logging.INFO, logger="nodewright.runtime.process.leaderelection"):
             candidate.elector.start()
