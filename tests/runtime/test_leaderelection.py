@@ -15,7 +15,7 @@ import pytest
 from nodewright.runtime.kube.client import Client
 from nodewright.runtime.kube.kinds import LEASE
 from nodewright.runtime.observe.metrics import Metrics
-from nodewright.runtime.process.leaderelection import JITTER, LeaderElector
+from nodewright.runtime.process.leaderelection import JITTER, SLOW_RENEW_LOG_INTERVAL, LeaderElector, _Attempt
 
 LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD = 2.0, 1.5, 0.25
 
@@ -222,3 +222,18 @@ def test_a_slow_renew_is_logged_and_leadership_holds(
     assert slow, [record.getMessage() for record in caplog.records]
     assert all(pairs["seconds"] > RETRY_PERIOD and pairs["outcome"] == "held" for pairs in slow), slow
     assert max(pairs["seconds"] for pairs in slow) >= held - RETRY_PERIOD * JITTER - 0.05, slow
+
+
+def test_slow_renews_are_logged_at_most_once_per_interval(
+    client: Client, namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A leader whose renewals are all slow logs one line per interval, not one per round; the
+    next line counts the rounds in between and names the slowest."""
+    elector = Candidate(client, namespace, "noted").elector
+    rounds = [(0.0, 0.5), (2.0, 0.9), (4.0, 0.1), (6.0, 0.4), (SLOW_RENEW_LOG_INTERVAL + 1.0, 0.3)]
+    with caplog.at_level(logging.INFO, logger="nodewright.runtime.process.leaderelection"):
+        for sent_at, took in rounds:
+            attempt = _Attempt(sent_at=sent_at, outcome="held", finished_at=sent_at + took)
+            elector._note_slow(attempt)
+    lines = [r.nodewright_pairs for r in caplog.records if r.getMessage() == "Slow lease renew"]  # type: ignore[attr-defined]
+    assert [(p["slow_rounds"], p["slowest"], p["seconds"]) for p in lines] == [(1, 0.5, 0.5), (3, 0.9, 0.3)]

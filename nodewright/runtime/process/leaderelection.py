@@ -53,6 +53,9 @@ JITTER = 1.2
 """Retries wait retry_period x [1, 1.2) so that candidates do not move in lock step."""
 
 
+SLOW_RENEW_LOG_INTERVAL = 30.0
+"""At most one "Slow lease renew" line per this many seconds; the next says how many were slow."""
+
 POD_NAME_VARIABLE = "POD_NAME"
 """Set from the downward API (config/manager): the pod's name is then this candidate's identity."""
 
@@ -137,6 +140,7 @@ class LeaderElector:
         """Monotonic time at which leadership was lost (None while never lost)."""
         self.lost_reason: str | None = None
         """Why leadership was lost, as logged (None while never lost)."""
+        self._slow = (0, 0.0, float("-inf"))  # slow rounds not yet logged, the slowest, last line at
         self._set_status(False)
 
     # -- public --------------------------------------------------------------------------
@@ -255,13 +259,26 @@ class LeaderElector:
         return f"renew deadline passed: last renew sent {now - last_sent:.1f} s ago, {waiting}"
 
     def _note_slow(self, attempt: _Attempt) -> None:
-        """One log line for a round that took longer than the retry period: the first sign of
-        a starved API server or process, seconds before the deadline."""
+        """A log line for a round that took longer than the retry period: the first sign of a
+        starved API server or process, seconds before the deadline. At most one line per
+        ``SLOW_RENEW_LOG_INTERVAL``; it counts the slow rounds since the last line, this one too."""
         took = attempt.finished_at - attempt.sent_at
-        if took > self.retry_period:
-            log.info(
-                "Slow lease renew", lease=self._lease_name, seconds=round(took, 2), outcome=attempt.outcome
-            )
+        if took <= self.retry_period:
+            return
+        rounds, slowest, logged_at = self._slow
+        rounds, slowest = rounds + 1, max(slowest, took)
+        if attempt.finished_at - logged_at < SLOW_RENEW_LOG_INTERVAL:
+            self._slow = (rounds, slowest, logged_at)
+            return
+        log.info(
+            "Slow lease renew",
+            lease=self._lease_name,
+            seconds=round(took, 2),
+            outcome=attempt.outcome,
+            slow_rounds=rounds,
+            slowest=round(slowest, 2),
+        )
+        self._slow = (0, 0.0, attempt.finished_at)
 
     def _start_attempt(self, budget: float) -> _Attempt:
         """Run one round on its own thread, its requests bounded by ``budget`` seconds."""
