@@ -38,7 +38,7 @@ from nodewright.cloud.ip_configurations import (
 )
 from nodewright.cloud.locks import KeyedLocks
 from nodewright.cloud.models import IpConfigurationInfo, NicInfo, NicListing, SubnetInfo
-from nodewright.cloud.nic_pages import list_group_nics, list_scale_set_nics
+from nodewright.cloud.nic_pages import NicPageMemo, list_group_nics, list_scale_set_nics
 from nodewright.cloud.operations import OperationOutcome, OperationTracker
 from nodewright.cloud.resource_ids import (
     NetworkInterfaceId,
@@ -114,6 +114,8 @@ class NetworkService:
         self.conflict_retries = conflict_retries
         self.max_ip_configurations_per_nic = max_ip_configurations_per_nic
         self._nic_locks = KeyedLocks()
+        self.nic_pages = NicPageMemo()
+        """What each NIC list page gave last time: an unchanged page is not decoded again."""
         self._subnet_cidrs: dict[str, str | None] = {}
         """Address prefix per subnet key, once read: ARM refuses to change the prefix of a subnet
         whose addresses are in use, so a usage refresh needs only the usage list."""
@@ -153,14 +155,16 @@ class NetworkService:
         from the JSON without SDK models (``nic_pages``)."""
         return self._call(
             "network.list_scale_set_nics",
-            lambda: list_scale_set_nics(self._network, resource_group, scale_set),
+            lambda: list_scale_set_nics(self._network, resource_group, scale_set, self.nic_pages),
             f"{resource_group}/{scale_set}",
         )
 
     def list_network_interfaces(self, resource_group: str) -> NicListing:
         """The standalone NICs of a resource group (Flexible members, VMs), all pages."""
         return self._call(
-            "network.list_nics", lambda: list_group_nics(self._network, resource_group), resource_group
+            "network.list_nics",
+            lambda: list_group_nics(self._network, resource_group, self.nic_pages),
+            resource_group,
         )
 
     def add_secondary_ip_configurations(

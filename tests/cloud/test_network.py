@@ -23,6 +23,7 @@ from nodewright.cloud.errors import (
 )
 from nodewright.cloud.factory import Cloud
 from nodewright.cloud.network import NetworkService
+from nodewright.cloud.nic_pages import NicPageMemo
 from nodewright.cloud.resource_ids import parse_scale_set_id
 from nodewright.controllers.node_network_config.subnets import SubnetBook
 from tests.cloud.helpers import cloud_for
@@ -331,6 +332,41 @@ def test_list_scale_set_nics_in_pages(estate: Estate) -> None:
         assert nic == estate.cloud.network.get_network_interface(nic.id)
         assert len(nic.secondary_ip_configurations) == 2
         assert nic.primary is True  # each instance's only NIC is its primary one
+
+
+def test_unchanged_list_pages_are_not_decoded_again(estate: Estate) -> None:
+    """A scale set listed again page for page: pages whose bytes did not change give the same NICs
+    without being decoded; a NIC written in between shows on its page, the only one decoded; a
+    page not read for an hour is forgotten and decoded again."""
+    now = [0.0]
+    memo = estate.cloud.network.nic_pages = NicPageMemo(clock=lambda: now[0])
+    estate.emulator.state.list_page_size = 4
+    scale_set_id = estate.emulator.estate.add_scale_set(
+        GROUP, "vmss-a", subnet_id=estate.subnet_id, capacity=10, secondary_ip_configurations=2
+    )
+    network = estate.cloud.network
+
+    first = network.list_scale_set_network_interfaces(GROUP, "vmss-a")
+    assert (first.pages, memo.decoded) == (3, 3)
+    again = network.list_scale_set_network_interfaces(GROUP, "vmss-a")
+    assert (again.pages, memo.decoded, again.nics) == (3, 3, first.nics)
+
+    nic_id = f"{parse_scale_set_id(scale_set_id).instance('9')}/networkInterfaces/vmss-a-nic"
+    written = network.add_secondary_ip_configurations(nic_id, ["pod-new"])
+    changed = network.list_scale_set_network_interfaces(GROUP, "vmss-a")
+    assert memo.decoded == 4  # one page held the written NIC
+    assert [nic for nic in changed.nics if nic.id.lower() == nic_id.lower()] == [written]
+    assert [nic for nic in changed.nics if nic.id.lower() != nic_id.lower()] == [
+        nic for nic in first.nics if nic.id.lower() != nic_id.lower()
+    ]
+
+    estate.emulator.estate.add_scale_set(GROUP, "vmss-b", subnet_id=estate.subnet_id, capacity=2)
+    now[0] += 3601.0
+    network.list_scale_set_network_interfaces(GROUP, "vmss-b")  # then forgets vmss-a's idle pages
+    network.list_scale_set_network_interfaces(GROUP, "vmss-a")
+    assert memo.decoded == 4 + 1 + 3
+    lists = "NetworkInterfaces.list_virtual_machine_scale_set_network_interfaces"
+    assert estate.emulator.requests.count(lists) == 4 * 3 + 1
 
 
 def test_list_resource_group_nics_in_pages(estate: Estate) -> None:
