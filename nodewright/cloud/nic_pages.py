@@ -10,7 +10,7 @@ manager's CPU at rest with 1,000 nodes (issue 32).
 
 Owns ``NicPageMemo`` too: what each page of a listing gave last time, kept with a digest of the
 page's bytes. A page whose bytes are the same as last time (no NIC on it changed) gives the same
-NICs without being decoded again: at rest that was half of the manager's CPU at 2,000 nodes. A
+NICs without being decoded again: at rest that was 42 % of the manager's CPU at 2,000 nodes. A
 page that changed in any byte is decoded. Pages not read for an hour (a scale set gone) are
 dropped. Does I/O.
 """
