@@ -3,7 +3,7 @@
 Owns ``list_scale_set_nics``, ``list_group_nics`` and ``nic_from_json``. The requests are the
 SDK's own (``NetworkInterfacesOperations.list_virtual_machine_scale_set_network_interfaces`` and
 ``.list``: their request builders, so paths and ``api-version`` stay the SDK's), read page by page
-by ``raw_pages``; each entry becomes a ``NicInfo`` straight from its JSON, the fields
+by ``raw_pages.read_pages``; each entry becomes a ``NicInfo`` straight from its JSON, the fields
 ``network.nic_from_sdk`` reads from the model. The NIC watcher lists every scale set once a
 minute: building an SDK model for every NIC and IP configuration was three quarters of the
 manager's CPU at rest with 1,000 nodes (issue 32).
