@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import threading
@@ -12,6 +13,7 @@ from pathlib import Path
 import pykube
 import pytest
 
+from nodewright.runtime.kube import errors
 from nodewright.runtime.kube.client import Client
 from nodewright.runtime.kube.kinds import LEASE
 from nodewright.runtime.observe.metrics import Metrics
@@ -237,3 +239,47 @@ def test_slow_renews_are_logged_at_most_once_per_interval(
             elector._note_slow(attempt)
     lines = [r.nodewright_pairs for r in caplog.records if r.getMessage() == "Slow lease renew"]  # type: ignore[attr-defined]
     assert [(p["slow_rounds"], p["slowest"], p["seconds"]) for p in lines] == [(1, 0.5, 0.5), (3, 0.9, 0.3)]
+
+
+def test_a_slow_start_of_leading_does_not_hold_the_renewals_back(client: Client, namespace: str) -> None:
+    """Starting the controllers can take longer than the renew deadline (8 s at 2,000 nodes on a
+    busy machine): the Lease is renewed meanwhile and leadership holds."""
+    renewals: set[str] = set()
+    candidate = Candidate(client, namespace, "slow-starter")
+
+    def start_slowly() -> None:
+        time.sleep(RENEW_DEADLINE * 2)
+        candidate.started.set()
+
+    candidate.elector.on_started_leading = start_slowly
+    try:
+        candidate.elector.start()
+        deadline = time.monotonic() + 10
+        while not candidate.started.is_set():
+            assert time.monotonic() < deadline, "on_started_leading never finished"
+            with contextlib.suppress(errors.NotFound):  # not created yet
+                renewals.add(client.get(LEASE, "test-lease", namespace)["spec"]["renewTime"])
+            time.sleep(0.1)
+        assert not candidate.stopped.is_set()
+        assert candidate.elector.is_leader()
+    finally:
+        candidate.elector.stop()
+    assert len(renewals) >= 4, renewals  # renewed every retry period while starting
+
+
+def test_leading_is_given_up_when_starting_fails(client: Client, namespace: str) -> None:
+    """An on_started_leading that raises gives up leadership: on_stopped_leading runs, with the
+    reason, instead of a leader that renews while nothing runs."""
+    candidate = Candidate(client, namespace, "broken-starter")
+
+    def fail() -> None:
+        raise RuntimeError("controllers could not start")
+
+    candidate.elector.on_started_leading = fail
+    try:
+        candidate.elector.start()
+        assert candidate.stopped.wait(RETRY_PERIOD * JITTER * 4 + 2), "still leading"
+    finally:
+        candidate.elector.stop()
+    assert candidate.elector.lost_reason == "on_started_leading failed"
+    assert not candidate.elector.fence.is_open()

@@ -19,7 +19,11 @@ the moment it was sent; losing leadership revokes it before anything else happen
 renew is older than ``renew_deadline - margin`` (in doubt), before the deadline itself.
 
 The manager drives it: controllers start in ``on_started_leading`` and the process stops in
-``on_stopped_leading``. Side effects: API calls on the Lease, one background thread (plus one
+``on_stopped_leading``. ``on_started_leading`` runs on a thread of its own while the renewals go
+on (as client-go runs ``OnStartedLeading`` in a goroutine): starting the controllers of a
+2,000-node cluster took 8 s on a busy machine, and renewals that waited for it lost the Lease
+just won. If it raises, leadership is given up (``on_stopped_leading`` runs). Side effects: API
+calls on the Lease, one background thread (plus one for ``on_started_leading`` and one
 short-lived thread per renew attempt).
 """
 
@@ -132,6 +136,7 @@ class LeaderElector:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._leading = threading.Event()
+        self._start_failed = threading.Event()
         self._lock = threading.Lock()  # serialises Lease writes between the loop and release
         self._observed_record: tuple[str, str] | None = None  # (holder, renewTime)
         self._observed_at = 0.0
@@ -164,7 +169,7 @@ class LeaderElector:
         self._leading.set()
         self._set_status(True)
         log.info("Acquired lease", lease=self._lease_name, identity=self.identity)
-        self.on_started_leading()
+        threading.Thread(target=self._start_leading, name=f"leading-{self.name}", daemon=True).start()
         reason = self._renew_until_lost(sent_at)
         if reason is not None:
             self._lose(reason)
@@ -218,6 +223,13 @@ class LeaderElector:
             self._stop.wait(self.retry_period * random.uniform(1.0, JITTER))  # noqa: S311 - jitter
         return None
 
+    def _start_leading(self) -> None:
+        try:
+            self.on_started_leading()
+        except Exception:
+            log.exception("Failed to start leading", lease=self._lease_name)
+            self._start_failed.set()
+
     def _renew_until_lost(self, sent_at: float) -> str | None:
         """Renew every retry period; the reason leadership ended, or None when stopped."""
         last_sent = sent_at
@@ -228,6 +240,8 @@ class LeaderElector:
             deadline = last_sent + self.renew_deadline
             if now >= deadline:
                 return self._overdue(now, last_sent, attempt)
+            if self._start_failed.is_set():
+                return "on_started_leading failed"
             if not self.fence.is_open():
                 self._set_status(False)  # in doubt: writes are refused from now on
             if attempt is None and now >= next_attempt:
