@@ -11,7 +11,8 @@ entries). The rule, in order:
    mode on an exhausted subnet), and ``request.compute_request`` turns it into the spec: a
    request never below what the node holds besides names pending release, the surplus marked
    among free IPs, newest first.
-2. Hysteresis: a surplus (the target below what the node holds besides ipsNotInUse) must have
+2. Hysteresis: a surplus (the target below what the node holds besides the names pending
+   release: listed in ipsNotInUse and not used by a pod, as ``compute_request`` counts) must have
    lasted ``scale_down_delay_seconds`` before anything is marked; its clock is an input
    (``surplus_since``, kept by the caller) and the new value an output. Nothing is marked when
    ``may_release`` is False (a consumer with no release handshake). Prefix blocks (``blocks``)
@@ -100,7 +101,9 @@ def requested_count(rule: CountRule, facts: CountFacts) -> RequestedCount:
     since = facts.surplus_since
     allowed: Collection[str] | None = ()
     if not rule.blocks:
-        pending = set(facts.ips_not_in_use)
+        named = set(facts.ips_not_in_use)  # pending release, unless a pod uses it (reclaimed)
+        in_use = set(facts.in_use_addresses)
+        pending = {name for name, address in facts.assignments if name in named and address not in in_use}
         held = address_count(address for name, address in facts.assignments if name not in pending)
         since = _surplus_clock(target < held, facts.surplus_since, facts.now)
         lasted = 0.0 if since is None else facts.now - since
