@@ -403,9 +403,8 @@ def test_no_late_request_of_a_deposed_manager_is_accepted_over_partitions_and_pa
     assert by_code.get(403, 0) > 0, "no late request reached the server: the trials proved nothing"
     # A deposed manager reads a refused request's answer only if it has not exited first: a race
     # (in about 1 run in 4 none did, before and after the elector started the controllers on a
-    # thread of its own alike). That
-    # a refusal is one line without a traceback is shown every time by
-    # test_a_write_the_server_refuses_is_a_fenced_write_logged_in_one_line_and_counted; here every
-    # refusal a manager did see is held to it.
+    # thread of its own alike). That a refusal is one line without a traceback is shown every
+    # time by test_a_write_the_server_refuses_is_a_fenced_write_logged_in_one_line_and_counted;
+    # here every refusal a manager did see is held to it.
     assert followed_by_traceback == []
     assert "Found no server-side write fence" not in logs  # the start check found it (INFO is not logged)
