@@ -36,7 +36,7 @@ from nodewright.ipam.count import CountFacts, CountRule, RequestedCount, nic_ent
 from nodewright.ipam.incoming import IncomingNeed, demand_with_incoming, incoming_need, spare_ips
 from nodewright.ipam.leaks import DEFAULT_LEAK_GRACE_SECONDS, LeakTracker, collectable
 from nodewright.ipam.release import choose_ips_to_release
-from nodewright.ipam.request import PoolRequest, compute_request
+from nodewright.ipam.request import PoolRequest, compute_request, split_listed
 from nodewright.ipam.scaler import (
     DEFAULT_MAX_IP_COUNT,
     MAX_IP_CONFIGURATIONS_PER_NIC,
@@ -78,6 +78,7 @@ __all__ = [
     "pool_target",
     "requested_count",
     "spare_ips",
+    "split_listed",
     "status_assignments",
     "subnet_exhausted",
 ]

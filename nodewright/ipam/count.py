@@ -34,7 +34,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from nodewright.ipam.blocks import address_count, blocks_for
-from nodewright.ipam.request import PoolRequest, compute_request
+from nodewright.ipam.request import PoolRequest, compute_request, split_listed
 from nodewright.ipam.scaler import MAX_SECONDARY_IPS_PER_NIC, PoolScaler, pool_target
 
 __all__ = ["CountFacts", "CountRule", "RequestedCount", "nic_entries_wanted", "requested_count"]
@@ -101,9 +101,7 @@ def requested_count(rule: CountRule, facts: CountFacts) -> RequestedCount:
     since = facts.surplus_since
     allowed: Collection[str] | None = ()
     if not rule.blocks:
-        named = set(facts.ips_not_in_use)  # pending release, unless a pod uses it (reclaimed)
-        in_use = set(facts.in_use_addresses)
-        pending = {name for name, address in facts.assignments if name in named and address not in in_use}
+        pending = set(split_listed(facts.assignments, facts.in_use_addresses, facts.ips_not_in_use)[0])
         held = address_count(address for name, address in facts.assignments if name not in pending)
         since = _surplus_clock(target < held, facts.surplus_since, facts.now)
         lasted = 0.0 if since is None else facts.now - since

@@ -1,9 +1,11 @@
 """The node's half of a NodeNetworkConfig: what to write into spec.requestedIPCount and
 spec.ipsNotInUse, given the pods' demand and the IPs the control plane has provided.
 
-Owns ``compute_request`` and ``PoolRequest``. Wire semantics (as Azure CNS and its control plane
-use them): ``ipsNotInUse`` names IPs (by their ipAssignments name) the node gives back;
-``requestedIPCount`` is how many IPs the node wants to hold once those are gone.
+Owns ``compute_request``, ``PoolRequest`` and ``split_listed`` (which listed names are pending
+release, released or reclaimed; the requested-count rule counts with it too). Wire semantics
+(as Azure CNS and its control plane use them): ``ipsNotInUse`` names IPs (by their ipAssignments
+name) the node gives back; ``requestedIPCount`` is how many IPs the node wants to hold once those
+are gone.
 
 Two failures of Azure CNS's pool monitor are ruled out by construction:
 
@@ -29,7 +31,7 @@ from nodewright.ipam.blocks import address_count
 from nodewright.ipam.release import choose_ips_to_release
 from nodewright.ipam.scaler import PoolScaler, pool_target
 
-__all__ = ["PoolRequest", "compute_request"]
+__all__ = ["PoolRequest", "compute_request", "split_listed"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,25 @@ class PoolRequest:
         return requested_ip_count != self.requested_ip_count or set(ips_not_in_use) != set(
             self.ips_not_in_use
         )
+
+
+def split_listed(
+    assignments: Sequence[tuple[str, str]], in_use_addresses: Collection[str], ips_not_in_use: Sequence[str]
+) -> tuple[list[str], list[str], list[str]]:
+    """The names in ``ips_not_in_use`` as (pending release, released: gone from status,
+    reclaimed: a pod uses the address), each in listed order. Only pending ones are not held."""
+    address_of = dict(assignments)
+    pending: list[str] = []
+    released: list[str] = []
+    reclaimed: list[str] = []
+    for name in dict.fromkeys(ips_not_in_use):
+        if name not in address_of:
+            released.append(name)
+        elif address_of[name] in in_use_addresses:
+            reclaimed.append(name)
+        else:
+            pending.append(name)
+    return pending, released, reclaimed
 
 
 def compute_request(
@@ -73,18 +94,8 @@ def compute_request(
       request is what remains; when too few are free the request stays above the target.
     - ``releasable_addresses``, when given, limits what may be newly marked to those addresses
       (empty: no scale-down now, as under hysteresis or a consumer with no release handshake)."""
-    present = {name for name, _ in assignments}
     address_of = dict(assignments)
-    pending: list[str] = []
-    released: list[str] = []
-    reclaimed: list[str] = []
-    for name in dict.fromkeys(ips_not_in_use):
-        if name not in present:
-            released.append(name)
-        elif address_of[name] in in_use_addresses:
-            reclaimed.append(name)
-        else:
-            pending.append(name)
+    pending, released, reclaimed = split_listed(assignments, in_use_addresses, ips_not_in_use)
     pending_set = set(pending)
     retained = [(name, address) for name, address in assignments if name not in pending_set]
     target = pool_target(demand, scaler, exhausted=exhausted)
