@@ -23,7 +23,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import orjson
 from azure.mgmt.network import NetworkManagementClient
 from azure.mgmt.network.operations._operations import (
     build_network_interfaces_list_request,
@@ -31,7 +30,7 @@ from azure.mgmt.network.operations._operations import (
 )
 
 from nodewright.cloud.models import IpConfigurationInfo, NicInfo, NicListing
-from nodewright.cloud.raw_pages import PageReader, read_pages
+from nodewright.cloud.raw_pages import PageReader, decode_page, read_pages
 
 __all__ = ["NicPageMemo", "list_group_nics", "list_scale_set_nics", "nic_from_json"]
 
@@ -68,11 +67,9 @@ def nic_from_json(entry: dict[str, Any]) -> NicInfo:
 
 
 def _page_nics(content: bytes) -> tuple[tuple[NicInfo, ...], str | None]:
-    body = orjson.loads(content)
-    body = body if isinstance(body, dict) else {}
+    body, next_link = decode_page(content)
     nics = tuple(nic_from_json(entry) for entry in body.get("value") or [] if isinstance(entry, dict))
-    next_link = body.get("nextLink")
-    return nics, str(next_link) if next_link else None
+    return nics, next_link
 
 
 class NicPageMemo:

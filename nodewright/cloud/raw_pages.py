@@ -30,7 +30,7 @@ from azure.core.exceptions import (
 from azure.core.rest import HttpRequest, HttpResponse
 from azure.mgmt.core.exceptions import ARMErrorFormat
 
-__all__ = ["PageReader", "RequestSender", "raw_pages", "read_pages"]
+__all__ = ["PageReader", "RequestSender", "decode_page", "raw_pages", "read_pages"]
 
 T = TypeVar("T")
 
@@ -64,7 +64,8 @@ def _content(client: RequestSender, request: HttpRequest) -> bytes:
     return content if isinstance(content, bytes) else bytes(content)
 
 
-def _decoded(_: int, content: bytes) -> tuple[dict[str, Any], str | None]:
+def decode_page(content: bytes) -> tuple[dict[str, Any], str | None]:
+    """A page's body (an object; anything else reads as empty) and its ``nextLink``."""
     body = orjson.loads(content)
     body = body if isinstance(body, dict) else {}
     next_link = body.get("nextLink")
@@ -84,4 +85,4 @@ def read_pages(client: RequestSender, first: HttpRequest, read: PageReader[T]) -
 
 def raw_pages(client: RequestSender, first: HttpRequest) -> Iterator[dict[str, Any]]:
     """Each page's body, from ``first`` through every ``nextLink``."""
-    return read_pages(client, first, _decoded)
+    return read_pages(client, first, lambda _, content: decode_page(content))
