@@ -8,7 +8,8 @@ any count in one capacity PATCH whose operation the ``operations.OperationTracke
 delete an instance; instance view to ``NodeState``; an instance's image; and, through
 ``instance_ip_configurations.InstanceIpConfigurations``, the secondary IP configurations of a
 uniform scale-set instance (its model listed a scale set at a time during a burst of writes:
-``instance_models``). Every method does I/O and may raise a ``CloudError``; each call goes
+``instance_models``); through ``boot_pools.ScaleSetBootPools``, the IP configurations a scale
+set's model gives new instances. Every method does I/O and may raise a ``CloudError``; each call goes
 through ``calls.GuardedCalls`` (counted on the ``CallObserver``, held back while its target backs
 off), as ``network``'s do. ``network`` uses the scale-set instance path; ``factory`` builds this
 service.
@@ -26,6 +27,7 @@ from azure.mgmt.compute import ComputeManagementClient
 from azure.mgmt.compute import models as compute_models
 
 from nodewright.cloud.backoff import TargetBackoff
+from nodewright.cloud.boot_pools import ScaleSetBootPools
 from nodewright.cloud.budget import ArmBudget
 from nodewright.cloud.calls import GuardedCalls
 from nodewright.cloud.errors import CloudError, IdentityRejectedError, NotFoundError, PreconditionFailedError
@@ -126,7 +128,7 @@ def _status_codes(instance_view: Any) -> list[str]:
     return [status.code for status in (instance_view.statuses or []) if status.code]
 
 
-class ComputeService(InstanceIpConfigurations):
+class ComputeService(InstanceIpConfigurations, ScaleSetBootPools):
     """Compute operations for nodewright (see the module docstring)."""
 
     def __init__(

@@ -10,7 +10,8 @@ status accounts for and which addresses pods use), ``AllocationPlan`` and ``stat
 - Never exceed the NIC's capacity (255 secondary IPs: 256 IP configurations minus the primary).
 - IP configurations on the NIC that the status does not list are *unaccounted* (left by a crash
   between the NIC write and the status write, or by someone else). One whose address a pod uses
-  is adopted at once; others are adopted when the node needs more IPs (cheaper than adding new
+  is adopted at once, as is one the caller says to ``keep``; others are adopted when the node
+  needs more IPs (cheaper than adding new
   ones: no cloud call); the rest wait for the leak tracker's grace period and are then released
   (``collected``).
 - Add what is still missing, at most ``add_limit`` at once (the batch halving state of
@@ -85,6 +86,7 @@ def plan_allocation(
     collectable: Collection[str] = (),
     add_limit: int | None = None,
     capacity: int = MAX_SECONDARY_IPS_PER_NIC,
+    keep: Collection[str] = (),
 ) -> AllocationPlan:
     """Plan the NIC changes for one node (see the module docstring for the rules).
 
@@ -92,7 +94,8 @@ def plan_allocation(
     change nothing);
     ``nic`` the NIC's secondary IP configurations in NIC order; ``accounted`` the names the
     status lists; ``collectable`` the unaccounted names the leak tracker says are past their
-    grace period; ``add_limit`` caps this round's additions (None: no cap)."""
+    grace period; ``add_limit`` caps this round's additions (None: no cap); ``keep`` names
+    unaccounted configurations to adopt at once, needed or not, as if a pod used them."""
     by_name = {configuration.name: configuration for configuration in nic}
 
     def in_use(name: str) -> bool:
@@ -104,7 +107,7 @@ def plan_allocation(
 
     releasing = set(release)
     remaining = [configuration.name for configuration in nic if configuration.name not in releasing]
-    kept = [name for name in remaining if name in accounted or in_use(name)]
+    kept = [name for name in remaining if name in accounted or in_use(name) or name in keep]
     kept_set = set(kept)
     spare = [name for name in remaining if name not in kept_set]
     adopt_now = [name for name in kept if name not in accounted]

@@ -33,6 +33,7 @@ class NicState:
     requested: int | None
     add_limit: int | None
     capacity: int
+    keep: frozenset[str] = frozenset()
 
     def plan(self) -> AllocationPlan:
         return plan_allocation(
@@ -44,6 +45,7 @@ class NicState:
             collectable=self.collectable,
             add_limit=self.add_limit,
             capacity=self.capacity,
+            keep=self.keep,
         )
 
     @property
@@ -76,6 +78,7 @@ def nic_states(draw: st.DrawFn) -> NicState:
         requested=draw(st.one_of(st.none(), st.integers(min_value=0, max_value=capacity))),
         add_limit=draw(st.one_of(st.none(), st.integers(min_value=1, max_value=64))),
         capacity=capacity,
+        keep=frozenset(subset(names)),
     )
 
 
@@ -119,7 +122,11 @@ def test_meets_the_request_unless_short(state: NicState) -> None:
     if state.requested is None:
         return
     on_nic = {c.name for c in state.nic} - set(plan.removals)
-    must_keep = {n for n in on_nic if n in state.accounted or state.address_of[n] in state.in_use_addresses}
+    must_keep = {
+        n
+        for n in on_nic
+        if n in state.accounted or n in state.keep or state.address_of[n] in state.in_use_addresses
+    }
     pool = len((set(state.accounted) | set(plan.adopt)) & on_nic) + plan.add_count
     if plan.short_by == 0:
         assert pool == max(state.requested, len(must_keep))
@@ -149,6 +156,22 @@ def test_adopts_every_unaccounted_ip_in_use(state: NicState) -> None:
         used = configuration.address in state.in_use_addresses
         if used and configuration.name not in state.accounted and configuration.name not in releasing:
             assert configuration.name in plan.adopt
+
+
+@PROPERTY
+@given(state=nic_states())
+def test_adopts_every_name_it_is_told_to_keep(state: NicState) -> None:
+    """A name to ``keep`` (NodeSubnet's boot configurations) is never collected, and is adopted
+    at once unless accounted already or released from ipsNotInUse; the request still counts it."""
+    plan = state.plan()
+    if state.requested is None:
+        return
+    releasing = set(plan.release)
+    for name in state.keep - releasing:
+        assert name not in plan.collected
+        assert name in state.accounted or name in plan.adopt
+    held = len({c.name for c in state.nic} - releasing - set(plan.collected)) + plan.add_count
+    assert plan.add_count == 0 or held <= max(state.requested, len(state.accounted | state.keep))
 
 
 @PROPERTY

@@ -7,7 +7,9 @@ name, and is also woken by Nodes (selected by ``nodeSelector``; their providerID
 ``nodewright.io/incoming-pods`` announcement and ``nodewright.io/donor`` mark), by pods (mapped to
 their node through ``spec.nodeName``), with the ``node-image`` reconciler beside it by its
 PendingNodes (``heirs``: a new Node the rollout created is sized once paired) and by the NIC watcher
-(``nic_watch``: a poller that lists NICs per scale set and enqueues the nodes whose NIC changed).
+(``nic_watch``: a poller that lists NICs per scale set and enqueues the nodes whose NIC changed;
+each Uniform scale set's list also feeds ``boot_pools``, which keeps its model carrying the pool
+its nodes usually hold, so new instances boot with their IPs).
 ``reconciler`` holds the reconcile (read -> decide -> apply -> status) and composes ``lifecycle``
 (create, adopt as controller, finalize), ``demand`` (the spec per consumer mode: ``crd`` or
 ``nodesubnet``), ``operations`` (NIC writes that no worker waits for: the end of each enqueues its
@@ -22,6 +24,7 @@ what the registry calls; ``install`` is the same wiring with the settings and th
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -33,6 +36,7 @@ from nodewright.api.nodewright.v1alpha1 import (
 )
 from nodewright.controllers.cloud_access import clouds_of, parse_cloud_settings
 from nodewright.controllers.kinds import kind_of
+from nodewright.controllers.node_network_config.boot_pools import BootPoolModels, BootPools
 from nodewright.controllers.node_network_config.cloud import (
     ComputeOperations,
     NetworkOperations,
@@ -227,6 +231,14 @@ def install(
         builder = builder.watches(PENDING_NODE, node_network_config_of_named_node)
     if isinstance(network, NetworkInterfaceLister):
         watch = NicWatch(reconciler.book, network, settings)
+        if (
+            settings.scale_set_boot_pool
+            and not settings.prefix_blocks
+            and isinstance(compute, BootPoolModels)
+        ):
+            watch.after_scale_set_list = BootPools(
+                compute, settings.scaler, settings.nic_list_period_seconds, time.monotonic
+            ).listed
         builder = builder.watches_source(
             PollingSource("nic-watch", watch.poll, error_delay=settings.nic_list_period_seconds)
         )

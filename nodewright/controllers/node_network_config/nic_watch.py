@@ -14,7 +14,9 @@ behind our back, a reimage, an upgrade to the scale set's model) or the book had
 NIC missing from a complete list has its snapshot dropped and its node enqueued (the pass reads it
 and reports it missing). A failed list backs its scope off (``backoffBaseSeconds`` doubling up to
 ``backoffCapSeconds``; the scope is skipped until then), logs one line per run of failures and
-enqueues nothing. Side effects: ARM reads, log lines, requests in the controller's queue.
+enqueues nothing. A Uniform scale set's tracked NICs, as listed, also go to
+``after_scale_set_list`` (``boot_pools``: the model's boot pool follows them). Side effects: ARM
+reads, log lines, requests in the controller's queue.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from nodewright.cloud.errors import CloudError
-from nodewright.cloud.models import NicListing
+from nodewright.cloud.models import NicInfo, NicListing
 from nodewright.cloud.resource_ids import InvalidResourceIdError, parse_network_interface_id
 from nodewright.controllers.node_network_config.nic_book import NicBook
 from nodewright.controllers.node_network_config.options import NodeNetworkConfigSettings
@@ -105,6 +107,8 @@ class NicWatch:
     _round: list[NicScope] = field(default_factory=list)
     _round_size: int = 0
     _health: dict[NicScope, _ScopeHealth] = field(default_factory=dict)
+    after_scale_set_list: Callable[[list[NicInfo]], None] | None = None
+    """Given a Uniform scale set's tracked NICs after each list of it (``boot_pools``)."""
 
     def poll(self, enqueue: Callable[[Request], None]) -> float:
         """List the next scope of the sweep and enqueue the nodes whose NIC changed; returns the
@@ -156,7 +160,9 @@ class NicWatch:
         if health.failures:
             log.info("Listed NICs again", scope=str(scope), failures=health.failures)
         self._health[scope] = _ScopeHealth()
-        self._compare(scope, listing, listed_at, enqueue)
+        tracked = self._compare(scope, listing, listed_at, enqueue)
+        if scope.scale_set is not None and self.after_scale_set_list is not None and tracked:
+            self.after_scale_set_list(tracked)
         return listing.pages
 
     def _list(self, scope: NicScope) -> NicListing:
@@ -166,16 +172,21 @@ class NicWatch:
 
     def _compare(
         self, scope: NicScope, listing: NicListing, listed_at: float, enqueue: Callable[[Request], None]
-    ) -> None:
+    ) -> list[NicInfo]:
+        """Refresh the book from the list, enqueue the nodes whose NIC changed; returns the
+        tracked NICs the list shows."""
         shown = {nic.id.lower(): nic for nic in listing.nics}
         namespace = self.settings.namespace
+        tracked: list[NicInfo] = []
         for nic_id, owner in self.book.tracked().items():
             if scope_of(nic_id) != scope:
                 continue
             nic = shown.get(nic_id)
             if nic is not None:
+                tracked.append(nic)
                 changed = self.book.refresh_from_list(nic_id, nic, listed_at)
             else:
                 changed = self.book.drop_snapshot(nic_id, listed_at)
             if changed:
                 enqueue(Request(namespace, owner))
+        return tracked

@@ -15,6 +15,7 @@ out-of-range values raise ``ConfigError`` with one line naming the key. Example:
           discoveryHeadroomIPs: 0           # pods a node may gain before the consumer sees new IPs
           scaleDownDelaySeconds: 60         # hysteresis: a surplus must last this long
           prefixBlocks: false               # experimental, nodesubnet: /28 blocks
+          scaleSetBootPool: true            # Uniform scale sets' models carry a new node's pool
           scaler: {batchSize: 16, requestThresholdPercent: 50, releaseThresholdPercent: 150, maxIPCount: 250}
           leakGracePeriodSeconds: 600
           resyncPeriodSeconds: 600          # a pass per node at least this often (+-10 %)
@@ -94,6 +95,9 @@ class NodeNetworkConfigSettings:
     release_settle_seconds: float = 2.0
     backoff_base_seconds: float = DEFAULT_BACKOFF_BASE_SECONDS
     backoff_cap_seconds: float = DEFAULT_BACKOFF_CAP_SECONDS
+    scale_set_boot_pool: bool = True
+    """Keep each Uniform scale set's model (upgrade policy Manual) carrying its nodes' usual
+    pool, so a new instance boots with its IPs (``boot_pools``; off with ``prefixBlocks``)."""
     heir_pairing_wait_seconds: float = 60.0
     """With the node-image reconciler beside it: the longest a new Node the rollout created waits
     to be paired before its first sizing (``heirs``); 0 sizes it at once."""
@@ -131,14 +135,18 @@ _SCALER = {
     "releaseThresholdPercent": "release_threshold_percent",
     "maxIPCount": "max_ip_count",
 }
+_BOOLS = {
+    "demandFromPods": "demand_from_pods",
+    "prefixBlocks": "prefix_blocks",
+    "scaleSetBootPool": "scale_set_boot_pool",
+}
 _KNOWN = {
     "namespace",
     "nodeSelector",
-    "demandFromPods",
     "scaler",
     "cloud",
     "discoveryHeadroomIPs",
-    "prefixBlocks",
+    *_BOOLS,
     *_SECONDS,
     *_CHOICES,
 }
@@ -223,12 +231,11 @@ def parse_options(options: Mapping[str, Any], path: str = "options") -> NodeNetw
         values["node_selector"] = _label_selector(
             _string(options["nodeSelector"], f"{path}.nodeSelector"), f"{path}.nodeSelector"
         )
-    if "demandFromPods" in options:
-        if not isinstance(options["demandFromPods"], bool):
-            raise ConfigError(
-                f"{path}.demandFromPods: expected true or false, got {options['demandFromPods']!r}"
-            )
-        values["demand_from_pods"] = options["demandFromPods"]
+    for key, name in _BOOLS.items():
+        if key in options:
+            if not isinstance(options[key], bool):
+                raise ConfigError(f"{path}.{key}: expected true or false, got {options[key]!r}")
+            values[name] = options[key]
     if "scaler" in options:
         values["scaler"] = _scaler(options["scaler"], f"{path}.scaler")
     for key, name in _SECONDS.items():
@@ -248,10 +255,6 @@ def parse_options(options: Mapping[str, Any], path: str = "options") -> NodeNetw
                 f"{path}.discoveryHeadroomIPs: expected a non-negative integer, got {headroom!r}"
             )
         values["discovery_headroom_ips"] = headroom
-    if "prefixBlocks" in options:
-        if not isinstance(options["prefixBlocks"], bool):
-            raise ConfigError(f"{path}.prefixBlocks: expected true or false, got {options['prefixBlocks']!r}")
-        values["prefix_blocks"] = options["prefixBlocks"]
     settings = NodeNetworkConfigSettings(**values)
     if settings.prefix_blocks and not settings.nodesubnet:
         raise ConfigError(f"{path}.prefixBlocks: needs consumer nodesubnet")

@@ -23,6 +23,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from nodewright.cloud.boot_configurations import is_boot_configuration
 from nodewright.cloud.models import NicInfo
 from nodewright.controllers.node_network_config.nic_book import NicMemory
 from nodewright.controllers.node_network_config.options import NodeNetworkConfigSettings
@@ -163,6 +164,8 @@ def plan_nic(  # noqa: PLR0917 - the plan's inputs, each read once
         in_use_addresses=in_use,
         collectable=collectable(memory.leaks_first_seen, unaccounted, now, memory.leak_grace_seconds),
         add_limit=memory.guard.limit(MAX_SECONDARY_IPS_PER_NIC),
+        # NodeSubnet: CNS hands out whatever the NIC carries from boot, and nothing may go.
+        keep=[c.name for c in secondary if is_boot_configuration(c.name)] if settings.nodesubnet else (),
     )
 
 

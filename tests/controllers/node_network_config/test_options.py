@@ -57,10 +57,13 @@ def test_reads_every_key() -> None:
             "backoffBaseSeconds": 1,
             "backoffCapSeconds": 20,
             "heirPairingWaitSeconds": 30,
+            "scaleSetBootPool": False,
             "cloud": {"subscriptionId": "ignored-here"},
         }
     )
     assert settings.namespace == "ipam"
+    assert not settings.scale_set_boot_pool
+    assert NodeNetworkConfigSettings().scale_set_boot_pool
     assert settings.heir_pairing_wait_seconds == 30.0
     assert settings.node_selector == "pool=user"
     nodesubnet = parse_options(
@@ -99,6 +102,11 @@ def test_reads_every_key() -> None:
         pytest.param({"namespace": ""}, "options.namespace: must not be empty", id="empty-namespace"),
         pytest.param(
             {"demandFromPods": "yes"}, "options.demandFromPods: expected true or false", id="not-a-bool"
+        ),
+        pytest.param(
+            {"scaleSetBootPool": 1},
+            "options.scaleSetBootPool: expected true or false",
+            id="boot-pool-not-a-bool",
         ),
         pytest.param(
             {"scaler": {"batchSize": 0}}, "options.scaler.batchSize: must be at least 1", id="batch-zero"

@@ -1,0 +1,180 @@
+"""``BootPools``: each Uniform scale set's model carries the pool its nodes usually hold, so a new
+instance boots with its IPs (issue 32).
+
+A new node's pool used to be one PUT of its instance, which cannot start before the instance's
+create has ended (Compute runs one operation on an instance at a time) and is heard done at ARM's
+``Retry-After``: pods that landed on the node first waited for their addresses, and a rollout's
+surge slot spent 9.6 s of its 32.7 s cycle on it. Azure builds a new instance's NICs from the
+scale set's model (``cloud.boot_pools``), so IP configurations there are on the machine with
+addresses when it boots, and the node's first pass adopts them into its pool with no write
+(``ipam.allocation``: unaccounted configurations are adopted before new ones are added). A node
+that needs more gets the rest by a PUT as before; one that needs fewer leaves the rest
+unaccounted, and the leak grace period gives them back.
+
+Rules (``boot_pool_size``, pure): the size is the median of the pools (secondary IP
+configurations) of the scale set's tracked NICs in the NIC watcher's listing, rounded up to the
+scaler's batch and capped by its maximum; no tracked NIC, or a median of 0, decides nothing. The
+NIC watcher hands each Uniform scale set's listing to ``listed``; a scale set is decided at most
+every ``CHECK_LISTS`` NIC list periods (5 minutes by default: the median moves slowly, a model
+write is rare). The model is read (one GET) only when the decided size differs from what it was
+last seen to carry, or that sight is older than ``REREAD_LISTS`` periods (30 minutes); it is
+written (one PATCH, If-Match) only when it differs. A scale
+set whose model reaches its instances (upgrade policy Automatic or Rolling) is never written: one
+log line says so. A failed read or write logs one line and is tried at the next check. Side
+effects: ARM reads and writes (through ``BootPoolModels``), log lines. Runs on the watcher's
+thread.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from nodewright.cloud.boot_pools import ScaleSetBootPool
+from nodewright.cloud.errors import CloudError
+from nodewright.cloud.models import NicInfo
+from nodewright.cloud.operations import OperationOutcome
+from nodewright.cloud.resource_ids import InvalidResourceIdError, ScaleSetId, parse_network_interface_id
+from nodewright.ipam import PoolScaler
+from nodewright.runtime import get_logger
+
+__all__ = ["CHECK_LISTS", "REREAD_LISTS", "BootPoolModels", "BootPools", "boot_pool_size"]
+
+log = get_logger(__name__)
+
+CHECK_LISTS = 5
+"""A scale set's boot pool is decided at most once in this many NIC list periods."""
+REREAD_LISTS = 30
+"""The model is read again at least once in this many periods (someone else may write it)."""
+
+
+@runtime_checkable
+class BootPoolModels(Protocol):
+    """A scale set's boot pool, read and written (``nodewright.cloud.compute.ComputeService``)."""
+
+    def get_scale_set_boot_pool(self, scale_set: ScaleSetId) -> ScaleSetBootPool: ...
+
+    def begin_set_scale_set_boot_pool(
+        self, pool: ScaleSetBootPool, count: int, on_done: Callable[[OperationOutcome], None]
+    ) -> None: ...
+
+
+def boot_pool_size(pools: Sequence[int], scaler: PoolScaler) -> int | None:
+    """The boot pool for nodes whose pools are ``pools``: their median rounded up to the batch,
+    at most the scaler's maximum; None when there is none to follow. Pure."""
+    if not pools:
+        return None
+    median = statistics.median_low(pools)
+    if median <= 0:
+        return None
+    batch = max(1, scaler.batch_size)
+    return min(-(-median // batch) * batch, scaler.max_ip_count)
+
+
+def _pool(nic: NicInfo) -> int:
+    return sum(1 for configuration in nic.ip_configurations if not configuration.primary)
+
+
+@dataclass
+class _Seen:
+    checked_at: float = float("-inf")
+    read_at: float = float("-inf")
+    count: int | None = None
+    """What the model was last seen (or written) to carry; None: not known."""
+    refused: bool = False
+    writing_since: float | None = None
+    """When our write in flight started (its end clears it; one lost is forgotten at a re-read)."""
+
+
+class BootPools:
+    """See the module docstring."""
+
+    def __init__(
+        self, models: BootPoolModels, scaler: PoolScaler, list_period: float, clock: Callable[[], float]
+    ) -> None:
+        self._models, self._scaler, self._clock = models, scaler, clock
+        self._check, self._reread = CHECK_LISTS * list_period, REREAD_LISTS * list_period
+        self._seen: dict[str, _Seen] = {}
+        self._lock = threading.Lock()
+
+    def listed(self, nics: Sequence[NicInfo]) -> None:
+        """One Uniform scale set's tracked NICs as just listed: decide its boot pool when due (a
+        listing with nothing to follow does not count as a decision)."""
+        scale_set = _scale_set_of(nics)
+        wanted = boot_pool_size([_pool(nic) for nic in nics], self._scaler)
+        if scale_set is None or wanted is None:
+            return
+        now = self._clock()
+        with self._lock:
+            seen = self._seen.setdefault(scale_set.key, _Seen())
+            writing = seen.writing_since is not None and now - seen.writing_since < self._reread
+            if writing or now - seen.checked_at < self._check:
+                return
+            seen.checked_at = now
+            fresh = now - seen.read_at < self._reread
+            if fresh and (seen.refused or seen.count == wanted):
+                return
+        self._reconcile(scale_set, seen, wanted, now)
+
+    def _reconcile(self, scale_set: ScaleSetId, seen: _Seen, wanted: int, now: float) -> None:
+        try:
+            pool = self._models.get_scale_set_boot_pool(scale_set)
+        except CloudError as error:
+            log.warning("Reading a scale set's model failed", scale_set=str(scale_set), error=str(error))
+            return
+        seen.read_at, seen.count = now, pool.count
+        if not pool.writable:
+            if not seen.refused:
+                log.info(
+                    "Not keeping a boot pool: the scale set's model reaches its instances",
+                    scale_set=str(scale_set),
+                    upgrade_mode=pool.upgrade_mode,
+                )
+            seen.refused = True
+            return
+        seen.refused = False
+        wanted = min(wanted, _room(pool))
+        if pool.count == wanted:
+            return
+        self._write(pool, seen, wanted)
+
+    def _write(self, pool: ScaleSetBootPool, seen: _Seen, wanted: int) -> None:
+        def on_done(outcome: OperationOutcome) -> None:
+            with self._lock:
+                seen.writing_since = None
+                seen.count = wanted if outcome.succeeded else None
+            if not outcome.succeeded:
+                log.warning("Writing a scale set's boot pool failed", scale_set=str(pool.scale_set))
+
+        seen.writing_since = self._clock()
+        try:
+            self._models.begin_set_scale_set_boot_pool(pool, wanted, on_done)
+        except CloudError as error:
+            with self._lock:
+                seen.writing_since, seen.count = None, None
+            log.warning(
+                "Writing a scale set's boot pool failed", scale_set=str(pool.scale_set), error=str(error)
+            )
+            return
+        log.info(
+            "Setting a scale set's boot pool", scale_set=str(pool.scale_set), before=pool.count, ips=wanted
+        )
+
+
+def _room(pool: ScaleSetBootPool) -> int:
+    """Ours that fit beside the primary and the user's own on one NIC (256 at most)."""
+    return max(0, 255 - pool.foreign)
+
+
+def _scale_set_of(nics: Sequence[NicInfo]) -> ScaleSetId | None:
+    for nic in nics:
+        try:
+            instance = parse_network_interface_id(nic.id).scale_set_instance
+        except InvalidResourceIdError:
+            continue
+        if instance is not None:
+            return ScaleSetId(instance.subscription_id, instance.resource_group, instance.scale_set_name)
+    return None

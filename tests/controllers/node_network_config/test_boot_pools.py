@@ -1,0 +1,137 @@
+"""Boot pools (issue 32): a Uniform scale set's model carries the pool its nodes hold, so a new
+instance boots with its IPs and its node's pool is filled with no write to the instance. Real API
+server, ARM emulator, node simulator and pod address agent; the NIC list period is scaled down."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+import pytest
+
+from nodewright.cloud.boot_configurations import BOOT_CONFIGURATION_PREFIX
+from nodewright.cloud.resource_ids import ScaleSetId, parse_scale_set_id
+from nodewright.controllers.node_network_config.boot_pools import boot_pool_size
+from nodewright.ipam import PoolScaler, pool_target
+from tests.controllers.node_network_config.harness import IpamHarness
+from tests.waiting import eventually
+
+SCALER = PoolScaler(batch_size=16, request_threshold_percent=50, max_ip_count=250)
+LIST_PERIOD = 0.3
+"""The NIC watcher's period: a scale set's boot pool is decided every 1.5 s."""
+INSTANCE_PUTS = "VirtualMachineScaleSetVMs.update"
+MODEL_WRITES = "VirtualMachineScaleSets.update"
+
+
+def _settled(ipam: IpamHarness, node: str, demand: int) -> bool:
+    config = ipam.config(node)
+    target = pool_target(demand, SCALER)
+    return (
+        config is not None
+        and config.spec.requested_ip_count == target
+        and len(ipam.assignments(config)) == target
+        and len(ipam.pod_addresses(node)) == demand
+    )
+
+
+def _settled_at(ipam: IpamHarness, node: str, demand: int) -> Callable[[], bool]:
+    return lambda: _settled(ipam, node, demand)
+
+
+def _pooled_scale_set(ipam: IpamHarness, capacity: int, pods: int) -> tuple[ScaleSetId, list[str]]:
+    ipam.configure(scaler=SCALER, nic_list_period_seconds=LIST_PERIOD)
+    scale_set = parse_scale_set_id(ipam.add_scale_set(capacity=capacity))
+    ipam.start()
+    nodes: list[str] = eventually(
+        lambda: len(ipam.node_names()) == capacity and ipam.node_names(), message="the nodes"
+    )
+    for node in nodes:
+        ipam.create_pods(node, pods)
+    for node in nodes:
+        eventually(_settled_at(ipam, node, pods), message=f"{node}'s pool for its pods")
+    return scale_set, nodes
+
+
+def _model_writes(ipam: IpamHarness) -> int:
+    """PATCHes of a scale set's model (capacity PATCHes apart)."""
+    return sum(
+        1
+        for entry in ipam.emulator.requests.entries(MODEL_WRITES)
+        if "virtualMachineProfile" in str(entry.body)
+    )
+
+
+def _instance_puts(ipam: IpamHarness, node: str, since: float) -> int:
+    machine = ipam.nic_of(node).split("/networkInterfaces/")[0]
+    return sum(
+        1
+        for entry in ipam.emulator.requests.entries(INSTANCE_PUTS, since=since)
+        if entry.path.lower().startswith(machine.lower())
+    )
+
+
+def test_a_new_instance_boots_with_its_pool_and_its_node_gets_no_write(ipam: IpamHarness) -> None:
+    """Two nodes of 10 pods hold 32 IPs each; the scale set's model comes to carry 32 of ours. A
+    scale-out's node is filled from them: 16 at first, all 32 once 10 pods land, with no PUT of its
+    instance and no pod waiting for an address. 25 pods on it need 48: one PUT adds the 16 the
+    model did not carry."""
+    scale_set, nodes = _pooled_scale_set(ipam, capacity=2, pods=10)
+    compute = ipam.cloud.compute
+    eventually(lambda: compute.get_scale_set_boot_pool(scale_set).count == 32, message="the model's pool")
+    assert _model_writes(ipam) == 1
+    since = time.monotonic()
+
+    compute.scale_out(scale_set, 1, lambda _before: None, lambda _outcome: None)
+    new = eventually(lambda: [n for n in ipam.node_names() if n not in nodes], message="the new node")[0]
+    eventually(lambda: _settled(ipam, new, 0), message="the new node's first batch")
+    config = ipam.config(new)
+    assert config is not None
+    assert {name for name, _ in ipam.assignments(config)} <= set(ipam.secondary(new))
+    assert all(name.startswith(BOOT_CONFIGURATION_PREFIX) for name in ipam.secondary(new))
+    assert ipam.agent is not None
+    starved = ipam.agent.starved_passes  # the first nodes' pods came before their first batch
+    ipam.create_pods(new, 10)
+    eventually(lambda: _settled(ipam, new, 10), message="the new node's pool for 10 pods")
+    assert _instance_puts(ipam, new, since) == 0, "the new instance was written"
+    assert ipam.agent.starved_passes == starved, "a pod waited for an address"
+
+    ipam.create_pods(new, 15)
+    eventually(lambda: _settled(ipam, new, 25), message="the new node's pool for 25 pods")
+    assert _instance_puts(ipam, new, since) == 1
+    assert _model_writes(ipam) == 1, "the model was written again"
+
+
+@pytest.mark.parametrize("mode", ["Automatic", "Rolling"])
+def test_a_model_that_reaches_running_instances_is_left_alone(
+    ipam: IpamHarness, mode: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Under an upgrade policy that applies the model to running instances (it would replace the
+    IPs their pods use), the model is read, never written, and one line says why."""
+    caplog.set_level(logging.INFO, logger="nodewright.controllers.node_network_config.boot_pools")
+    ipam.configure(scaler=SCALER, nic_list_period_seconds=LIST_PERIOD)
+    scale_set = parse_scale_set_id(ipam.add_scale_set(capacity=1))
+    ipam.emulator.state.scale_sets[str(scale_set).lower()].resource.properties["upgradePolicy"] = {
+        "mode": mode
+    }
+    ipam.start()
+    node = eventually(ipam.node_names, message="the node")[0]
+    ipam.create_pods(node, 10)
+    eventually(lambda: _settled(ipam, node, 10), message="the pool for its pods")
+
+    def refusals() -> list[logging.LogRecord]:
+        return [r for r in caplog.records if r.getMessage().startswith("Not keeping a boot pool")]
+
+    eventually(refusals, message="the line saying why")
+    time.sleep(LIST_PERIOD * 10)  # two more decisions' time: still one line, still no write
+    assert len(refusals()) == 1
+    assert _model_writes(ipam) == 0
+
+
+def test_the_boot_pool_is_the_median_pool_rounded_up_to_the_batch() -> None:
+    assert boot_pool_size([], SCALER) is None
+    assert boot_pool_size([0, 0, 16], SCALER) is None
+    assert boot_pool_size([16, 32, 32], SCALER) == 32
+    assert boot_pool_size([16, 20, 48, 48], SCALER) == 32  # the lower median, 20, to the batch
+    assert boot_pool_size([240, 250], PoolScaler(batch_size=16, max_ip_count=250)) == 240
+    assert boot_pool_size([250, 250], PoolScaler(batch_size=16, max_ip_count=250)) == 250
