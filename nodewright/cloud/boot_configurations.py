@@ -23,6 +23,7 @@ from nodewright.cloud.ip_configurations import (
 __all__ = [
     "BOOT_CONFIGURATION_PREFIX",
     "boot_configuration_count",
+    "boot_subnet_id",
     "is_boot_configuration",
     "with_boot_configurations",
 ]
@@ -56,6 +57,12 @@ def boot_configuration_count(nic_configurations: Sequence[dict[str, Any]]) -> tu
     secondaries = [c for c in _ip_configurations(_primary_nic(nic_configurations)) if not is_primary(c)]
     ours = sum(1 for c in secondaries if is_boot_configuration(str(c.get("name", ""))))
     return ours, len(secondaries) - ours
+
+
+def boot_subnet_id(nic_configurations: Sequence[dict[str, Any]]) -> str | None:
+    """The subnet our configurations go in: that of the model's primary IP configuration."""
+    others = _ip_configurations(_primary_nic(nic_configurations))
+    return primary_subnet_id([c for c in others if not is_boot_configuration(str(c.get("name", "")))])
 
 
 def with_boot_configurations(

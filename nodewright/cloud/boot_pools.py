@@ -27,7 +27,11 @@ from azure.core import MatchConditions
 from azure.mgmt.compute import ComputeManagementClient
 from azure.mgmt.compute import models as compute_models
 
-from nodewright.cloud.boot_configurations import boot_configuration_count, with_boot_configurations
+from nodewright.cloud.boot_configurations import (
+    boot_configuration_count,
+    boot_subnet_id,
+    with_boot_configurations,
+)
 from nodewright.cloud.calls import GuardedCalls
 from nodewright.cloud.errors import CloudError
 from nodewright.cloud.operations import OperationOutcome, OperationTracker
@@ -50,6 +54,11 @@ class ScaleSetBootPool:
     foreign: int
     """Other secondary IP configurations there (the user's own)."""
     nic_configurations: tuple[dict[str, Any], ...]
+
+    @property
+    def subnet_id(self) -> str | None:
+        """The subnet the boot pool's addresses come from."""
+        return boot_subnet_id(self.nic_configurations)
 
     @property
     def writable(self) -> bool:

@@ -167,9 +167,9 @@ def test_adopts_every_name_it_is_told_to_keep(state: NicState) -> None:
     if state.requested is None:
         return
     releasing = set(plan.release)
-    for name in state.keep - releasing:
-        assert name not in plan.collected
-        assert name in state.accounted or name in plan.adopt
+    for kept in state.keep - releasing:
+        assert kept not in plan.collected
+        assert kept in state.accounted or kept in plan.adopt
     held = len({c.name for c in state.nic} - releasing - set(plan.collected)) + plan.add_count
     assert plan.add_count == 0 or held <= max(state.requested, len(state.accounted | state.keep))
 

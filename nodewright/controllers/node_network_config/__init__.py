@@ -237,13 +237,24 @@ def install(
             and isinstance(compute, BootPoolModels)
         ):
             watch.after_scale_set_list = BootPools(
-                compute, settings.scaler, settings.nic_list_period_seconds, time.monotonic
+                compute,
+                settings.scaler,
+                settings.nic_list_period_seconds,
+                time.monotonic,
+                lambda subnet: _available(reconciler, subnet),
             ).listed
         builder = builder.watches_source(
             PollingSource("nic-watch", watch.poll, error_delay=settings.nic_list_period_seconds)
         )
     builder.complete(reconciler)
     return reconciler
+
+
+def _available(reconciler: NodeNetworkConfigReconciler, subnet: str) -> int | None:
+    """A subnet's free addresses as the reconciler's subnet book last read them (a read when
+    due, shared with the passes)."""
+    usage = reconciler.subnets.usage(subnet, time.monotonic())
+    return usage.available if usage is not None else None
 
 
 def validate_options(options: Mapping[str, Any]) -> None:

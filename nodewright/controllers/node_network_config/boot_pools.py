@@ -13,7 +13,11 @@ unaccounted, and the leak grace period gives them back.
 
 Rules (``boot_pool_size``, pure): the size is the median of the pools (secondary IP
 configurations) of the scale set's tracked NICs in the NIC watcher's listing, rounded up to the
-scaler's batch and capped by its maximum; no tracked NIC, or a median of 0, decides nothing. The
+scaler's batch and capped by its maximum; no tracked NIC, or a median of 0, decides nothing.
+Azure takes a new machine's boot pool from the subnet when it creates the machine, and fails the
+scale-out if the subnet cannot hold it: so the model carries none while the subnet has fewer
+free addresses than ``ROOM_MACHINES`` machines' boot pools (``within_room``), and new nodes get
+their IPs by PUT as before. The
 NIC watcher hands each Uniform scale set's listing to ``listed``; a scale set is decided at most
 every ``CHECK_LISTS`` NIC list periods (5 minutes by default: the median moves slowly, a model
 write is rare). The model is read (one GET) only when the decided size differs from what it was
@@ -37,11 +41,20 @@ from nodewright.cloud.boot_pools import ScaleSetBootPool
 from nodewright.cloud.errors import CloudError
 from nodewright.cloud.models import NicInfo
 from nodewright.cloud.operations import OperationOutcome
-from nodewright.cloud.resource_ids import InvalidResourceIdError, ScaleSetId, parse_network_interface_id
+from nodewright.cloud.resource_ids import ScaleSetId
+from nodewright.controllers.node_network_config.scope_listings import scale_set_instance_of
 from nodewright.ipam import PoolScaler
 from nodewright.runtime import get_logger
 
-__all__ = ["CHECK_LISTS", "REREAD_LISTS", "BootPoolModels", "BootPools", "boot_pool_size"]
+__all__ = [
+    "CHECK_LISTS",
+    "REREAD_LISTS",
+    "ROOM_MACHINES",
+    "BootPoolModels",
+    "BootPools",
+    "boot_pool_size",
+    "within_room",
+]
 
 log = get_logger(__name__)
 
@@ -49,6 +62,8 @@ CHECK_LISTS = 5
 """A scale set's boot pool is decided at most once in this many NIC list periods."""
 REREAD_LISTS = 30
 """The model is read again at least once in this many periods (someone else may write it)."""
+ROOM_MACHINES = 10
+"""The subnet must have room for this many new machines' boot pools, or the model carries none."""
 
 
 @runtime_checkable
@@ -74,6 +89,14 @@ def boot_pool_size(pools: Sequence[int], scaler: PoolScaler) -> int | None:
     return min(-(-median // batch) * batch, scaler.max_ip_count)
 
 
+def within_room(size: int, available: int | None) -> int:
+    """``size``, or 0 when the subnet's ``available`` addresses (None: not known yet) cannot hold
+    ``ROOM_MACHINES`` new machines' boot pools and primary addresses. Pure."""
+    if available is not None and available < ROOM_MACHINES * (size + 1):
+        return 0
+    return size
+
+
 def _pool(nic: NicInfo) -> int:
     return sum(1 for configuration in nic.ip_configurations if not configuration.primary)
 
@@ -85,6 +108,8 @@ class _Seen:
     count: int | None = None
     """What the model was last seen (or written) to carry; None: not known."""
     refused: bool = False
+    subnet: str | None = None
+    """The subnet of the model's primary IP configuration, from its last read."""
     writing_since: float | None = None
     """When our write in flight started (its end clears it; one lost is forgotten at a re-read)."""
 
@@ -93,9 +118,15 @@ class BootPools:
     """See the module docstring."""
 
     def __init__(
-        self, models: BootPoolModels, scaler: PoolScaler, list_period: float, clock: Callable[[], float]
+        self,
+        models: BootPoolModels,
+        scaler: PoolScaler,
+        list_period: float,
+        clock: Callable[[], float],
+        available: Callable[[str], int | None] = lambda _subnet: None,
     ) -> None:
-        self._models, self._scaler, self._clock = models, scaler, clock
+        """``available``: a subnet's free addresses as last read (None: not known)."""
+        self._models, self._scaler, self._clock, self._available = models, scaler, clock, available
         self._check, self._reread = CHECK_LISTS * list_period, REREAD_LISTS * list_period
         self._seen: dict[str, _Seen] = {}
         self._lock = threading.Lock()
@@ -114,9 +145,11 @@ class BootPools:
             if writing or now - seen.checked_at < self._check:
                 return
             seen.checked_at = now
-            fresh = now - seen.read_at < self._reread
-            if fresh and (seen.refused or seen.count == wanted):
-                return
+            subnet, fresh = seen.subnet, now - seen.read_at < self._reread
+        if subnet is not None:
+            wanted = within_room(wanted, self._available(subnet))
+        if fresh and (seen.refused or seen.count == wanted):
+            return
         self._reconcile(scale_set, seen, wanted, now)
 
     def _reconcile(self, scale_set: ScaleSetId, seen: _Seen, wanted: int, now: float) -> None:
@@ -125,7 +158,7 @@ class BootPools:
         except CloudError as error:
             log.warning("Reading a scale set's model failed", scale_set=str(scale_set), error=str(error))
             return
-        seen.read_at, seen.count = now, pool.count
+        seen.read_at, seen.count, seen.subnet = now, pool.count, pool.subnet_id
         if not pool.writable:
             if not seen.refused:
                 log.info(
@@ -136,6 +169,8 @@ class BootPools:
             seen.refused = True
             return
         seen.refused = False
+        if pool.subnet_id is not None:
+            wanted = within_room(wanted, self._available(pool.subnet_id))
         wanted = min(wanted, _room(pool))
         if pool.count == wanted:
             return
@@ -171,10 +206,7 @@ def _room(pool: ScaleSetBootPool) -> int:
 
 def _scale_set_of(nics: Sequence[NicInfo]) -> ScaleSetId | None:
     for nic in nics:
-        try:
-            instance = parse_network_interface_id(nic.id).scale_set_instance
-        except InvalidResourceIdError:
-            continue
+        instance = scale_set_instance_of(nic.id)
         if instance is not None:
-            return ScaleSetId(instance.subscription_id, instance.resource_group, instance.scale_set_name)
+            return instance.scale_set
     return None

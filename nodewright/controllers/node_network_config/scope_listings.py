@@ -58,6 +58,7 @@ __all__ = [
     "ScaleSetListing",
     "ScaleSetListings",
     "primary_nics",
+    "scale_set_instance_of",
     "with_listings",
 ]
 
@@ -72,10 +73,7 @@ def primary_nics(nics: tuple[NicInfo, ...]) -> dict[str, str]:
     else its only NIC; instances with several NICs, none marked, are left out. Pure."""
     by_instance: dict[str, list[NicInfo]] = {}
     for nic in nics:
-        try:
-            instance = parse_network_interface_id(nic.id).scale_set_instance
-        except InvalidResourceIdError:
-            continue
+        instance = scale_set_instance_of(nic.id)
         if instance is not None:
             by_instance.setdefault(instance.key, []).append(nic)
     primaries: dict[str, str] = {}
@@ -172,7 +170,7 @@ class ScaleSetListings:
     def nic(self, nic_id: str) -> tuple[NicInfo, float] | None:
         """A Uniform instance's NIC as its scale set's listing shows it, and when that was
         listed; None for other NICs, a failed list, or a NIC the listing does not show."""
-        instance = _scale_set_instance(nic_id)
+        instance = scale_set_instance_of(nic_id)
         if instance is None:
             return None
         return _shown(self.current(instance.resource_group, instance.scale_set_name), nic_id)
@@ -183,7 +181,7 @@ class ScaleSetListings:
         set's NICs are read again in a burst (another within ``max_age``), an old listing is
         replaced by a new list, shared as ``current``'s are; a read alone answers None and the
         caller GETs (one read either way, and a listing's pages grow with the scale set)."""
-        instance = _scale_set_instance(nic_id)
+        instance = scale_set_instance_of(nic_id)
         if instance is None:
             return None
         scope = self._scope(instance.resource_group, instance.scale_set_name)
@@ -198,7 +196,8 @@ class ScaleSetListings:
         return _shown(listing, nic_id) if listing is not None and listing.listed_at > newer_than else None
 
 
-def _scale_set_instance(nic_id: str) -> ScaleSetInstanceId | None:
+def scale_set_instance_of(nic_id: str) -> ScaleSetInstanceId | None:
+    """The Uniform scale-set instance a NIC belongs to; None for other NICs and bad IDs. Pure."""
     try:
         return parse_network_interface_id(nic_id).scale_set_instance
     except InvalidResourceIdError:

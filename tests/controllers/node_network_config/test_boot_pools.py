@@ -12,7 +12,7 @@ import pytest
 
 from nodewright.cloud.boot_configurations import BOOT_CONFIGURATION_PREFIX
 from nodewright.cloud.resource_ids import ScaleSetId, parse_scale_set_id
-from nodewright.controllers.node_network_config.boot_pools import boot_pool_size
+from nodewright.controllers.node_network_config.boot_pools import boot_pool_size, within_room
 from nodewright.ipam import PoolScaler, pool_target
 from tests.controllers.node_network_config.harness import IpamHarness
 from tests.waiting import eventually
@@ -128,6 +128,44 @@ def test_a_model_that_reaches_running_instances_is_left_alone(
     assert _model_writes(ipam) == 0
 
 
+def test_a_failed_model_write_is_logged_once_and_tried_again(
+    ipam: IpamHarness, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The model's first PATCH is accepted and its operation fails (the emulator rolls the model
+    back); then a PATCH is throttled (429). Each failure is one warning line; the next decision
+    reads the model again and writes it."""
+    caplog.set_level(logging.INFO, logger="nodewright.controllers.node_network_config.boot_pools")
+    ipam.emulator.faults.fail_operation(MODEL_WRITES, code="InternalExecutionError", message="injected")
+    ipam.emulator.faults.throttle(MODEL_WRITES, times=1, retry_after=1)
+    scale_set, _nodes = _pooled_scale_set(ipam, capacity=2, pods=10)
+
+    eventually(lambda: ipam.cloud.compute.get_scale_set_boot_pool(scale_set).count == 32, message="the pool")
+
+    failed = [
+        r for r in caplog.records if r.getMessage().startswith("Writing a scale set's boot pool failed")
+    ]
+    assert len(failed) == 2
+    assert len(ipam.emulator.requests.entries(MODEL_WRITES, since=0.0)) == 3  # failed, throttled, written
+    assert _model_writes(ipam) == 3
+
+
+def test_no_boot_pool_where_the_subnet_lacks_room_for_ten_more_machines(ipam: IpamHarness) -> None:
+    """A /24 (251 addresses) holding two nodes of 33 has room for fewer than ten new machines'
+    33: the model is read, and carries no boot pool (Azure would fail a scale-out it cannot
+    hold); the new node then gets its IPs by PUT, as before."""
+    ipam.subnet_prefix = "10.240.0.0/24"
+    scale_set, nodes = _pooled_scale_set(ipam, capacity=2, pods=10)
+    eventually(lambda: ipam.emulator.requests.count("VirtualMachineScaleSets.get"), message="a model read")
+    since = time.monotonic()
+    ipam.cloud.compute.scale_out(scale_set, 1, lambda _before: None, lambda _outcome: None)
+    new = eventually(lambda: [n for n in ipam.node_names() if n not in nodes], message="the new node")[0]
+    ipam.create_pods(new, 10)
+    eventually(_settled_at(ipam, new, 10), message="the new node's pool for 10 pods")
+    assert _instance_puts(ipam, new, since) >= 1
+    assert ipam.cloud.compute.get_scale_set_boot_pool(scale_set).count == 0
+    assert _model_writes(ipam) == 0
+
+
 def test_the_boot_pool_is_the_median_pool_rounded_up_to_the_batch() -> None:
     assert boot_pool_size([], SCALER) is None
     assert boot_pool_size([0, 0, 16], SCALER) is None
@@ -135,3 +173,9 @@ def test_the_boot_pool_is_the_median_pool_rounded_up_to_the_batch() -> None:
     assert boot_pool_size([16, 20, 48, 48], SCALER) == 32  # the lower median, 20, to the batch
     assert boot_pool_size([240, 250], PoolScaler(batch_size=16, max_ip_count=250)) == 240
     assert boot_pool_size([250, 250], PoolScaler(batch_size=16, max_ip_count=250)) == 250
+
+
+def test_the_boot_pool_needs_room_for_ten_machines_in_its_subnet() -> None:
+    assert within_room(32, None) == 32
+    assert within_room(32, 330) == 32
+    assert within_room(32, 329) == 0
