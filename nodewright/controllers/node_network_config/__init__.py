@@ -236,13 +236,15 @@ def install(
             and not settings.prefix_blocks
             and isinstance(compute, BootPoolModels)
         ):
-            watch.after_scale_set_list = BootPools(
+            boot_pools = BootPools(
                 compute,
                 settings.scaler,
                 settings.nic_list_period_seconds,
                 time.monotonic,
                 lambda subnet: _available(reconciler, subnet),
-            ).listed
+            )
+            reconciler.book.on_remember = boot_pools.observe
+            watch.after_scale_set_list, watch.after_poll = boot_pools.listed, boot_pools.decide_due
         builder = builder.watches_source(
             PollingSource("nic-watch", watch.poll, error_delay=settings.nic_list_period_seconds)
         )

@@ -12,21 +12,25 @@ that needs more gets the rest by a PUT as before; one that needs fewer leaves th
 unaccounted, and the leak grace period gives them back.
 
 Rules (``boot_pool_size``, pure): the size is the median of the pools (secondary IP
-configurations) of the scale set's tracked NICs in the NIC watcher's listing, rounded up to the
-scaler's batch and capped by its maximum; no tracked NIC, or a median of 0, decides nothing.
-Azure takes a new machine's boot pool from the subnet when it creates the machine, and fails the
-scale-out if the subnet cannot hold it: so the model carries none while the subnet has fewer
-free addresses than ``ROOM_MACHINES`` machines' boot pools (``within_room``), and new nodes get
-their IPs by PUT as before. The
-NIC watcher hands each Uniform scale set's listing to ``listed``; a scale set is decided at most
-every ``CHECK_LISTS`` NIC list periods (5 minutes by default: the median moves slowly, a model
-write is rare). The model is read (one GET) only when the decided size differs from what it was
-last seen to carry, or that sight is older than ``REREAD_LISTS`` periods (30 minutes); it is
-written (one PATCH, If-Match) only when it differs. A scale
-set whose model reaches its instances (upgrade policy Automatic or Rolling) is never written: one
-log line says so. A failed read or write logs one line and is tried at the next check. Side
-effects: ARM reads and writes (through ``BootPoolModels``), log lines. Runs on the watcher's
-thread.
+configurations) of the scale set's nodes' NICs, rounded up to the scaler's batch and capped by
+its maximum; no NIC, or a median of 0, decides nothing. Azure takes a new machine's boot pool
+from the subnet when it creates the machine, and fails the scale-out if the subnet cannot hold
+it: so the model carries none while the subnet has fewer free addresses than ``ROOM_MACHINES``
+machines' boot pools (``within_room``), and new nodes get their IPs by PUT as before.
+
+The pools are learnt without reads of their own: ``observe`` hears each NIC a pass read (the
+``NicBook``'s ``on_remember``), ``listed`` each Uniform scale set's NICs as the NIC watcher
+listed them (which replaces what was learnt of that scale set: gone NICs go). ``decide_due``,
+called by the watcher after each list, decides every scale set that is due: a scale set never
+decided at once (a cold start's models are written while it fills the pools, not in the steady
+state after it), then at most every ``CHECK_LISTS`` NIC list periods (5 minutes by default: the
+median moves slowly, a model write is rare). The model is read (one GET) only when the decided
+size differs from what it was last seen to carry, or that sight is older than ``REREAD_LISTS``
+periods (30 minutes); it is written (one PATCH, If-Match) only when it differs. A scale set
+whose model reaches its instances (upgrade policy Automatic or Rolling) is never written: one
+log line says so. A failed read or write logs one line and is tried at the next decision. Side
+effects: ARM reads and writes (through ``BootPoolModels``), log lines, on the watcher's thread;
+``observe`` and ``listed`` only remember.
 """
 
 from __future__ import annotations
@@ -129,23 +133,49 @@ class BootPools:
         self._models, self._scaler, self._clock, self._available = models, scaler, clock, available
         self._check, self._reread = CHECK_LISTS * list_period, REREAD_LISTS * list_period
         self._seen: dict[str, _Seen] = {}
+        self._pools: dict[str, dict[str, int]] = {}
+        """Per scale set (its lowercased ID), each NIC's pool as last read or listed."""
+        self._scale_sets: dict[str, ScaleSetId] = {}
         self._lock = threading.Lock()
 
+    def observe(self, nic: NicInfo) -> None:
+        """A NIC a pass read: remember its pool (no I/O)."""
+        instance = scale_set_instance_of(nic.id)
+        if instance is not None:
+            with self._lock:
+                self._scale_sets[instance.scale_set.key] = instance.scale_set
+                self._pools.setdefault(instance.scale_set.key, {})[nic.id.lower()] = _pool(nic)
+
     def listed(self, nics: Sequence[NicInfo]) -> None:
-        """One Uniform scale set's tracked NICs as just listed: decide its boot pool when due (a
-        listing with nothing to follow does not count as a decision)."""
+        """One Uniform scale set's tracked NICs as just listed: they replace what was learnt."""
         scale_set = _scale_set_of(nics)
-        wanted = boot_pool_size([_pool(nic) for nic in nics], self._scaler)
-        if scale_set is None or wanted is None:
-            return
+        if scale_set is not None:
+            with self._lock:
+                self._scale_sets[scale_set.key] = scale_set
+                self._pools[scale_set.key] = {nic.id.lower(): _pool(nic) for nic in nics}
+
+    def writes_in_flight(self) -> int:
+        """Model writes whose operation has not ended."""
+        with self._lock:
+            return sum(1 for seen in self._seen.values() if seen.writing_since is not None)
+
+    def decide_due(self) -> None:
+        """Decide every scale set that is due (see the module docstring); I/O."""
+        with self._lock:
+            keys = list(self._pools)
+        for key in keys:
+            self._decide(key)
+
+    def _decide(self, key: str) -> None:
         now = self._clock()
         with self._lock:
-            seen = self._seen.setdefault(scale_set.key, _Seen())
+            wanted = boot_pool_size(list(self._pools.get(key, {}).values()), self._scaler)
+            seen = self._seen.setdefault(key, _Seen())
             writing = seen.writing_since is not None and now - seen.writing_since < self._reread
-            if writing or now - seen.checked_at < self._check:
+            if wanted is None or writing or now - seen.checked_at < self._check:
                 return
             seen.checked_at = now
-            subnet, fresh = seen.subnet, now - seen.read_at < self._reread
+            scale_set, subnet, fresh = self._scale_sets[key], seen.subnet, now - seen.read_at < self._reread
         if subnet is not None:
             wanted = within_room(wanted, self._available(subnet))
         if fresh and (seen.refused or seen.count == wanted):

@@ -11,14 +11,15 @@ by the cloud layer's operation tracker, absorbed by the next pass), at most one 
 pure steps read a copy of a NIC's entry (``memory``: ``NicMemory``), never the book. Workers
 never touch these dicts directly: every read and change is one method call that holds the book's
 lock, so no caller can forget it. The work queue never runs one node's key twice at once, so a
-NIC's entries are changed by one worker at a time; the lock guards the dicts themselves. No I/O.
+NIC's entries are changed by one worker at a time; the lock guards the dicts themselves.
+``on_remember`` (set once, at wiring) hears of each NIC a pass read, outside the lock. No I/O.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from nodewright.cloud.errors import CloudError
@@ -90,6 +91,8 @@ class NicBook:
         self._entries: dict[str, _Entry] = {}
         self._owners: dict[str, str] = {}
         self._leaks = LeakTracker(leak_grace_seconds)
+        self.on_remember: Callable[[NicInfo], None] | None = None
+        """Told each NIC a pass read (outside the lock; ``boot_pools`` counts pools with it)."""
 
     def _entry(self, nic_id: str) -> _Entry:
         key = nic_id.lower()
@@ -124,6 +127,8 @@ class NicBook:
         with self._lock:
             entry = self._entry(nic_id)
             entry.snapshot, entry.read_at = nic, now
+        if self.on_remember is not None:
+            self.on_remember(nic)
 
     def refresh_from_list(self, nic_id: str, nic: NicInfo, listed_at: float) -> bool:
         """Take a NIC as a list sent at ``listed_at`` showed it, unless the book read it later

@@ -15,8 +15,8 @@ NIC missing from a complete list has its snapshot dropped and its node enqueued 
 and reports it missing). A failed list backs its scope off (``backoffBaseSeconds`` doubling up to
 ``backoffCapSeconds``; the scope is skipped until then), logs one line per run of failures and
 enqueues nothing. A Uniform scale set's tracked NICs, as listed, also go to
-``after_scale_set_list`` (``boot_pools``: the model's boot pool follows them). Side effects: ARM
-reads, log lines, requests in the controller's queue.
+``after_scale_set_list``, and ``after_poll`` runs after each list (``boot_pools``: the model's
+boot pool follows them). Side effects: ARM reads, log lines, requests in the controller's queue.
 """
 
 from __future__ import annotations
@@ -109,6 +109,8 @@ class NicWatch:
     _health: dict[NicScope, _ScopeHealth] = field(default_factory=dict)
     after_scale_set_list: Callable[[list[NicInfo]], None] | None = None
     """Given a Uniform scale set's tracked NICs after each list of it (``boot_pools``)."""
+    after_poll: Callable[[], None] | None = None
+    """Called after each list (``boot_pools``: the decisions due, on this thread)."""
 
     def poll(self, enqueue: Callable[[Request], None]) -> float:
         """List the next scope of the sweep and enqueue the nodes whose NIC changed; returns the
@@ -120,6 +122,8 @@ class NicWatch:
             return min(IDLE_CHECK_SECONDS, self.settings.nic_list_period_seconds)
         scope = self._round.pop(0)
         pages = self._visit(scope, enqueue)
+        if self.after_poll is not None:
+            self.after_poll()
         return list_pace(
             pages,
             self._round_size,

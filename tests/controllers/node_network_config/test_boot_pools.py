@@ -11,9 +11,12 @@ from collections.abc import Callable
 import pytest
 
 from nodewright.cloud.boot_configurations import BOOT_CONFIGURATION_PREFIX
+from nodewright.cloud.emulator import ArmEmulator
+from nodewright.cloud.models import IpConfigurationInfo, NicInfo
 from nodewright.cloud.resource_ids import ScaleSetId, parse_scale_set_id
-from nodewright.controllers.node_network_config.boot_pools import boot_pool_size, within_room
+from nodewright.controllers.node_network_config.boot_pools import BootPools, boot_pool_size, within_room
 from nodewright.ipam import PoolScaler, pool_target
+from tests.cloud.helpers import cloud_for
 from tests.controllers.node_network_config.harness import IpamHarness
 from tests.waiting import eventually
 
@@ -164,6 +167,47 @@ def test_no_boot_pool_where_the_subnet_lacks_room_for_ten_more_machines(ipam: Ip
     assert _instance_puts(ipam, new, since) >= 1
     assert ipam.cloud.compute.get_scale_set_boot_pool(scale_set).count == 0
     assert _model_writes(ipam) == 0
+
+
+def _nic(scale_set: ScaleSetId, instance: str, pool: int) -> NicInfo:
+    configurations = [IpConfigurationInfo("ipconfig1", "10.0.0.4", True, None, "Succeeded")]
+    configurations += [IpConfigurationInfo(f"ip{i}", None, False, None, "Succeeded") for i in range(pool)]
+    nic_id = f"{scale_set.instance(instance)}/networkInterfaces/{scale_set.name}-nic"
+    return NicInfo(nic_id, None, tuple(configurations), True)
+
+
+def test_a_cold_start_decides_from_the_nics_passes_read_without_waiting_a_period(
+    arm_emulator: ArmEmulator,
+) -> None:
+    """The pools passes read (``observe``) decide a scale set never decided at the next
+    ``decide_due``: the model carries the median at once; then nothing is read again within the
+    check period; a listing replaces what was learnt (gone NICs no longer count)."""
+    arm_emulator.state.operation_retry_after = 1
+    arm_emulator.estate.add_resource_group("rg-boot")
+    vnet = arm_emulator.estate.add_virtual_network("rg-boot", "vnet", subnets={"n": "10.242.0.0/16"})
+    scale_set = parse_scale_set_id(
+        arm_emulator.estate.add_scale_set("rg-boot", "vmss-d", subnet_id=vnet + "/subnets/n", capacity=3)
+    )
+    cloud = cloud_for(arm_emulator)
+    clock = [1000.0]
+    pools = BootPools(cloud.compute, SCALER, 60.0, lambda: clock[0])
+    try:
+        for instance, pool in (("0", 0), ("1", 32), ("2", 32)):
+            pools.observe(_nic(scale_set, instance, pool))
+        pools.decide_due()
+        eventually(lambda: cloud.compute.get_scale_set_boot_pool(scale_set).count == 32, message="32")
+        eventually(lambda: pools.writes_in_flight() == 0, message="the write's operation ended")
+        reads = arm_emulator.requests.count("VirtualMachineScaleSets.get")
+
+        pools.listed([_nic(scale_set, "0", 48), _nic(scale_set, "1", 48)])
+        clock[0] += 299.0
+        pools.decide_due()
+        assert arm_emulator.requests.count("VirtualMachineScaleSets.get") == reads  # not due yet
+        clock[0] += 1.0
+        pools.decide_due()
+        eventually(lambda: cloud.compute.get_scale_set_boot_pool(scale_set).count == 48, message="48")
+    finally:
+        cloud.close()
 
 
 def test_the_boot_pool_is_the_median_pool_rounded_up_to_the_batch() -> None:
