@@ -12,8 +12,9 @@ that needs more gets the rest by a PUT as before; one that needs fewer leaves th
 unaccounted, and the leak grace period gives them back.
 
 Rules (``boot_pool_size``, pure): the size is the median of the pools (secondary IP
-configurations) of the scale set's nodes' NICs, rounded up to the scaler's batch and capped by
-its maximum; no NIC, or a median of 0, decides nothing. Azure takes a new machine's boot pool
+configurations) of the scale set's nodes' NICs that have one, rounded up to the scaler's batch
+and capped by its maximum; nothing is decided until a tenth of the NICs (at least one) have a
+pool, so a cold start decides early, from its first filled pools. Azure takes a new machine's boot pool
 from the subnet when it creates the machine, and fails the scale-out if the subnet cannot hold
 it: so the model carries none while the subnet has fewer free addresses than ``ROOM_MACHINES``
 machines' boot pools (``within_room``), and new nodes get their IPs by PUT as before.
@@ -66,6 +67,8 @@ CHECK_LISTS = 5
 """A scale set's boot pool is decided at most once in this many NIC list periods."""
 REREAD_LISTS = 30
 """The model is read again at least once in this many periods (someone else may write it)."""
+SAMPLE_DIVISOR = 10
+"""A scale set is decided once a tenth of its nodes (at least one) have a pool."""
 ROOM_MACHINES = 10
 """The subnet must have room for this many new machines' boot pools, or the model carries none."""
 
@@ -82,13 +85,13 @@ class BootPoolModels(Protocol):
 
 
 def boot_pool_size(pools: Sequence[int], scaler: PoolScaler) -> int | None:
-    """The boot pool for nodes whose pools are ``pools``: their median rounded up to the batch,
-    at most the scaler's maximum; None when there is none to follow. Pure."""
-    if not pools:
+    """The boot pool for nodes whose pools are ``pools``: the median of those that have one (0 is
+    a node not sized yet), rounded up to the batch, at most the scaler's maximum; None until a
+    tenth of them (at least one) have one. Pure."""
+    sized = [pool for pool in pools if pool > 0]
+    if not sized or len(sized) < len(pools) // SAMPLE_DIVISOR:
         return None
-    median = statistics.median_low(pools)
-    if median <= 0:
-        return None
+    median = statistics.median_low(sized)
     batch = max(1, scaler.batch_size)
     return min(-(-median // batch) * batch, scaler.max_ip_count)
 

@@ -210,9 +210,12 @@ def test_a_cold_start_decides_from_the_nics_passes_read_without_waiting_a_period
         cloud.close()
 
 
-def test_the_boot_pool_is_the_median_pool_rounded_up_to_the_batch() -> None:
+def test_the_boot_pool_is_the_median_sized_pool_rounded_up_to_the_batch() -> None:
     assert boot_pool_size([], SCALER) is None
-    assert boot_pool_size([0, 0, 16], SCALER) is None
+    assert boot_pool_size([0, 0, 0], SCALER) is None
+    assert boot_pool_size([0, 0, 16], SCALER) == 16  # nodes not sized yet do not count
+    assert boot_pool_size([0] * 19 + [32], SCALER) is None  # fewer than a tenth sized
+    assert boot_pool_size([0] * 18 + [32, 32], SCALER) == 32
     assert boot_pool_size([16, 32, 32], SCALER) == 32
     assert boot_pool_size([16, 20, 48, 48], SCALER) == 32  # the lower median, 20, to the batch
     assert boot_pool_size([240, 250], PoolScaler(batch_size=16, max_ip_count=250)) == 240
