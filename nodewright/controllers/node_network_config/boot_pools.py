@@ -29,7 +29,9 @@ median moves slowly, a model write is rare). The model is read (one GET) only wh
 size differs from what it was last seen to carry, or that sight is older than ``REREAD_LISTS``
 periods (30 minutes); it is written (one PATCH, If-Match) only when it differs. A scale set
 whose model reaches its instances (upgrade policy Automatic or Rolling) is never written: one
-log line says so. A failed read or write logs one line and is tried at the next decision. Side
+log line says so. A read or write our own ARM budget keeps back is not a failure: it is tried
+again when the budget allows (the write with no new read), with no log line. A failed read or
+write logs one line and is tried at the next decision. Side
 effects: ARM reads and writes (through ``BootPoolModels``), log lines, on the watcher's thread;
 ``observe`` and ``listed`` only remember.
 """
@@ -43,7 +45,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from nodewright.cloud.boot_pools import ScaleSetBootPool
-from nodewright.cloud.errors import CloudError
+from nodewright.cloud.errors import CloudError, kept_back
 from nodewright.cloud.models import NicInfo
 from nodewright.cloud.operations import OperationOutcome
 from nodewright.cloud.resource_ids import ScaleSetId
@@ -117,6 +119,9 @@ class _Seen:
     refused: bool = False
     subnet: str | None = None
     """The subnet of the model's primary IP configuration, from its last read."""
+    kept: tuple[ScaleSetBootPool, int] | None = None
+    """A write our own budget kept back (never sent): the model as read and the size, sent again
+    when the budget allows, with no new read."""
     writing_since: float | None = None
     """When our write in flight started (its end clears it; one lost is forgotten at a re-read)."""
 
@@ -179,6 +184,10 @@ class BootPools:
                 return
             seen.checked_at = now
             scale_set, subnet, fresh = self._scale_sets[key], seen.subnet, now - seen.read_at < self._reread
+            kept, seen.kept = seen.kept, None
+        if kept is not None:
+            self._write(*kept, seen)
+            return
         if subnet is not None:
             wanted = within_room(wanted, self._available(subnet))
         if fresh and (seen.refused or seen.count == wanted):
@@ -189,7 +198,10 @@ class BootPools:
         try:
             pool = self._models.get_scale_set_boot_pool(scale_set)
         except CloudError as error:
-            log.warning("Reading a scale set's model failed", scale_set=str(scale_set), error=str(error))
+            if kept_back(error):  # our read budget: no answer, nothing failed; come back then
+                self._retry_in(seen, error.retry_after)
+            else:
+                log.warning("Reading a scale set's model failed", scale_set=str(scale_set), error=str(error))
             return
         seen.read_at, seen.count, seen.subnet = now, pool.count, pool.subnet_id
         if not pool.writable:
@@ -207,9 +219,14 @@ class BootPools:
         wanted = min(wanted, _room(pool))
         if pool.count == wanted:
             return
-        self._write(pool, seen, wanted)
+        self._write(pool, wanted, seen)
 
-    def _write(self, pool: ScaleSetBootPool, seen: _Seen, wanted: int) -> None:
+    def _retry_in(self, seen: _Seen, seconds: float | None) -> None:
+        """Make the scale set due again in ``seconds`` (1 s when ARM's budget named none)."""
+        with self._lock:
+            seen.checked_at = self._clock() + (seconds or 1.0) - self._check
+
+    def _write(self, pool: ScaleSetBootPool, wanted: int, seen: _Seen) -> None:
         def on_done(outcome: OperationOutcome) -> None:
             with self._lock:
                 seen.writing_since = None
@@ -222,7 +239,14 @@ class BootPools:
             self._models.begin_set_scale_set_boot_pool(pool, wanted, on_done)
         except CloudError as error:
             with self._lock:
-                seen.writing_since, seen.count = None, None
+                seen.writing_since = None
+                if kept_back(error):  # never sent: the same write when our budget allows
+                    seen.kept = (pool, wanted)
+                else:
+                    seen.count = None
+            if kept_back(error):
+                self._retry_in(seen, error.retry_after)
+                return
             log.warning(
                 "Writing a scale set's boot pool failed", scale_set=str(pool.scale_set), error=str(error)
             )

@@ -14,6 +14,7 @@ from nodewright.cloud.boot_configurations import BOOT_CONFIGURATION_PREFIX
 from nodewright.cloud.emulator import ArmEmulator
 from nodewright.cloud.models import IpConfigurationInfo, NicInfo
 from nodewright.cloud.resource_ids import ScaleSetId, parse_scale_set_id
+from nodewright.cloud.throttle import InMemoryCallCounter
 from nodewright.controllers.node_network_config.boot_pools import BootPools, boot_pool_size, within_room
 from nodewright.ipam import PoolScaler, pool_target
 from tests.cloud.helpers import cloud_for
@@ -56,13 +57,15 @@ def _pooled_scale_set(ipam: IpamHarness, capacity: int, pods: int) -> tuple[Scal
     return scale_set, nodes
 
 
-def _model_writes(ipam: IpamHarness) -> int:
+def _model_writes_of(emulator: ArmEmulator) -> int:
     """PATCHes of a scale set's model (capacity PATCHes apart)."""
     return sum(
-        1
-        for entry in ipam.emulator.requests.entries(MODEL_WRITES)
-        if "virtualMachineProfile" in str(entry.body)
+        1 for entry in emulator.requests.entries(MODEL_WRITES) if "virtualMachineProfile" in str(entry.body)
     )
+
+
+def _model_writes(ipam: IpamHarness) -> int:
+    return _model_writes_of(ipam.emulator)
 
 
 def _instance_puts(ipam: IpamHarness, node: str, since: float) -> int:
@@ -208,6 +211,50 @@ def test_a_cold_start_decides_from_the_nics_passes_read_without_waiting_a_period
         eventually(lambda: cloud.compute.get_scale_set_boot_pool(scale_set).count == 48, message="48")
     finally:
         cloud.close()
+
+
+def test_a_write_our_budget_keeps_back_is_sent_later_without_a_new_read_nor_a_warning(
+    arm_emulator: ArmEmulator, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two scale sets due at once, one write token a 4 s (the manager's budget at a cold start,
+    scaled): the second write is kept back, not sent, not logged, and sent once the budget has a
+    token, with the model as first read (one GET each)."""
+    caplog.set_level(logging.INFO, logger="nodewright.controllers.node_network_config.boot_pools")
+    arm_emulator.state.operation_retry_after = 1
+    arm_emulator.estate.add_resource_group("rg-boot")
+    vnet = arm_emulator.estate.add_virtual_network("rg-boot", "vnet", subnets={"n": "10.243.0.0/16"})
+    scale_sets = [
+        parse_scale_set_id(
+            arm_emulator.estate.add_scale_set("rg-boot", name, subnet_id=vnet + "/subnets/n", capacity=1)
+        )
+        for name in ("vmss-e", "vmss-f")
+    ]
+    calls = InMemoryCallCounter()
+    cloud = cloud_for(arm_emulator, calls, mutation_qps=0.25, mutation_burst=1, pacing_max_wait_seconds=0.1)
+    checker = cloud_for(arm_emulator)
+    pools = BootPools(cloud.compute, SCALER, 60.0, time.monotonic)
+    try:
+        for scale_set in scale_sets:
+            pools.observe(_nic(scale_set, "0", 32))
+
+        def both_written() -> bool:
+            pools.decide_due()
+            return all(checker.compute.get_scale_set_boot_pool(s).count == 32 for s in scale_sets)
+
+        eventually(both_written, message="both models")
+    finally:
+        cloud.close()
+        checker.close()
+    writes = [
+        e.outcome
+        for e in calls.events
+        if e.kind == "call" and e.operation == "compute.set_scale_set_boot_pool"
+    ]
+    assert writes.count("success") == 2
+    assert len(writes) > 2, f"no write was kept back: {writes}"
+    assert _model_writes_of(arm_emulator) == 2
+    assert calls.count(kind="call", operation="compute.get_scale_set") == 2
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
 
 def test_the_boot_pool_is_the_median_sized_pool_rounded_up_to_the_batch() -> None:
