@@ -11,9 +11,8 @@ status accounts for and which addresses pods use), ``AllocationPlan`` and ``stat
 - IP configurations on the NIC that the status does not list are *unaccounted* (left by a crash
   between the NIC write and the status write, or by someone else). One whose address a pod uses
   is adopted at once, as is one the caller says to ``keep``; others are adopted when the node
-  needs more IPs (cheaper than adding new
-  ones: no cloud call); the rest wait for the leak tracker's grace period and are then released
-  (``collected``).
+  needs more IPs (cheaper than adding new ones: no cloud call); the rest wait for the leak
+  tracker's grace period and are then released (``collected``).
 - Add what is still missing, at most ``add_limit`` at once (the batch halving state of
   ``backoff``), at most the capacity.
 
@@ -107,7 +106,8 @@ def plan_allocation(
 
     releasing = set(release)
     remaining = [configuration.name for configuration in nic if configuration.name not in releasing]
-    kept = [name for name in remaining if name in accounted or in_use(name) or name in keep]
+    keeping = set(keep)
+    kept = [name for name in remaining if name in accounted or in_use(name) or name in keeping]
     kept_set = set(kept)
     spare = [name for name in remaining if name not in kept_set]
     adopt_now = [name for name in kept if name not in accounted]

@@ -57,6 +57,7 @@ __all__ = [
     "CHECK_LISTS",
     "REREAD_LISTS",
     "ROOM_MACHINES",
+    "SAMPLE_DIVISOR",
     "BootPoolModels",
     "BootPools",
     "boot_pool_size",

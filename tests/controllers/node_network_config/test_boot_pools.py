@@ -108,6 +108,28 @@ def test_a_new_instance_boots_with_its_pool_and_its_node_gets_no_write(ipam: Ipa
     assert _model_writes(ipam) == 1, "the model was written again"
 
 
+def test_under_nodesubnet_a_new_node_adopts_its_whole_boot_pool_at_once(ipam: IpamHarness) -> None:
+    """CNS NodeSubnet hands out whatever the NIC carries from boot, and nothing may leave it: a
+    new node with no pods (which asks for one batch) takes all 32 boot configurations into its
+    pool at once, with no write to its instance, and leaves none unaccounted for the leak
+    collector."""
+    ipam.configure(consumer="nodesubnet", resync_period_seconds=0.5)
+    scale_set, nodes = _pooled_scale_set(ipam, capacity=2, pods=10)
+    compute = ipam.cloud.compute
+    eventually(lambda: compute.get_scale_set_boot_pool(scale_set).count == 32, message="the model's pool")
+    since = time.monotonic()
+
+    compute.scale_out(scale_set, 1, lambda _before: None, lambda _outcome: None)
+    new = eventually(lambda: [n for n in ipam.node_names() if n not in nodes], message="the new node")[0]
+
+    eventually(lambda: len(ipam.assignments(ipam.config(new))) == 32, message="the whole boot pool")
+    with ipam.watched(passes=3):
+        pass
+    assert len(ipam.assignments(ipam.config(new))) == 32
+    assert len(ipam.secondary(new)) == 32
+    assert _instance_puts(ipam, new, since) == 0
+
+
 @pytest.mark.parametrize("mode", ["Automatic", "Rolling"])
 def test_a_model_that_reaches_running_instances_is_left_alone(
     ipam: IpamHarness, mode: str, caplog: pytest.LogCaptureFixture
