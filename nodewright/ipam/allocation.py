@@ -90,9 +90,8 @@ def plan_allocation(
     """Plan the NIC changes for one node (see the module docstring for the rules).
 
     ``requested`` is the NIC's entry count (``count.nic_entries_wanted``; None: only report,
-    change nothing);
-    ``nic`` the NIC's secondary IP configurations in NIC order; ``accounted`` the names the
-    status lists; ``collectable`` the unaccounted names the leak tracker says are past their
+    change nothing); ``nic`` the NIC's secondary IP configurations in NIC order; ``accounted`` the
+    names the status lists; ``collectable`` the unaccounted names the leak tracker says are past their
     grace period; ``add_limit`` caps this round's additions (None: no cap); ``keep`` names
     unaccounted configurations to adopt at once, needed or not, as if a pod used them."""
     by_name = {configuration.name: configuration for configuration in nic}
@@ -106,8 +105,7 @@ def plan_allocation(
 
     releasing = set(release)
     remaining = [configuration.name for configuration in nic if configuration.name not in releasing]
-    keeping = set(keep)
-    kept = [name for name in remaining if name in accounted or in_use(name) or name in keeping]
+    kept = [name for name in remaining if name in accounted or in_use(name) or name in set(keep)]
     kept_set = set(kept)
     spare = [name for name in remaining if name not in kept_set]
     adopt_now = [name for name in kept if name not in accounted]

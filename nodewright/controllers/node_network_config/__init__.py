@@ -231,25 +231,33 @@ def install(
         builder = builder.watches(PENDING_NODE, node_network_config_of_named_node)
     if isinstance(network, NetworkInterfaceLister):
         watch = NicWatch(reconciler.book, network, settings)
-        if (
-            settings.scale_set_boot_pool
-            and not settings.prefix_blocks
-            and isinstance(compute, BootPoolModels)
-        ):
-            boot_pools = BootPools(
-                compute,
-                settings.scaler,
-                settings.nic_list_period_seconds,
-                time.monotonic,
-                lambda subnet: _available(reconciler, subnet),
-            )
-            reconciler.book.on_remember = boot_pools.observe
-            watch.after_scale_set_list, watch.after_poll = boot_pools.listed, boot_pools.decide_due
+        _with_boot_pools(watch, reconciler, compute, settings)
         builder = builder.watches_source(
             PollingSource("nic-watch", watch.poll, error_delay=settings.nic_list_period_seconds)
         )
     builder.complete(reconciler)
     return reconciler
+
+
+def _with_boot_pools(
+    watch: NicWatch,
+    reconciler: NodeNetworkConfigReconciler,
+    compute: ComputeOperations,
+    settings: NodeNetworkConfigSettings,
+) -> None:
+    """Boot pools (``boot_pools``), unless turned off or ``compute`` cannot write models: fed by
+    the NICs the passes read and the watcher lists, decided on the watcher's thread."""
+    if not settings.scale_set_boot_pool or settings.prefix_blocks or not isinstance(compute, BootPoolModels):
+        return
+    boot_pools = BootPools(
+        compute,
+        settings.scaler,
+        settings.nic_list_period_seconds,
+        time.monotonic,
+        lambda subnet: _available(reconciler, subnet),
+    )
+    reconciler.book.on_remember = boot_pools.observe
+    watch.after_scale_set_list, watch.after_poll = boot_pools.listed, boot_pools.decide_due
 
 
 def _available(reconciler: NodeNetworkConfigReconciler, subnet: str) -> int | None:

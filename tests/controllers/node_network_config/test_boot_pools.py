@@ -178,10 +178,11 @@ def test_a_failed_model_write_is_logged_once_and_tried_again(
 
 
 def test_no_boot_pool_where_the_subnet_lacks_room_for_ten_more_machines(ipam: IpamHarness) -> None:
-    """A /24 (251 addresses) holding two nodes of 33 has room for fewer than ten new machines'
-    33: the model is read, and carries no boot pool (Azure would fail a scale-out it cannot
-    hold); the new node then gets its IPs by PUT, as before."""
-    ipam.subnet_prefix = "10.240.0.0/24"
+    """A /25 (123 addresses) holding two nodes has room for fewer than ten new machines' boot
+    pools, whether the nodes hold 16 (89 free, 170 needed) or 32 (57 free, 330 needed): the model
+    is read and carries no boot pool (Azure would fail a scale-out it cannot hold); the new node
+    then gets its IPs by PUT, as before."""
+    ipam.subnet_prefix = "10.240.0.0/25"
     scale_set, nodes = _pooled_scale_set(ipam, capacity=2, pods=10)
     eventually(lambda: ipam.emulator.requests.count("VirtualMachineScaleSets.get"), message="a model read")
     since = time.monotonic()
