@@ -18,14 +18,15 @@ status accounts for and which addresses pods use), ``AllocationPlan`` and ``stat
 
 The status lists the NIC's accounted IP configurations that have an address, in NIC order (new
 ones are appended to a NIC, so this is oldest first, the order ``release`` relies on). Pure;
-imports nothing internal.
+ipsNotInUse is sorted by ``request.split_listed``, as the spec's side sorts it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
+from nodewright.ipam.request import split_listed
 from nodewright.ipam.scaler import MAX_SECONDARY_IPS_PER_NIC
 
 __all__ = [
@@ -92,27 +93,24 @@ def plan_allocation(
     ``requested`` is the NIC's entry count (``count.nic_entries_wanted``; None: only report,
     change nothing); ``nic`` the NIC's secondary IP configurations in NIC order; ``accounted`` the
     names the status lists; ``collectable`` the unaccounted names the leak tracker says are past their
-    grace period; ``add_limit`` caps this round's additions (None: no cap); ``keep`` names
-    unaccounted configurations to adopt at once, needed or not, as if a pod used them."""
-    by_name = {configuration.name: configuration for configuration in nic}
-
-    def in_use(name: str) -> bool:
-        return _in_use(by_name[name], in_use_addresses)
-
-    release, refused, unknown = _sort_release_requests(ips_not_in_use, by_name, in_use_addresses)
+    grace period; ``add_limit`` caps this round's additions (None: no cap); ``keep`` (a set)
+    names unaccounted configurations to adopt at once, needed or not, as if a pod used them."""
+    address_of = {configuration.name: configuration.address for configuration in nic}
+    release, unknown, refused = split_listed(address_of, in_use_addresses, ips_not_in_use)
     if requested is None:
         return AllocationPlan(refused=tuple(refused), unknown=tuple(unknown))
 
     releasing = set(release)
     remaining = [configuration.name for configuration in nic if configuration.name not in releasing]
-    kept = [name for name in remaining if name in accounted or in_use(name) or name in set(keep)]
+    # A name without an address is in no pod's use (the addresses are strings).
+    kept = [n for n in remaining if n in accounted or n in keep or address_of[n] in in_use_addresses]
     kept_set = set(kept)
     spare = [name for name in remaining if name not in kept_set]
     adopt_now = [name for name in kept if name not in accounted]
 
     needed = max(0, requested - len(kept))
     # Prefer spare configurations that already have an address: they can serve a pod at once.
-    spare_by_readiness = sorted(spare, key=lambda name: by_name[name].address is None)
+    spare_by_readiness = sorted(spare, key=lambda name: address_of[name] is None)
     adopted_for_demand = spare_by_readiness[:needed]
     needed -= len(adopted_for_demand)
     adopted_set = set(adopted_for_demand)
@@ -135,30 +133,6 @@ def plan_allocation(
         unknown=tuple(unknown),
         short_by=needed - add_count,
     )
-
-
-def _in_use(configuration: NicIpConfiguration, in_use_addresses: Collection[str]) -> bool:
-    return configuration.address is not None and configuration.address in in_use_addresses
-
-
-def _sort_release_requests(
-    ips_not_in_use: Sequence[str],
-    by_name: Mapping[str, NicIpConfiguration],
-    in_use_addresses: Collection[str],
-) -> tuple[list[str], list[str], list[str]]:
-    """The node's ipsNotInUse, once each in order, as (to release, refused because a pod uses the
-    address, unknown to the NIC)."""
-    release: list[str] = []
-    refused: list[str] = []
-    unknown: list[str] = []
-    for name in dict.fromkeys(ips_not_in_use):
-        if name not in by_name:
-            unknown.append(name)
-        elif _in_use(by_name[name], in_use_addresses):
-            refused.append(name)
-        else:
-            release.append(name)
-    return release, refused, unknown
 
 
 def status_assignments(

@@ -101,7 +101,7 @@ def requested_count(rule: CountRule, facts: CountFacts) -> RequestedCount:
     since = facts.surplus_since
     allowed: Collection[str] | None = ()
     if not rule.blocks:
-        pending = set(split_listed(facts.assignments, facts.in_use_addresses, facts.ips_not_in_use)[0])
+        pending = set(split_listed(dict(facts.assignments), facts.in_use_addresses, facts.ips_not_in_use)[0])
         held = address_count(address for name, address in facts.assignments if name not in pending)
         since = _surplus_clock(target < held, facts.surplus_since, facts.now)
         lasted = 0.0 if since is None else facts.now - since

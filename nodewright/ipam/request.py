@@ -2,7 +2,7 @@
 spec.ipsNotInUse, given the pods' demand and the IPs the control plane has provided.
 
 Owns ``compute_request``, ``PoolRequest`` and ``split_listed`` (which listed names are pending
-release, released or reclaimed; the requested-count rule counts with it too). Wire semantics
+release, gone or in use; the requested-count rule and ``allocation`` sort with it too). Wire semantics
 (as Azure CNS and its control plane use them): ``ipsNotInUse`` names IPs (by their ipAssignments
 name) the node gives back; ``requestedIPCount`` is how many IPs the node wants to hold once those
 are gone.
@@ -24,7 +24,7 @@ One correction of bad input: a name in ipsNotInUse whose address a pod uses is t
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from nodewright.ipam.blocks import address_count
@@ -55,22 +55,22 @@ class PoolRequest:
 
 
 def split_listed(
-    assignments: Sequence[tuple[str, str]], in_use_addresses: Collection[str], ips_not_in_use: Sequence[str]
+    address_of: Mapping[str, str | None], in_use_addresses: Collection[str], ips_not_in_use: Sequence[str]
 ) -> tuple[list[str], list[str], list[str]]:
-    """The names in ``ips_not_in_use`` as (pending release, released: gone from status,
-    reclaimed: a pod uses the address), each in listed order. Only pending ones are not held."""
-    address_of = dict(assignments)
+    """The names in ``ips_not_in_use``, once each in listed order, as (pending release; gone:
+    not in ``address_of``, the status's or the NIC's names; in use: a pod uses the address).
+    Only pending ones are not held (``allocation`` releases them, the rest it refuses or reports)."""
     pending: list[str] = []
-    released: list[str] = []
-    reclaimed: list[str] = []
+    gone: list[str] = []
+    used: list[str] = []
     for name in dict.fromkeys(ips_not_in_use):
         if name not in address_of:
-            released.append(name)
+            gone.append(name)
         elif address_of[name] in in_use_addresses:
-            reclaimed.append(name)
+            used.append(name)
         else:
             pending.append(name)
-    return pending, released, reclaimed
+    return pending, gone, used
 
 
 def compute_request(
@@ -95,7 +95,7 @@ def compute_request(
     - ``releasable_addresses``, when given, limits what may be newly marked to those addresses
       (empty: no scale-down now, as under hysteresis or a consumer with no release handshake)."""
     address_of = dict(assignments)
-    pending, released, reclaimed = split_listed(assignments, in_use_addresses, ips_not_in_use)
+    pending, released, reclaimed = split_listed(address_of, in_use_addresses, ips_not_in_use)
     pending_set = set(pending)
     retained = [(name, address) for name, address in assignments if name not in pending_set]
     target = pool_target(demand, scaler, exhausted=exhausted)

@@ -165,7 +165,7 @@ def plan_nic(  # noqa: PLR0917 - the plan's inputs, each read once
         collectable=collectable(memory.leaks_first_seen, unaccounted, now, memory.leak_grace_seconds),
         add_limit=memory.guard.limit(MAX_SECONDARY_IPS_PER_NIC),
         # NodeSubnet: CNS hands out whatever the NIC carries from boot, and nothing may go.
-        keep=[c.name for c in secondary if is_boot_configuration(c.name)] if settings.nodesubnet else (),
+        keep={c.name for c in secondary if is_boot_configuration(c.name)} if settings.nodesubnet else (),
     )
 
 
