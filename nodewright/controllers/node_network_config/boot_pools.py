@@ -50,7 +50,7 @@ from nodewright.cloud.models import NicInfo
 from nodewright.cloud.operations import OperationOutcome
 from nodewright.cloud.resource_ids import ScaleSetId
 from nodewright.controllers.node_network_config.scope_listings import scale_set_instance_of
-from nodewright.ipam import PoolScaler
+from nodewright.ipam import MAX_SECONDARY_IPS_PER_NIC, PoolScaler
 from nodewright.runtime import get_logger
 
 __all__ = [
@@ -178,10 +178,12 @@ class BootPools:
     def _decide(self, key: str) -> None:
         now = self._clock()
         with self._lock:
-            wanted = boot_pool_size(list(self._pools.get(key, {}).values()), self._scaler)
             seen = self._seen.setdefault(key, _Seen())
             writing = seen.writing_since is not None and now - seen.writing_since < self._reread
-            if wanted is None or writing or now - seen.checked_at < self._check:
+            if writing or now - seen.checked_at < self._check:
+                return
+            wanted = boot_pool_size(list(self._pools.get(key, {}).values()), self._scaler)
+            if wanted is None:
                 return
             seen.checked_at = now
             scale_set, subnet, fresh = self._scale_sets[key], seen.subnet, now - seen.read_at < self._reread
@@ -259,7 +261,7 @@ class BootPools:
 
 def _room(pool: ScaleSetBootPool) -> int:
     """Ours that fit beside the primary and the user's own on one NIC (256 at most)."""
-    return max(0, 255 - pool.foreign)
+    return max(0, MAX_SECONDARY_IPS_PER_NIC - pool.foreign)
 
 
 def _scale_set_of(nics: Sequence[NicInfo]) -> ScaleSetId | None:
