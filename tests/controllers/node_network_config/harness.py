@@ -126,14 +126,16 @@ class IpamHarness:
         self.consumer.start()
         return self.consumer
 
-    def start(self, *, agent: bool = True, workers: int | None = None) -> None:
+    def start(self, *, agent: bool = True, workers: int | None = None, manager: bool = True) -> None:
         """Start the simulator, the manager (``workers``: the controller's worker threads, else
-        the reconciler's own count) and, with ``agent``, the pod address agent."""
+        the reconciler's own count; without ``manager``, later by ``start_manager``, so a test can
+        put pods on the nodes first) and, with ``agent``, the pod address agent."""
         self._simulator = NodeSimulator(
             self.client, machines_in_emulator(self.emulator.state), owner=self.owner, interval=0.2
         )
         self._simulator.start()
-        self._start_manager(workers)
+        if manager:
+            self._start_manager(workers)
         if agent:
             self.agent = PodAddressAgent(
                 self.client, node_network_config_namespace=self.namespace, pod_namespace=self.namespace
@@ -179,6 +181,10 @@ class IpamHarness:
         )
         self.reconciler = install(manager, self.settings, self.cloud.network, self.cloud.compute)
         self._manager = RunningManager(manager)
+
+    def start_manager(self, workers: int | None = None) -> None:
+        """Start the manager after ``start(manager=False)``."""
+        self._start_manager(workers)
 
     def restart_manager(self, workers: int | None = None) -> None:
         """Stop the manager and start a new one on new cloud clients, as a restarted process

@@ -44,14 +44,17 @@ def _settled_at(ipam: IpamHarness, node: str, demand: int) -> Callable[[], bool]
 
 
 def _pooled_scale_set(ipam: IpamHarness, capacity: int, pods: int) -> tuple[ScaleSetId, list[str]]:
+    """A scale set whose nodes hold ``pods`` pods before the manager starts: each node's first
+    pool is already sized for them, so the model is decided once, not at one batch and again."""
     ipam.configure(scaler=SCALER, nic_list_period_seconds=LIST_PERIOD)
     scale_set = parse_scale_set_id(ipam.add_scale_set(capacity=capacity))
-    ipam.start()
+    ipam.start(manager=False)
     nodes: list[str] = eventually(
         lambda: len(ipam.node_names()) == capacity and ipam.node_names(), message="the nodes"
     )
     for node in nodes:
         ipam.create_pods(node, pods)
+    ipam.start_manager()
     for node in nodes:
         eventually(_settled_at(ipam, node, pods), message=f"{node}'s pool for its pods")
     return scale_set, nodes
